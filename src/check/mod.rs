@@ -1,0 +1,229 @@
+//! The checker: a pure function of the history. No server, no clock, no I/O beyond
+//! reading. It depends only on `history`.
+//!
+//! - `lock`: the lock model (mutual exclusion by linearizability against an
+//!   owner-aware mutex, fencing tokens, the resource's order of writes).
+//! - `model` + `linear`: a general linearizability engine (Wing & Gong with Lowe's
+//!   memoization, P-compositional), generic over a small `Model` trait.
+//! - `models`: the registers, kv and mutex models of Jepsen and Porcupine histories.
+
+pub mod linear;
+pub mod lock;
+pub mod model;
+pub mod models;
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Whether a history is consistent with its model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Validity {
+    Valid,
+    Invalid,
+    /// The search gave up within its limits.
+    Unknown,
+}
+
+impl Serialize for Validity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Validity::Valid => s.serialize_bool(true),
+            Validity::Invalid => s.serialize_bool(false),
+            Validity::Unknown => s.serialize_str("unknown"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Validity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match serde_json::Value::deserialize(d)? {
+            serde_json::Value::Bool(true) => Ok(Validity::Valid),
+            serde_json::Value::Bool(false) => Ok(Validity::Invalid),
+            serde_json::Value::String(s) if s == "unknown" => Ok(Validity::Unknown),
+            other => Err(serde::de::Error::custom(format!(
+                "expected true, false or \"unknown\", found {other}"
+            ))),
+        }
+    }
+}
+
+impl Validity {
+    /// Exit code of `check` and `run`: 0 valid, 1 anomalies found, 3 unknown.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Validity::Valid => 0,
+            Validity::Invalid => 1,
+            Validity::Unknown => 3,
+        }
+    }
+}
+
+/// Stable anomaly names (the spec's table), plus `not-linearizable` for the
+/// general models, whose only anomaly is that no order of the ops fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyKind {
+    DoubleHolder,
+    InterleavedWrites,
+    StaleWriteAccepted,
+    TokenNotMonotonic,
+    DuplicateToken,
+    ForeignRelease,
+    LostUpdate,
+    NotLinearizable,
+}
+
+impl AnomalyKind {
+    pub const ALL: [AnomalyKind; 8] = [
+        AnomalyKind::DoubleHolder,
+        AnomalyKind::InterleavedWrites,
+        AnomalyKind::StaleWriteAccepted,
+        AnomalyKind::TokenNotMonotonic,
+        AnomalyKind::DuplicateToken,
+        AnomalyKind::ForeignRelease,
+        AnomalyKind::LostUpdate,
+        AnomalyKind::NotLinearizable,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            AnomalyKind::DoubleHolder => "double-holder",
+            AnomalyKind::InterleavedWrites => "interleaved-writes",
+            AnomalyKind::StaleWriteAccepted => "stale-write-accepted",
+            AnomalyKind::TokenNotMonotonic => "token-not-monotonic",
+            AnomalyKind::DuplicateToken => "duplicate-token",
+            AnomalyKind::ForeignRelease => "foreign-release",
+            AnomalyKind::LostUpdate => "lost-update",
+            AnomalyKind::NotLinearizable => "not-linearizable",
+        }
+    }
+}
+
+impl std::str::FromStr for AnomalyKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        AnomalyKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = AnomalyKind::ALL.iter().map(|k| k.name()).collect();
+                format!(
+                    "unknown anomaly kind \"{s}\" (expected one of: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+/// One anomaly, with the evidence: the ops (history indexes) that show it, and a
+/// sentence a person follows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Anomaly {
+    pub kind: AnomalyKind,
+    /// History `index`es of the ops that show it, in history order.
+    pub indexes: Vec<u64>,
+    /// Client processes involved.
+    #[serde(default)]
+    pub processes: Vec<u64>,
+    /// Fencing tokens involved, where there are any.
+    #[serde(default)]
+    pub tokens: Vec<u64>,
+    /// Run time (ns) at which the anomaly happened (e.g. the second acquire's ok).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<u64>,
+    /// What happened, in one or two sentences: "process 0 acquired at 1.000 s with
+    /// token 1; process 1 acquired at 1.011 s with token 2 before 0 released".
+    pub explanation: String,
+    /// True when `--allow` (or the workload's `allow`) accepts this kind: still
+    /// listed, but it does not make the history invalid.
+    #[serde(default)]
+    pub allowed: bool,
+}
+
+/// The checker's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub valid: Validity,
+    /// The model the history was checked against (`lock`, `cas-register`, ...).
+    pub model: String,
+    pub anomalies: Vec<Anomaly>,
+    /// Why the verdict is `unknown`, warnings from reading, limits reached: in words.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl Verdict {
+    /// Marks allowed kinds and recomputes validity: invalid only if an anomaly that
+    /// is not allowed remains; unknown stays unknown if nothing disallowed was found.
+    pub fn apply_allow(&mut self, allow: &[AnomalyKind]) {
+        for a in &mut self.anomalies {
+            a.allowed = allow.contains(&a.kind);
+        }
+        let disallowed = self.anomalies.iter().any(|a| !a.allowed);
+        self.valid = match (disallowed, self.valid) {
+            (true, _) => Validity::Invalid,
+            (false, Validity::Unknown) => Validity::Unknown,
+            (false, _) => Validity::Valid,
+        };
+    }
+}
+
+/// Bounds on the search: past them the verdict is `unknown`, never a hang or an
+/// out-of-memory kill.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub time: Duration,
+    /// Upper bound on memoized search states kept across the whole check.
+    pub max_states: usize,
+    /// Worker threads for independent parts (keys, locks). 0 = number of cores.
+    pub threads: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            time: Duration::from_secs(60),
+            max_states: 20_000_000,
+            threads: 0,
+        }
+    }
+}
+
+/// Formats a run time in ns as seconds for sentences: `1.011 s`.
+pub fn secs(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_turns_invalid_into_valid_but_keeps_the_anomaly() {
+        let mut v = Verdict {
+            valid: Validity::Invalid,
+            model: "lock".into(),
+            anomalies: vec![Anomaly {
+                kind: AnomalyKind::DoubleHolder,
+                indexes: vec![1, 2],
+                processes: vec![0, 1],
+                tokens: vec![],
+                time: Some(2),
+                explanation: "two holders".into(),
+                allowed: false,
+            }],
+            notes: vec![],
+        };
+        v.apply_allow(&[AnomalyKind::DoubleHolder]);
+        assert_eq!(v.valid, Validity::Valid);
+        assert!(v.anomalies[0].allowed);
+        assert_eq!(
+            serde_json::to_value(&v).unwrap()["valid"],
+            serde_json::json!(true)
+        );
+        assert_eq!(
+            "stale-write-accepted".parse::<AnomalyKind>(),
+            Ok(AnomalyKind::StaleWriteAccepted)
+        );
+    }
+}

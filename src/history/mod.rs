@@ -1,0 +1,195 @@
+//! The history: every operation clients and the fault injector performed, in the
+//! order the controller observed them, on one clock. It is the one currency between
+//! the runner, the checker and the report (shared/spec/history.md is the contract).
+//!
+//! This module depends on nothing else of ours.
+
+mod read;
+mod write;
+
+pub mod import;
+
+pub use read::{parse_jsonl, read_jsonl, HistoryError};
+pub use write::HistoryWriter;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// Who performed an operation: a logical client (a worker), or the fault injector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Process {
+    Client(u64),
+    Nemesis,
+}
+
+impl Process {
+    pub fn client(self) -> Option<u64> {
+        match self {
+            Process::Client(p) => Some(p),
+            Process::Nemesis => None,
+        }
+    }
+}
+
+impl fmt::Display for Process {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Process::Client(p) => write!(f, "process {p}"),
+            Process::Nemesis => f.write_str("nemesis"),
+        }
+    }
+}
+
+impl Serialize for Process {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Process::Client(p) => s.serialize_u64(*p),
+            Process::Nemesis => s.serialize_str("nemesis"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Process {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match Value::deserialize(d)? {
+            Value::Number(n) if n.as_u64().is_some() => {
+                Ok(Process::Client(n.as_u64().unwrap_or(0)))
+            }
+            Value::String(s) if s == "nemesis" => Ok(Process::Nemesis),
+            other => Err(serde::de::Error::custom(format!(
+                "expected a non-negative integer or \"nemesis\", found {other}"
+            ))),
+        }
+    }
+}
+
+/// Jepsen's four op types: invoke starts an op; ok = it happened; fail = it
+/// definitely did not happen; info = unknown (timed out, crashed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpType {
+    Invoke,
+    Ok,
+    Fail,
+    Info,
+}
+
+impl OpType {
+    pub fn is_completion(self) -> bool {
+        self != OpType::Invoke
+    }
+}
+
+/// Names of `f` used by lockcheck's own runs. Imported histories bring others
+/// (`read`, `write`, `cas`, `txn`, `get`, `put`, `append`): `f` stays an open string.
+pub mod f {
+    pub const ACQUIRE: &str = "acquire";
+    pub const RENEW: &str = "renew";
+    pub const RELEASE: &str = "release";
+    pub const WRITE: &str = "write";
+    pub const READ: &str = "read";
+    pub const PAUSE: &str = "pause";
+    pub const RESUME: &str = "resume";
+    pub const KILL: &str = "kill";
+    pub const START: &str = "start";
+    pub const PARTITION: &str = "partition";
+    pub const HEAL: &str = "heal";
+    pub const CLOCK_SKEW: &str = "clock-skew";
+    pub const CLOCK_RESET: &str = "clock-reset";
+}
+
+/// One line of `history.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Op {
+    pub index: u64,
+    /// Nanoseconds since the run started, on the controller's monotonic clock.
+    pub time: u64,
+    pub process: Process,
+    #[serde(rename = "type")]
+    pub kind: OpType,
+    pub f: String,
+    #[serde(default)]
+    pub value: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Op {
+    /// `value.token` as an integer, where the op carries one.
+    pub fn token(&self) -> Option<u64> {
+        self.value.get("token").and_then(Value::as_u64)
+    }
+
+    /// `value.seq`: the resource's own order of an applied write.
+    pub fn seq(&self) -> Option<u64> {
+        self.value.get("seq").and_then(Value::as_u64)
+    }
+}
+
+/// A history as read: the ops, plus what the reader noticed but could work around.
+#[derive(Debug, Clone, Default)]
+pub struct History {
+    pub ops: Vec<Op>,
+    /// Warnings a person should see (a truncated final line, ...), already in words.
+    pub warnings: Vec<String>,
+}
+
+impl History {
+    pub fn new(ops: Vec<Op>) -> Self {
+        History {
+            ops,
+            warnings: Vec::new(),
+        }
+    }
+
+    /// Pairs each invoke with its completion: `(invoke position, Some(completion position))`,
+    /// in invoke order. An invoke with no completion gets `None` (it counts as `info`).
+    /// Nemesis ops are not paired. Positions index `self.ops`.
+    pub fn pairs(&self) -> Vec<(usize, Option<usize>)> {
+        let mut open: rustc_hash::FxHashMap<u64, usize> = Default::default();
+        let mut out = Vec::new();
+        for (i, op) in self.ops.iter().enumerate() {
+            let Process::Client(p) = op.process else {
+                continue;
+            };
+            if op.kind == OpType::Invoke {
+                open.insert(p, out.len());
+                out.push((i, None));
+            } else if let Some(slot) = open.remove(&p) {
+                out[slot].1 = Some(i);
+            }
+        }
+        out
+    }
+}
+
+/// One line of the optional `resource.jsonl`: the protected resource's own log of
+/// applied writes, in its order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppliedWrite {
+    pub seq: u64,
+    pub process: u64,
+    pub token: Option<u64>,
+    pub data: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_round_trips_as_integer_or_nemesis() {
+        assert_eq!(serde_json::to_string(&Process::Client(3)).unwrap(), "3");
+        assert_eq!(
+            serde_json::to_string(&Process::Nemesis).unwrap(),
+            "\"nemesis\""
+        );
+        let p: Process = serde_json::from_str("\"nemesis\"").unwrap();
+        assert_eq!(p, Process::Nemesis);
+        assert!(serde_json::from_str::<Process>("-1").is_err());
+        assert!(serde_json::from_str::<Process>("\"client\"").is_err());
+    }
+}

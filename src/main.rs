@@ -1,0 +1,44 @@
+//! The `lockcheck` command: a thin clap layer over the library; each subcommand
+//! lives in `lockcheck::cli::<name>`.
+
+use clap::{Parser, Subcommand};
+use lockcheck::cli;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "lockcheck",
+    version,
+    about = "Tests whether a distributed lock keeps two holders apart, and whether the resource it protects rejects stale writes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check a recorded history (lockcheck's JSON Lines, Jepsen EDN, Porcupine logs).
+    Check(cli::check::Args),
+    /// Run a workload against a real lock service, inject faults, check the history.
+    Run(cli::run::Args),
+    /// (internal) One lock client, driven by the controller over stdin/stdout.
+    #[command(hide = true)]
+    Worker(cli::worker::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Check(args) => cli::check::main(args),
+        Command::Run(args) => cli::run::main(args),
+        Command::Worker(args) => cli::worker::main(args),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("lockcheck: {e:#}");
+            ExitCode::from(cli::exit_code_of(&e))
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! run (being built)
