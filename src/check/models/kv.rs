@@ -195,10 +195,10 @@ pub fn check(history: &History, limits: &Limits) -> Result<Verdict, ModelError> 
     Ok(tally.finish("kv"))
 }
 
-/// The engine's ops of a kv history (`{"key": K, "value": V}`) and the key names.
 /// A kv history as the engine's ops, and the key names (ops name keys by number).
 type KvOps = (Vec<String>, Vec<Operation<KvIn, String>>);
 
+/// The engine's ops of a kv history (`{"key": K, "value": V}`) and the key names.
 fn kv_operations(history: &History) -> Result<KvOps, ModelError> {
     let mut key_ids: FxHashMap<String, usize> = FxHashMap::default();
     let mut keys: Vec<String> = Vec::new();
