@@ -253,18 +253,23 @@ pub fn main(args: Args) -> Result<u8> {
 /// The verdict in words: one line, then each anomaly with its ops, then the notes.
 pub fn human(file: &Path, c: &Checked) -> String {
     let v = &c.verdict;
-    let counted = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let counted =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     let head = match v.valid {
         Validity::Valid if v.anomalies.is_empty() => format!("VALID: consistent with {}", v.model),
         Validity::Valid => format!(
             "VALID: consistent with {} but for {} allowed",
             v.model,
-            counted(v.anomalies.len(), "anomaly")
+            counted(v.anomalies.len(), "anomaly", "anomalies")
         ),
         Validity::Invalid => format!(
             "INVALID: not consistent with {} ({})",
             v.model,
-            counted(v.anomalies.iter().filter(|a| !a.allowed).count(), "anomaly")
+            counted(
+                v.anomalies.iter().filter(|a| !a.allowed).count(),
+                "anomaly",
+                "anomalies"
+            )
         ),
         Validity::Unknown => format!(
             "UNKNOWN: the check gave up before deciding against {}",
@@ -275,7 +280,7 @@ pub fn human(file: &Path, c: &Checked) -> String {
         "{head}\n  {} ({}, {})\n",
         file.display(),
         c.format,
-        counted(c.ops, "op")
+        counted(c.ops, "op", "ops")
     );
     for a in &v.anomalies {
         let idx: Vec<String> = a.indexes.iter().map(u64::to_string).collect();

@@ -100,6 +100,8 @@ pub struct KvStep {
 pub struct KvReads {
     keys: Vec<String>,
     appends: Vec<FxHashMap<(Node, u32), Node>>,
+    /// The value of each node (node numbers are shared by all keys; 0 is empty).
+    values: Vec<String>,
 }
 
 impl Model for KvReads {
@@ -141,7 +143,7 @@ impl Model for KvReads {
         if *s == DIRTY {
             "a value no get returned or began with".into()
         } else {
-            format!("node {s} of the values read")
+            format!("{:?}", self.values[*s as usize])
         }
     }
 
@@ -157,6 +159,7 @@ pub fn check(history: &History, limits: &Limits) -> Result<Verdict, ModelError> 
     let mut model = KvReads {
         keys: keys.clone(),
         appends: vec![FxHashMap::default(); keys.len()],
+        values: vec![String::new()],
     };
     let mut steps: Vec<Operation<KvStep, ()>> = Vec::new();
     let mut by_inference = 0;
@@ -167,7 +170,7 @@ pub fn check(history: &History, limits: &Limits) -> Result<Verdict, ModelError> 
             continue;
         }
         let key = ops[part[0]].input.key;
-        let (table, part_steps) = tree_of_reads(&ops, &part);
+        let (table, part_steps) = tree_of_reads(&ops, &part, &mut model.values);
         model.appends[key] = table;
         for (&i, step) in part.iter().zip(part_steps) {
             let o = &ops[i];
@@ -242,12 +245,13 @@ fn kv_operations(history: &History) -> Result<KvOps, ModelError> {
 /// Builds one key's tree of values read: every value a get returned, cut at each
 /// point where a sequence of this key's writes can end (a put's value, then
 /// appends' values). Gives the append transitions between nodes, and each op's step.
-fn tree_of_reads(
-    ops: &[Operation<KvIn, String>],
+fn tree_of_reads<'a>(
+    ops: &'a [Operation<KvIn, String>],
     part: &[usize],
+    values: &mut Vec<String>,
 ) -> (FxHashMap<(Node, u32), Node>, Vec<Step>) {
-    let mut append_id: FxHashMap<&str, u32> = FxHashMap::default();
-    let mut puts: Vec<&str> = Vec::new();
+    let mut append_id: FxHashMap<&'a str, u32> = FxHashMap::default();
+    let mut puts: Vec<&'a str> = Vec::new();
     for &i in part {
         match &ops[i].input.op {
             KvOp::Append(v) => {
@@ -263,9 +267,11 @@ fn tree_of_reads(
     lengths.dedup();
     let mut nodes: FxHashMap<&str, Node> = FxHashMap::default();
     nodes.insert("", EMPTY);
-    let mut intern = |s| {
-        let n = nodes.len() as Node;
-        *nodes.entry(s).or_insert(n)
+    let mut intern = |s: &'a str| {
+        *nodes.entry(s).or_insert_with(|| {
+            values.push(s.to_string());
+            (values.len() - 1) as Node
+        })
     };
     let mut trans: FxHashMap<(Node, u32), Node> = FxHashMap::default();
     let mut read_node: FxHashMap<usize, Node> = FxHashMap::default();
