@@ -141,7 +141,7 @@ impl Register {
             Ok((input, output))
         })?;
         let parts = check_partitioned(self, &ops, limits);
-        Ok(verdict::<Self>(self.name(), &ops, &parts))
+        Ok(verdict::<Self>(self.name(), history, &ops, &parts))
     }
 }
 
