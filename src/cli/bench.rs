@@ -150,7 +150,7 @@ pub fn main(args: Args) -> Result<u8> {
             },
         )?;
         println!(
-            "lock {}: {} ops, {:?} with {} anomalies in {}",
+            "lock {}: {} ops, {:?} (anomalies: {}) in {}",
             lock.display(),
             c.ops,
             c.verdict.valid,
