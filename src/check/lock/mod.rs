@@ -46,10 +46,10 @@ pub fn check_fenced(history: &History, input: &LockInput<'_>, limits: &Limits) -
     run(history, input, limits, true)
 }
 
-fn run(h: &History, input: &LockInput<'_>, _limits: &Limits, fenced: bool) -> Verdict {
+fn run(h: &History, input: &LockInput<'_>, limits: &Limits, fenced: bool) -> Verdict {
     let s = sections::build(h);
     let mut found = Findings::default();
-    mutex::double_holders(h, &s, &mut found);
+    mutex::double_holders(h, &s, limits, &mut found);
     tokens::check(h, &s, fenced, &mut found);
     foreign_releases(h, &s, &mut found);
     resource::check(h, &s, input.resource, &mut found);
@@ -141,16 +141,24 @@ const LISTED_PER_KIND: usize = 50;
 pub(crate) struct Findings {
     anomalies: Vec<Anomaly>,
     counts: rustc_hash::FxHashMap<AnomalyKind, usize>,
+    /// Findings the second opinion could not confirm: the verdict is then unknown.
+    disputes: Vec<String>,
 }
 
 impl Findings {
     /// Counts one anomaly; builds and lists it only while its kind is under the cap.
-    pub fn report(&mut self, kind: AnomalyKind, make: impl FnOnce() -> Anomaly) {
+    /// True when it was listed.
+    pub fn report(&mut self, kind: AnomalyKind, make: impl FnOnce() -> Anomaly) -> bool {
         let n = self.counts.entry(kind).or_default();
         *n += 1;
         if *n <= LISTED_PER_KIND {
             self.anomalies.push(make());
         }
+        *n <= LISTED_PER_KIND
+    }
+
+    pub fn dispute(&mut self, note: String) {
+        self.disputes.push(note);
     }
 
     fn into_verdict(mut self, model: &str, mut notes: Vec<String>) -> Verdict {
@@ -166,11 +174,14 @@ impl Findings {
         }
         self.anomalies
             .sort_by_key(|a| (a.time.unwrap_or(0), a.kind, a.indexes.first().copied()));
-        let valid = if self.anomalies.is_empty() {
+        let valid = if !self.disputes.is_empty() {
+            Validity::Unknown
+        } else if self.anomalies.is_empty() {
             Validity::Valid
         } else {
             Validity::Invalid
         };
+        notes.append(&mut self.disputes);
         Verdict {
             valid,
             model: model.into(),

@@ -125,26 +125,28 @@ fn stale_writes(h: &History, s: &Sections, applied: &[Applied], found: &mut Find
     for (i, a) in applied.iter().enumerate() {
         let Some(t) = a.token else { continue };
         match max.map(|m| (m, applied[m].token.unwrap_or(0))) {
-            Some((m, mt)) if t < mt => found.report(AnomalyKind::StaleWriteAccepted, || {
-                let (earlier, stale) = (&applied[m], a);
-                Anomaly {
-                    kind: AnomalyKind::StaleWriteAccepted,
-                    indexes: indexes(
-                        h,
-                        positions(s, earlier).into_iter().chain(positions(s, stale)),
-                    ),
-                    processes: vec![earlier.process, stale.process],
-                    tokens: vec![mt, t],
-                    time: stale.write.map(|w| h.ops[s.writes[w].invoke].time),
-                    explanation: format!(
-                        "the resource applied {} after it had applied {}: a fenced resource \
+            Some((m, mt)) if t < mt => {
+                found.report(AnomalyKind::StaleWriteAccepted, || {
+                    let (earlier, stale) = (&applied[m], a);
+                    Anomaly {
+                        kind: AnomalyKind::StaleWriteAccepted,
+                        indexes: indexes(
+                            h,
+                            positions(s, earlier).into_iter().chain(positions(s, stale)),
+                        ),
+                        processes: vec![earlier.process, stale.process],
+                        tokens: vec![mt, t],
+                        time: stale.write.map(|w| h.ops[s.writes[w].invoke].time),
+                        explanation: format!(
+                            "the resource applied {} after it had applied {}: a fenced resource \
                          rejects a token lower than one it has seen",
-                        describe(h, s, stale),
-                        describe(h, s, earlier)
-                    ),
-                    allowed: false,
-                }
-            }),
+                            describe(h, s, stale),
+                            describe(h, s, earlier)
+                        ),
+                        allowed: false,
+                    }
+                });
+            }
             Some((_, mt)) if t <= mt => {}
             _ => max = Some(i),
         }
