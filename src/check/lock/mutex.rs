@@ -19,12 +19,13 @@
 //! search and against a brute force that tries every order.
 
 use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
+use super::ops::Ops;
 use super::sections::{Section, Sections};
 use super::Findings;
 use crate::check::linear::{check_operations, Outcome};
 use crate::check::model::{Model, Operation};
 use crate::check::{secs, Anomaly, AnomalyKind, Limits};
-use crate::history::{History, OpType};
+use crate::history::OpType;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -100,7 +101,7 @@ impl Model for OwnerMutex {
 }
 
 /// The ops the engine searches for one lock, `call`/`ret` being history positions.
-pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
+pub fn operations(h: &Ops, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
     s.sections
         .iter()
         .filter(|x| x.lock == lock)
@@ -110,7 +111,7 @@ pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp
 
 /// A section as the mutex sees it: its acquire, and its end (a release that may land
 /// any time after, or never, where the hold's end was not seen).
-fn section_ops(h: &History, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
+fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
     let (from, to) = sec.end_window();
     [
         Operation {
@@ -191,7 +192,7 @@ impl<'a> Sweep<'a> {
 /// Each pair listed is also put to the engine, as a second opinion from independent
 /// code: its two sections alone must have no legal order. A disagreement would be a
 /// bug in one of them, and makes the verdict `unknown` rather than a guess.
-pub fn double_holders(h: &History, s: &Sections, limits: &Limits, found: &mut Findings) {
+pub fn double_holders(h: &Ops, s: &Sections, limits: &Limits, found: &mut Findings) {
     for lock in 0..s.locks.len() as u32 {
         let mut sweep = Sweep::new(&s.sections, lock);
         while let Some(i) = sweep.next_section() {
@@ -206,7 +207,7 @@ pub fn double_holders(h: &History, s: &Sections, limits: &Limits, found: &mut Fi
 }
 
 fn second_opinion(
-    h: &History,
+    h: &Ops,
     s: &Sections,
     first: usize,
     second: usize,
@@ -237,7 +238,7 @@ fn second_opinion(
 }
 
 /// `first` held the lock when `second` acquired it.
-fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
+fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
     let (first, second) = (&s.sections[first_id], &s.sections[second_id]);
     let until = first.core_end().min(second.core_end());
     // The first holder's writes while the second held: its acts as holder.
@@ -285,15 +286,15 @@ fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anom
 }
 
 /// `wrote at 11.001 s with token 1 (rejected: "stale-token")`.
-fn wrote(h: &History, s: &Sections, w: usize) -> String {
+fn wrote(h: &Ops, s: &Sections, w: usize) -> String {
     let invoke = s.writes[w].invoke;
     let outcome = match s.writes[w].completion.map(|c| &h.ops[c]) {
-        Some(c) if c.kind == OpType::Ok => match c.seq() {
+        Some(c) if c.kind == OpType::Ok => match c.seq {
             Some(seq) => format!(" (applied as seq {seq})"),
             None => " (acknowledged)".into(),
         },
-        Some(c) if c.kind == OpType::Fail => match &c.error {
-            Some(e) => format!(" (rejected: \"{e}\")"),
+        Some(c) if c.kind == OpType::Fail => match c.error {
+            Some(e) => format!(" (rejected: \"{}\")", h.name(e)),
             None => " (rejected)".into(),
         },
         _ => " (unanswered)".into(),
@@ -301,6 +302,6 @@ fn wrote(h: &History, s: &Sections, w: usize) -> String {
     format!(
         "wrote {}{}{outcome}",
         at(h, invoke),
-        with_token(h.ops[invoke].token())
+        with_token(h.ops[invoke].token)
     )
 }
