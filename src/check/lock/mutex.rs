@@ -32,8 +32,23 @@ use std::collections::BinaryHeap;
 /// One op of the owner-aware mutex.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MutexOp {
-    Acquire { process: u64, token: Option<u64> },
-    Release { process: u64 },
+    Acquire {
+        lock: u32,
+        process: u64,
+        token: Option<u64>,
+    },
+    Release {
+        lock: u32,
+        process: u64,
+    },
+}
+
+impl MutexOp {
+    fn lock(&self) -> u32 {
+        match *self {
+            MutexOp::Acquire { lock, .. } | MutexOp::Release { lock, .. } => lock,
+        }
+    }
 }
 
 /// The owner-aware mutex; with `tokens`, also a fencing service: each acquire's token
@@ -65,7 +80,7 @@ impl Model for OwnerMutex {
 
     fn step(&self, state: &MutexState, input: &MutexOp, _: Option<&()>) -> Option<MutexState> {
         match *input {
-            MutexOp::Acquire { process, token } => {
+            MutexOp::Acquire { process, token, .. } => {
                 if state.holder.is_some() {
                     return None;
                 }
@@ -83,28 +98,42 @@ impl Model for OwnerMutex {
                     last_token,
                 })
             }
-            MutexOp::Release { process } => (state.holder == Some(process)).then_some(MutexState {
-                holder: None,
-                last_token: state.last_token,
-            }),
+            MutexOp::Release { process, .. } => {
+                (state.holder == Some(process)).then_some(MutexState {
+                    holder: None,
+                    last_token: state.last_token,
+                })
+            }
         }
     }
 
     fn describe(&self, input: &MutexOp, _: Option<&()>) -> String {
         match *input {
-            MutexOp::Acquire { process, token } => {
+            MutexOp::Acquire { process, token, .. } => {
                 format!("process {process} acquires{}", with_token(token))
             }
-            MutexOp::Release { process } => format!("process {process} releases"),
+            MutexOp::Release { process, .. } => format!("process {process} releases"),
         }
+    }
+
+    /// Each lock is an object of its own (P-compositionality): keyed by lock id.
+    fn partition(&self, ops: &[Operation<MutexOp, ()>]) -> Vec<(String, Vec<usize>)> {
+        let mut parts: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, o) in ops.iter().enumerate() {
+            parts.entry(o.input.lock()).or_default().push(i);
+        }
+        parts
+            .into_iter()
+            .map(|(lock, ops)| (lock.to_string(), ops))
+            .collect()
     }
 }
 
-/// The ops the engine searches for one lock, `call`/`ret` being history positions.
-pub fn operations(h: &Ops, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
+/// The ops the engine searches, every lock's, `call`/`ret` being positions in the
+/// history (so that order has no ties).
+pub fn operations(h: &Ops, s: &Sections) -> Vec<Operation<MutexOp, ()>> {
     s.sections
         .iter()
-        .filter(|x| x.lock == lock)
         .flat_map(|sec| section_ops(h, sec))
         .collect()
 }
@@ -117,6 +146,7 @@ fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
         Operation {
             process: sec.process,
             input: MutexOp::Acquire {
+                lock: sec.lock,
                 process: sec.process,
                 token: sec.token,
             },
@@ -128,6 +158,7 @@ fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
         Operation {
             process: sec.process,
             input: MutexOp::Release {
+                lock: sec.lock,
                 process: sec.process,
             },
             output: to.map(|_| ()),
