@@ -311,6 +311,7 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
         first.process,
         how_it_ended(h, first)
     );
+    explanation += &faults_between(h, h.ops[first.begin].index, h.ops[until].index);
     Anomaly {
         kind: AnomalyKind::DoubleHolder,
         indexes: indexes(
@@ -324,6 +325,22 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
         time: Some(h.ops[second.begin].time),
         explanation,
         allowed: false,
+    }
+}
+
+/// ` Faults meanwhile: pause of client-0 at 1.003 s, resume of client-0 at 11.000 s.`
+/// (the first few injected between two history indexes), or nothing.
+fn faults_between(h: &Ops, from: u64, to: u64) -> String {
+    let first = h.faults.partition_point(|f| f.index < from);
+    let listed: Vec<String> = h.faults[first..]
+        .iter()
+        .take_while(|f| f.index <= to)
+        .take(4)
+        .map(|f| format!("{} at {}", f.what, secs(f.time)))
+        .collect();
+    match listed.is_empty() {
+        true => String::new(),
+        false => format!(" Faults meanwhile: {}.", listed.join(", ")),
     }
 }
 
