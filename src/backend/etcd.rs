@@ -38,12 +38,25 @@ struct Hold {
     keeper: Option<JoinHandle<()>>,
 }
 
-impl Drop for Hold {
-    fn drop(&mut self) {
-        if let Some(k) = &self.keeper {
+impl Hold {
+    fn stop_keeper(&mut self) {
+        if let Some(k) = self.keeper.take() {
             k.abort();
         }
     }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.stop_keeper();
+    }
+}
+
+/// A request that failed: in words, and whether etcd said the lease is gone (a
+/// definite answer, unlike a timeout).
+struct Failed {
+    why: String,
+    lease_gone: bool,
 }
 
 /// A client of the etcd lease lock.
@@ -95,7 +108,7 @@ impl EtcdLock {
     /// request refused at connect never left this process, so it is sent again (the
     /// channel then picks another member) until the timeout: a dead member must not
     /// fail a client that can reach a quorum.
-    async fn ask<T, F, Fut>(&mut self, what: &str, request: F) -> Result<T, String>
+    async fn ask<T, F, Fut>(&mut self, what: &str, request: F) -> Result<T, Failed>
     where
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
@@ -113,11 +126,14 @@ impl EtcdLock {
         };
         match tokio::time::timeout_at(deadline.into(), retried).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(format!("{what}: {e}")),
-            Err(_) => Err(format!(
-                "{what}: no reply within {}ms",
-                self.timeout.as_millis()
-            )),
+            Ok(Err(e)) => Err(Failed {
+                lease_gone: lease_not_found(&e),
+                why: format!("{what}: {e}"),
+            }),
+            Err(_) => Err(Failed {
+                lease_gone: false,
+                why: format!("{what}: no reply within {}ms", self.timeout.as_millis()),
+            }),
         }
     }
 
@@ -146,7 +162,7 @@ impl EtcdLock {
                     self.saw(r.header());
                     return Ok((r.id(), r.ttl()));
                 }
-                Err(why) if Instant::now() >= deadline => return Err(LockError::Denied(why)),
+                Err(f) if Instant::now() >= deadline => return Err(LockError::Denied(f.why)),
                 Err(_) => retry_pause(deadline).await,
             }
         }
@@ -165,20 +181,23 @@ impl EtcdLock {
     async fn keep_alive_once(&mut self, lease: i64) -> Result<i64, String> {
         let kept = self
             .ask("keep-alive", |mut c| async move {
-                let (mut keeper, mut stream) = match c.lease_keep_alive(lease).await {
-                    Err(e) if lease_not_found(&e) => return Ok(Some((0, None))),
-                    opened => opened?,
-                };
+                let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
                 keeper.keep_alive().await?;
                 Ok(stream
                     .message()
                     .await?
                     .map(|r| (r.ttl(), r.header().cloned())))
             })
-            .await?;
-        let (ttl, header) = kept.ok_or("keep-alive: the stream closed")?;
-        self.saw(header.as_ref());
-        Ok(ttl)
+            .await;
+        match kept {
+            Ok(Some((ttl, header))) => {
+                self.saw(header.as_ref());
+                Ok(ttl)
+            }
+            Ok(None) => Err("keep-alive: the stream closed".into()),
+            Err(f) if f.lease_gone => Ok(0),
+            Err(f) => Err(f.why),
+        }
     }
 
     fn grant(token: Option<u64>, ttl_secs: i64) -> Grant {
@@ -252,60 +271,64 @@ impl LockClient for EtcdLock {
     async fn acquire(&mut self) -> Result<Grant, LockError> {
         let deadline = Instant::now() + self.cfg.acquire_timeout;
         let (lease, ttl) = self.grant_lease(deadline).await?;
-        let value = holder_id();
+        // Kept alive from now on, as etcd's own sessions are: a wait for the lock
+        // longer than the TTL must not lose the lease it is waiting with.
+        let mut hold = Hold {
+            value: holder_id(),
+            lease,
+            token: None,
+            keeper: Some(tokio::spawn(keep_alive(
+                self.client.clone(),
+                lease,
+                Duration::from_secs(ttl.max(1) as u64),
+                self.timeout,
+            ))),
+        };
         let key = self.cfg.name.clone();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key,
+                hold.value.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
         loop {
-            let txn = Txn::new()
-                .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(
-                    key.clone(),
-                    value.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                )]);
             let taken = self
                 .ask("lock txn", |mut c| {
                     let txn = txn.clone();
                     async move { c.txn(txn).await }
                 })
                 .await;
-            match taken {
+            let why = match taken {
                 Ok(r) if r.succeeded() => {
                     self.saw(r.header());
                     // The put's revision is the transaction's: the key's create revision.
-                    let token = r.header().map(|h| h.revision() as u64);
-                    let keeper = tokio::spawn(keep_alive(
-                        self.client.clone(),
-                        lease,
-                        Duration::from_secs(ttl.max(1) as u64),
-                        self.timeout,
-                    ));
-                    self.held = Some(Hold {
-                        value,
-                        lease,
-                        token,
-                        keeper: Some(keeper),
-                    });
-                    return Ok(Self::grant(token, ttl));
+                    hold.token = r.header().map(|h| h.revision() as u64);
+                    let grant = Self::grant(hold.token, ttl);
+                    self.held = Some(hold);
+                    return Ok(grant);
                 }
                 Ok(r) => {
                     self.saw(r.header());
-                    if Instant::now() >= deadline {
-                        self.revoke(lease).await;
-                        return Err(LockError::Denied("held by another client".into()));
-                    }
-                    retry_pause(deadline).await;
+                    "held by another client".to_string()
                 }
-                Err(why) => {
-                    // The key may be ours: keep what a release needs to clean up.
-                    self.held = Some(Hold {
-                        value,
-                        lease,
-                        token: None,
-                        keeper: None,
-                    });
-                    return Err(LockError::Indeterminate(why));
+                // The lease expired under us (this client was paused while waiting):
+                // the put was refused, so nothing was taken.
+                Err(f) if f.lease_gone => f.why,
+                Err(f) => {
+                    // The key may be ours. Stop the keep-alive, so that if it is, the
+                    // lease frees it within the TTL; keep what a release needs.
+                    hold.stop_keeper();
+                    self.held = Some(hold);
+                    return Err(LockError::Indeterminate(f.why));
                 }
+            };
+            if Instant::now() >= deadline {
+                drop(hold);
+                self.revoke(lease).await;
+                return Err(LockError::Denied(why));
             }
+            retry_pause(deadline).await;
         }
     }
 
@@ -328,9 +351,7 @@ impl LockClient for EtcdLock {
         let Some(mut hold) = self.held.take() else {
             return Err(LockError::Denied("not-held: nothing to release".into()));
         };
-        if let Some(k) = hold.keeper.take() {
-            k.abort();
-        }
+        hold.stop_keeper();
         let key = self.cfg.name.clone();
         let txn = Txn::new()
             .when([Compare::value(
@@ -357,9 +378,9 @@ impl LockClient for EtcdLock {
                     ))
                 }
             }
-            Err(why) => {
+            Err(f) => {
                 self.held = Some(hold);
-                Err(LockError::Indeterminate(why))
+                Err(LockError::Indeterminate(f.why))
             }
         }
     }
