@@ -13,7 +13,13 @@
 //! Nodes are named n1..nN. A node keeps its ports and data directory for the
 //! cluster's life, so [`LocalCluster::kill`] then [`LocalCluster::restart`] brings the
 //! same member back (a Redis without persistence comes back empty; an etcd member
-//! replays its WAL).
+//! replays its WAL). [`LocalCluster::wipe`] between the two brings it back with
+//! nothing (an etcd member is then re-admitted as a new member).
+//!
+//! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
+//! lockcheck, which resumes and stops them itself. Faults signal a node through
+//! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
+//! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::{default_nodes, server_binary, ClusterError};
 use crate::backend::BackendKind;
