@@ -594,6 +594,16 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+        // Its servers are gone: their ports may serve the next cluster.
+        let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(seen) = seen.as_mut() {
+            for n in &self.plan.nodes {
+                seen.remove(&n.client_listen.port());
+                if let Some(peer) = n.peer_listen {
+                    seen.remove(&peer.port());
+                }
+            }
+        }
     }
 }
 
@@ -655,8 +665,8 @@ async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
         .flatten()
 }
 
-/// Ports handed out by this process and not yet reused: the kernel may give the same
-/// ephemeral port to two quick `bind(0)`s once the first listener is closed.
+/// Ports handed out by this process to clusters still alive: the kernel may give the
+/// same ephemeral port to two quick `bind(0)`s once the first listener is closed.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A loopback address whose port nothing listens on right now.
