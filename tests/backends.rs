@@ -140,12 +140,12 @@ async fn renew_extends(kind: BackendKind) {
     let cfg = config(kind, 1_000, 100);
     let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
     a.acquire().await.unwrap();
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(600)).await;
+    for _ in 0..4 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
         let g = a.renew().await.unwrap();
         assert!(g.lease_ms.unwrap() > 500, "{g:?}");
     }
-    // 1.8 s after the acquire, past its 1 s lease: still held thanks to the renewals.
+    // 1.6 s after the acquire, past its 1 s lease: still held thanks to the renewals.
     denied(b.acquire().await);
     a.release().await.unwrap();
     denied(a.renew().await);
