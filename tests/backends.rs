@@ -159,6 +159,30 @@ async fn redlock_renew_extends() {
     renew_extends(BackendKind::Redlock).await;
 }
 
+/// etcd: the holder's keep-alive holds the lock past its TTL, and a client that
+/// waits longer than its own TTL for it keeps its lease alive meanwhile and gets it.
+#[tokio::test]
+async fn etcd_keep_alive_holds_past_the_ttl_and_a_long_wait_still_acquires() {
+    let r = start(BackendKind::Etcd).await;
+    let mut a = client(&r, &config(BackendKind::Etcd, 2_000, 1_000)).await;
+    let mut b = client(&r, &config(BackendKind::Etcd, 2_000, 10_000)).await;
+    let ga = a.acquire().await.unwrap();
+    let t = Instant::now();
+    let holder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(4_000)).await;
+        a.release().await
+    });
+    let gb = b.acquire().await.unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(3_900),
+        "granted after {:?}, before the holder released",
+        t.elapsed()
+    );
+    holder.await.unwrap().unwrap();
+    assert!(gb.token > ga.token);
+    b.renew().await.unwrap();
+}
+
 // ---- the paused holder ----
 
 /// The known break, for every backend: a holder in its own process acquires and is

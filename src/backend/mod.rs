@@ -11,6 +11,7 @@
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
 
+pub mod etcd;
 pub mod redis;
 pub mod redlock;
 
@@ -94,7 +95,7 @@ pub async fn connect(
             Box::new(self::redis::RedisLock::connect(&endpoints[0], cfg)?)
         }
         BackendKind::Redlock => Box::new(self::redlock::Redlock::connect(endpoints, cfg)?),
-        BackendKind::Etcd => anyhow::bail!("the etcd backend is being built"),
+        BackendKind::Etcd => Box::new(self::etcd::EtcdLock::connect(endpoints, cfg).await?),
     })
 }
 

@@ -314,22 +314,37 @@ impl LocalCluster {
             }
         }
         let deadline = Instant::now() + self.plan.spec.stop_grace;
+        // Members of a quorum system (etcd) left without a quorum cannot shut down
+        // cleanly: a leader waits out its leadership-transfer timeout for peers that
+        // are gone. Once a majority has exited, the rest get SIGKILL; their logs are
+        // fsynced at every commit, so nothing a restart needs is lost.
+        let quorum = self.plan.nodes.len() / 2 + 1;
+        let quorum_gone = |c: &Self| {
+            matches!(c.kind(), BackendKind::Etcd)
+                && c.children.iter().filter(|c| c.is_none()).count() >= quorum
+        };
         loop {
             for &i in &running {
                 self.reap(i);
             }
-            if running.iter().all(|&i| self.children[i].is_none()) || Instant::now() >= deadline {
+            if running.iter().all(|&i| self.children[i].is_none())
+                || quorum_gone(self)
+                || Instant::now() >= deadline
+            {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
         }
+        let without_quorum = quorum_gone(self);
         for &i in &running {
             if let Some(mut child) = self.children[i].take() {
-                tracing::warn!(
-                    "node {} ignored SIGTERM for {:?}: killing it",
-                    self.plan.nodes[i].name,
-                    self.plan.spec.stop_grace
-                );
+                if !without_quorum {
+                    tracing::warn!(
+                        "node {} ignored SIGTERM for {:?}: killing it",
+                        self.plan.nodes[i].name,
+                        self.plan.spec.stop_grace
+                    );
+                }
                 let _ = child.kill();
                 let _ = child.wait();
             }
