@@ -118,7 +118,11 @@ fn a_controller_killed_with_sigkill_leaves_a_readable_history_and_no_worker() {
             .collect::<Vec<_>>()
     };
     while !workers().is_empty() {
-        assert!(Instant::now() < deadline, "workers outlived the controller: {:?}", workers());
+        assert!(
+            Instant::now() < deadline,
+            "workers outlived the controller: {:?}",
+            workers()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     // The servers are `lockcheck recover`'s to clean up; this test stops its own.
