@@ -162,7 +162,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         .context("starting the async runtime")?;
     let w = Arc::new(w.clone());
     let started = std::time::Instant::now();
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;
@@ -175,16 +175,30 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             })
         };
         // A signal drops the run future: its guards stop the workers, the faults
-        // and the servers on the way out.
+        // and the servers on the way out. The check, once everything is stopped,
+        // stays interruptible too: it runs on a blocking thread left behind.
+        let run_and_check = async {
+            execute(w.clone(), opts, seed, duration, &dir).await?;
+            let (w, dir) = (w.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir)).await?
+        };
         tokio::select! {
-            r = execute(w.clone(), opts, seed, duration, &dir) => r,
+            r = run_and_check => r,
             _ = int.recv() => Err(interrupted("SIGINT")),
             _ = term.recv() => Err(interrupted("SIGTERM")),
             _ = hup.recv() => Err(interrupted("SIGHUP")),
         }
-    })?;
-    drop(runtime);
+    });
+    // Do not wait for a check a signal interrupted.
+    runtime.shutdown_background();
+    let report = outcome?;
+    let json = serde_json::to_vec_pretty(&report)?;
+    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
+    Ok(report)
+}
 
+/// Checks the run's history and resource log and computes the figures.
+fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = read_applied(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
@@ -196,18 +210,15 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     );
     verdict.apply_allow(&w.allow);
     verdict.notes.extend(history.warnings.iter().cloned());
-    let report = RunReport {
+    Ok(RunReport {
         figures: Figures::of(&history, &verdict),
         verdict,
         workload: w.name.clone(),
         seed,
         backend: w.backend.kind,
         resource: w.resource,
-        run_dir: dir.clone(),
-    };
-    let json = serde_json::to_vec_pretty(&report)?;
-    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
-    Ok(report)
+        run_dir: dir.to_path_buf(),
+    })
 }
 
 /// The body of a run, inside the runtime. Every process it starts is owned by a
