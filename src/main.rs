@@ -22,6 +22,8 @@ enum Command {
     Check(cli::check::Args),
     /// Run a workload against a real lock service, inject faults, check the history.
     Run(cli::run::Args),
+    /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
+    Doctor(cli::doctor::Args),
     /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
     Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
@@ -34,6 +36,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
+        Command::Doctor(args) => cli::doctor::main(args),
         Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
     };

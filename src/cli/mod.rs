@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod check;
+pub mod doctor;
 pub mod run;
 pub mod worker;
 

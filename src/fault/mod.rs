@@ -1,1 +1,164 @@
-//! fault (being built)
+//! What lockcheck breaks. Each fault is one small type behind the [`Fault`] trait:
+//! it applies itself to a target and undoes itself, and says how the history records
+//! both. *When* faults happen is the run's schedule (`run::nemesis`), not theirs.
+//!
+//! A fault that changes anything outside the run's own processes (a clock, a link)
+//! must also undo it in `Drop`, so that a panic leaves nothing behind; the run stops
+//! and resumes its processes itself.
+
+pub mod pause;
+
+use crate::cluster::LocalCluster;
+use anyhow::Result;
+use async_trait::async_trait;
+use nix::unistd::Pid;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use std::fmt;
+
+/// One kind of fault, started and stopped by the run's schedule.
+#[async_trait]
+pub trait Fault: Send {
+    /// The history's `f` when it starts and when it ends (`pause` / `resume`).
+    fn ops(&self) -> (&'static str, &'static str);
+
+    /// Whom it hits. `Target::Holder` makes the schedule start it right after a
+    /// client acquires the lock, before that client's next op.
+    fn target(&self) -> &Target;
+
+    /// Applies the fault. Returns the history `value` naming the targets and
+    /// parameters (`{"targets": ["client-3"], "duration_ms": 3000}`), or `None` when
+    /// there is nothing to hit right now (the schedule tries again later).
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>>;
+
+    /// Undoes what `start` did (resumes, heals, restarts); returns the history
+    /// `value` of the end record.
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value>;
+}
+
+/// What a fault can aim at, as the controller sees it when the fault starts.
+pub struct Scene<'a> {
+    /// The client processes, in slot order.
+    pub clients: &'a [ClientProc],
+    /// The slot that has just acquired the lock, for holder-targeted faults.
+    pub holder: Option<usize>,
+    /// The run's seeded generator: the same seed picks the same victims.
+    pub rng: &'a mut ChaCha8Rng,
+    /// The backend's servers, for faults on nodes (kill and restart, pause a node);
+    /// `None` where a fault is exercised without a cluster.
+    pub cluster: Option<&'a tokio::sync::Mutex<LocalCluster>>,
+}
+
+/// A lock client's OS process.
+#[derive(Debug, Clone)]
+pub struct ClientProc {
+    /// `client-N`, the name faults and the status line use.
+    pub name: String,
+    pub pid: Pid,
+}
+
+/// Whom a fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The client that has just acquired the lock: the fault starts right after its
+    /// acquire succeeds, before it can write (the adversarial schedule).
+    Holder,
+    /// A client chosen with the run's seeded random generator.
+    Random,
+    /// One client by slot, named `client-N` (N from 0).
+    Client(usize),
+}
+
+impl Target {
+    /// The client slot this target picks in `scene`, if any.
+    pub fn pick_client(&self, scene: &mut Scene<'_>) -> Option<usize> {
+        use rand::Rng;
+        match *self {
+            Target::Holder => scene.holder,
+            Target::Random if scene.clients.is_empty() => None,
+            Target::Random => Some(scene.rng.gen_range(0..scene.clients.len())),
+            Target::Client(i) => (i < scene.clients.len()).then_some(i),
+        }
+    }
+}
+
+/// The name of client slot `i` in nemesis records, workloads and the status line.
+pub fn client_name(i: usize) -> String {
+    format!("client-{i}")
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Holder => f.write_str("holder"),
+            Target::Random => f.write_str("random"),
+            Target::Client(i) => f.write_str(&client_name(*i)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "holder" => Ok(Target::Holder),
+            "random" => Ok(Target::Random),
+            other => other
+                .strip_prefix("client-")
+                .and_then(|n| n.parse().ok())
+                .map(Target::Client)
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "expected \"holder\", \"random\" or a client name like \"client-0\", found \"{s}\""
+                    ))
+                }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn targets_pick_the_holder_a_named_client_or_a_seeded_random_one() {
+        let clients: Vec<ClientProc> = (0..4)
+            .map(|i| ClientProc {
+                name: client_name(i),
+                pid: Pid::from_raw(1),
+            })
+            .collect();
+        let picks = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut scene = Scene {
+                clients: &clients,
+                holder: Some(2),
+                rng: &mut rng,
+                cluster: None,
+            };
+            (0..16)
+                .map(|_| Target::Random.pick_client(&mut scene).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picks(7), picks(7), "the same seed picks the same victims");
+        assert!(picks(7).iter().all(|&i| i < 4));
+        assert!(
+            picks(7).iter().any(|&i| i != picks(7)[0]),
+            "not always the same one"
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut scene = Scene {
+            clients: &clients,
+            holder: Some(2),
+            rng: &mut rng,
+            cluster: None,
+        };
+        assert_eq!(Target::Holder.pick_client(&mut scene), Some(2));
+        assert_eq!(Target::Client(3).pick_client(&mut scene), Some(3));
+        assert_eq!(Target::Client(4).pick_client(&mut scene), None);
+        scene.holder = None;
+        assert_eq!(Target::Holder.pick_client(&mut scene), None);
+    }
+}
