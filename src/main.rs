@@ -22,6 +22,10 @@ enum Command {
     Check(cli::check::Args),
     /// Run a workload against a real lock service, inject faults, check the history.
     Run(cli::run::Args),
+    /// Rebuild a run directory's report.html (and JUnit XML) from what it stores.
+    Report(cli::report::Args),
+    /// Re-check a stored run (other --allow, a newer checker) without running anything.
+    Analyze(cli::analyze::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -33,6 +37,8 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
         Command::Worker(args) => cli::worker::main(args),
+        Command::Report(args) => cli::report::main(args),
+        Command::Analyze(args) => cli::analyze::main(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

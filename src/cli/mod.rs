@@ -2,7 +2,9 @@
 //! the process exit code: 0 valid, 1 anomalies, 2 usage, 3 unknown, 4 malformed
 //! input, 5 environment problem (a server binary missing, ...).
 
+pub mod analyze;
 pub mod check;
+pub mod report;
 pub mod run;
 pub mod worker;
 

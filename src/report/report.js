@@ -1,0 +1,416 @@
+"use strict";
+// The report's timeline: decodes the embedded columns into typed arrays once, then
+// draws on canvases. Zoomed out it aggregates per pixel (held time, write density),
+// zoomed in it draws every call; nothing is one DOM node per op, so a million-op
+// history stays responsive. After each draw it writes data-* markers on <body>
+// (timeline, mode, visible-calls, fault-bands) that the browser test reads.
+(function () {
+  const started = performance.now();
+  const D = JSON.parse(document.getElementById("lc-data").textContent);
+  const F_ACQUIRE = 0, F_RENEW = 1, F_RELEASE = 2, F_WRITE = 3, F_READ = 4;
+  const O_OK = 0, O_FAIL = 1, O_STALE = 2, O_INFO = 3;
+  const FAULT_COLOR = { pause: "#f59e0b", kill: "#ef4444", partition: "#8b5cf6", clock: "#06b6d4" };
+  const DETAIL_LIMIT = 3000, GUTTER = 64, RIGHT = 10;
+
+  function cumsum(a) { const r = new Float64Array(a.length); let p = 0; for (let i = 0; i < a.length; i++) { p += a[i]; r[i] = p; } return r; }
+  // Shifted deltas (see timeline.rs): 0 = none, v > 0 = previous + v - 1, v < 0 = previous + v.
+  function unshift(a) { const r = new Float64Array(a.length); let p = 0; for (let i = 0; i < a.length; i++) { const v = a[i]; if (v === 0) { r[i] = NaN; continue; } p += v > 0 ? v - 1 : v; r[i] = p; } return r; }
+  function lowerBound(arr, x, lo, hi) { while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < x) lo = m + 1; else hi = m; } return lo; }
+
+  const C = D.calls, N = C.lane.length, nLanes = Math.max(1, D.lanes.length);
+  const lane = Uint32Array.from(C.lane), fk = Uint8Array.from(C.f), oc = Uint8Array.from(C.o);
+  const t0 = cumsum(C.t0), t1 = new Float64Array(N), ix = cumsum(C.ix);
+  const tok = unshift(C.tok), seq = unshift(C.seq);
+  const END = Math.max(D.end_us, 1);
+  let maxDur = 0;
+  for (let i = 0; i < N; i++) {
+    const d = C.d[i];
+    if (d < 0) { t1[i] = NaN; maxDur = Math.max(maxDur, END - t0[i]); } else { t1[i] = t0[i] + d; if (d > maxDur) maxDur = d; }
+  }
+  const S = D.sections, M = S.c.length;
+  const sS = new Float64Array(M), sE = new Float64Array(M), sLe = new Float64Array(M), sZ = new Float64Array(M), sLane = new Uint32Array(M);
+  let maxSec = 0;
+  for (let j = 0; j < M; j++) {
+    const a = S.c[j];
+    sS[j] = isNaN(t1[a]) ? t0[a] : t1[a];
+    sE[j] = sS[j] + S.e[j];
+    sLe[j] = S.le[j] < 0 ? NaN : sS[j] + S.le[j];
+    sZ[j] = S.z[j] < 0 ? NaN : sS[j] + S.z[j];
+    sLane[j] = lane[a];
+    if (S.e[j] > maxSec) maxSec = S.e[j];
+  }
+  document.body.dataset.decodeMs = (performance.now() - started).toFixed(0);
+
+  let v0 = 0, v1 = END;
+  let highlight = new Set(), hiFaults = new Set();
+  let mode = "aggregate";
+
+  const cvT = document.getElementById("lc-timeline"), cvL = document.getElementById("lc-latency"), cvQ = document.getElementById("lc-throughput");
+  const tip = document.getElementById("lc-tip");
+  const laneH = Math.max(6, Math.min(44, Math.floor(520 / nLanes)));
+  const TOP = 18, AXIS = 20;
+
+  function setup(cv, cssH) {
+    const w = Math.max(300, cv.parentElement.clientWidth - 2), dpr = window.devicePixelRatio || 1;
+    cv.width = Math.round(w * dpr); cv.height = Math.round(cssH * dpr);
+    cv.style.height = cssH + "px";
+    const ctx = cv.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, cssH);
+    return { ctx, w, h: cssH, pw: w - GUTTER - RIGHT };
+  }
+  function X(t, g) { return GUTTER + (t - v0) / (v1 - v0) * g.pw; }
+  function T(x, g) { return v0 + (x - GUTTER) / g.pw * (v1 - v0); }
+  function fmtT(us) {
+    const span = v1 - v0, s = us / 1e6;
+    const dec = span < 2e3 ? 6 : span < 2e5 ? 4 : span < 2e7 ? 2 : 1;
+    return s.toFixed(dec) + " s";
+  }
+  function fmtDur(us) { return us < 1000 ? us.toFixed(0) + " µs" : us < 1e6 ? (us / 1000).toFixed(1) + " ms" : (us / 1e6).toFixed(2) + " s"; }
+
+  function drawBands(g, top, bottom, labels) {
+    const { ctx } = g;
+    let drawn = 0;
+    ctx.save();
+    ctx.beginPath(); ctx.rect(GUTTER, 0, g.pw, g.h); ctx.clip();
+    D.faults.forEach((f, k) => {
+      if (f.e < v0 || f.s > v1) return;
+      const a = X(f.s, g), b = Math.max(X(f.e, g), a + 2);
+      ctx.globalAlpha = hiFaults.has(k) ? 0.34 : 0.18;
+      ctx.fillStyle = FAULT_COLOR[f.kind] || "#9ca3af";
+      ctx.fillRect(a, top, b - a, bottom - top);
+      ctx.globalAlpha = 1;
+      if (labels) {
+        ctx.fillStyle = FAULT_COLOR[f.kind] || "#6b7280";
+        ctx.fillRect(a, 0, b - a, 4);
+        ctx.fillStyle = "#374151"; ctx.font = "11px system-ui, sans-serif";
+        if (b - a > 30 || drawn < 40) ctx.fillText(f.label, Math.max(a, GUTTER) + 2, 14);
+      }
+      drawn++;
+    });
+    ctx.restore();
+    return drawn;
+  }
+
+  function axis(g, y) {
+    const { ctx } = g, span = v1 - v0;
+    const raw = span / Math.max(1, g.pw / 110), p = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 5, 10].map((m) => m * p).find((s) => s >= raw) || raw;
+    ctx.fillStyle = "#6b7280"; ctx.strokeStyle = "#e5e7eb"; ctx.font = "11px system-ui, sans-serif";
+    for (let t = Math.ceil(v0 / step) * step; t <= v1; t += step) {
+      const x = X(t, g);
+      ctx.beginPath(); ctx.moveTo(x, y); ctx.lineTo(x, y + 4); ctx.stroke();
+      ctx.fillText(fmtT(t), x - 18, y + 15);
+    }
+  }
+
+  function visibleCalls() { return [lowerBound(t0, v0 - maxDur, 0, N), lowerBound(t0, v1 + 1e-6, 0, N)]; }
+  function visibleSections() { return [lowerBound(sS, v0 - maxSec, 0, M), lowerBound(sS, v1 + 1e-6, 0, M)]; }
+
+  function drawTimeline() {
+    const g = setup(cvT, TOP + nLanes * laneH + AXIS), { ctx } = g;
+    const bottom = TOP + nLanes * laneH;
+    for (let l = 0; l < nLanes; l++) {
+      ctx.fillStyle = l % 2 ? "#f9fafb" : "#ffffff";
+      ctx.fillRect(GUTTER, TOP + l * laneH, g.pw, laneH);
+    }
+    const bands = drawBands(g, TOP, bottom, true);
+    const [lo, hi] = visibleCalls(), [slo, shi] = visibleSections();
+    mode = hi - lo <= DETAIL_LIMIT ? "detail" : "aggregate";
+    ctx.save(); ctx.beginPath(); ctx.rect(GUTTER, TOP, g.pw, bottom - TOP); ctx.clip();
+    if (mode === "detail") detail(g, lo, hi, slo, shi); else aggregate(g, lo, hi, slo, shi);
+    drawHighlights(g);
+    ctx.restore();
+    ctx.fillStyle = "#374151"; ctx.font = Math.min(12, laneH - 1) + "px system-ui, sans-serif";
+    if (laneH >= 8) D.lanes.forEach((p, l) => ctx.fillText("p" + p, 6, TOP + l * laneH + laneH * 0.72));
+    axis(g, bottom);
+    const b = document.body.dataset;
+    b.timeline = "drawn"; b.mode = mode; b.visibleCalls = String(hi - lo); b.faultBands = String(bands);
+  }
+
+  function laneY(l) { return TOP + l * laneH; }
+  // A lane: write labels on top (when there is room), the section bar below, the lease under it.
+  function barH() { return Math.max(3, laneH * (laneH >= 20 ? 0.42 : 0.6)); }
+  function barY(y) { return laneH >= 20 ? y + laneH * 0.36 : y + (laneH - barH()) / 2; }
+
+  function detail(g, lo, hi, slo, shi) {
+    const { ctx } = g, bh = barH(), small = Math.max(2, bh * 0.35);
+    for (let j = slo; j < shi; j++) {
+      if (sE[j] < v0) continue;
+      const y = laneY(sLane[j]), yb = barY(y), ym = yb + bh / 2;
+      const a = S.c[j], r = S.r[j];
+      // Acquire and release windows (invoke .. ok): when the grant or the release may have happened.
+      ctx.fillStyle = "#bfdbfe";
+      ctx.fillRect(X(t0[a], g), ym - small / 2, Math.max(1, X(sS[j], g) - X(t0[a], g)), small);
+      const xs = X(sS[j], g), xe = Math.max(X(sE[j], g), xs + 1);
+      ctx.fillStyle = "#2563eb"; ctx.fillRect(xs, yb, xe - xs, bh);
+      if (!isNaN(sZ[j])) { const xz = X(sZ[j], g); ctx.fillStyle = "#ea580c"; ctx.fillRect(xz, yb, xe - xz, bh); }
+      if (r >= 0) {
+        const re = isNaN(t1[r]) ? END : t1[r];
+        ctx.fillStyle = oc[r] === O_OK ? "#bfdbfe" : "#fca5a5";
+        ctx.fillRect(X(t0[r], g), ym - small / 2, Math.max(1, X(re, g) - X(t0[r], g)), small);
+      }
+      // The lease as the server granted it (acquire or renew ok + lease_ms).
+      if (!isNaN(sLe[j])) {
+        ctx.strokeStyle = "#1e3a8a"; ctx.setLineDash([3, 2]); ctx.beginPath();
+        ctx.moveTo(xs, yb + bh + 1.5); ctx.lineTo(X(sLe[j], g), yb + bh + 1.5); ctx.stroke(); ctx.setLineDash([]);
+      }
+      if (xe - xs > 34 && !isNaN(tok[a]) && laneH >= 12) {
+        ctx.fillStyle = "#fff"; ctx.font = "10px system-ui, sans-serif";
+        ctx.fillText("t" + tok[a], xs + 3, yb + bh - 2);
+      }
+    }
+    const lastLabel = new Float64Array(nLanes).fill(-1e9);
+    for (let i = lo; i < hi; i++) {
+      const e = isNaN(t1[i]) ? END : t1[i];
+      if (e < v0) continue;
+      const y = laneY(lane[i]), f = fk[i], o = oc[i];
+      if (f === F_WRITE) {
+        const x = X(e, g);
+        ctx.strokeStyle = o === O_OK ? "#15803d" : o === O_STALE ? "#dc2626" : o === O_INFO ? "#7c3aed" : "#9ca3af";
+        ctx.lineWidth = 2; ctx.beginPath(); ctx.moveTo(x, y + (laneH >= 20 ? 12 : 1)); ctx.lineTo(x, y + laneH - 1); ctx.stroke(); ctx.lineWidth = 1;
+        if (o === O_STALE) {
+          const s = Math.min(5, laneH / 3), cy = y + laneH / 2;
+          ctx.beginPath(); ctx.moveTo(x - s, cy - s); ctx.lineTo(x + s, cy + s); ctx.moveTo(x + s, cy - s); ctx.lineTo(x - s, cy + s); ctx.stroke();
+        }
+        if (laneH >= 20) {
+          ctx.font = "10px system-ui, sans-serif";
+          const label = (isNaN(seq[i]) ? "" : "#" + seq[i] + " ") + (isNaN(tok[i]) ? "" : "t" + tok[i]) + (o === O_STALE ? " rejected" : "");
+          const w = ctx.measureText(label).width;
+          if (x - w / 2 > lastLabel[lane[i]] + 3) {
+            ctx.fillStyle = o === O_STALE ? "#b91c1c" : "#14532d";
+            ctx.fillText(label, x - w / 2, y + 10);
+            lastLabel[lane[i]] = x + w / 2;
+          }
+        }
+      } else if (f === F_READ) {
+        ctx.fillStyle = "#6b7280"; ctx.fillRect(X(e, g) - 0.5, y + laneH * 0.3, 1.5, laneH * 0.4);
+      } else if (f === F_RENEW && o === O_OK) {
+        ctx.fillStyle = "#0e7490"; ctx.fillRect(X(e, g) - 1, y + 1, 2, laneH * 0.3);
+      } else if (f === F_ACQUIRE && o !== O_OK) {
+        ctx.fillStyle = o === O_INFO ? "#7c3aed" : "#d1d5db";
+        ctx.fillRect(X(t0[i], g), y + laneH / 2 - 1, Math.max(2, X(e, g) - X(t0[i], g)), 2);
+      }
+    }
+  }
+
+  let bins = null;
+  function aggregate(g, lo, hi, slo, shi) {
+    const { ctx } = g, W = Math.ceil(g.pw), size = nLanes * W;
+    if (!bins || bins.held.length !== size) bins = { held: new Uint8Array(size), zomb: new Uint8Array(size), w: new Uint32Array(size), rej: new Uint32Array(size) };
+    const { held, zomb, w, rej } = bins;
+    held.fill(0); zomb.fill(0); w.fill(0); rej.fill(0);
+    const px = (t) => Math.max(0, Math.min(W - 1, Math.floor(X(t, g) - GUTTER)));
+    for (let j = slo; j < shi; j++) {
+      if (sE[j] < v0) continue;
+      const base = sLane[j] * W, a = px(sS[j]), b = px(sE[j]);
+      held.fill(1, base + a, base + b + 1);
+      if (!isNaN(sZ[j])) zomb.fill(1, base + px(sZ[j]), base + b + 1);
+    }
+    let wMax = 1;
+    for (let i = lo; i < hi; i++) {
+      if (fk[i] !== F_WRITE) continue;
+      const e = isNaN(t1[i]) ? t0[i] : t1[i];
+      if (e < v0 || e > v1) continue;
+      const k = lane[i] * W + px(e);
+      if (oc[i] === O_STALE) rej[k]++; else if (oc[i] === O_OK && ++w[k] > wMax) wMax = w[k];
+    }
+    const bh = barH(), lw = Math.log(1 + wMax);
+    for (let l = 0; l < nLanes; l++) {
+      const y = laneY(l), yb = barY(y), base = l * W;
+      for (const [arr, color] of [[held, "#2563eb"], [zomb, "#ea580c"]]) {
+        ctx.fillStyle = color;
+        let run = -1;
+        for (let p = 0; p <= W; p++) {
+          const on = p < W && arr[base + p];
+          if (on && run < 0) run = p;
+          else if (!on && run >= 0) { ctx.fillRect(GUTTER + run, yb, p - run, bh); run = -1; }
+        }
+      }
+      for (let p = 0; p < W; p++) {
+        const n = w[base + p];
+        if (n) { const hgt = Math.max(1, (laneH - 2) * Math.log(1 + n) / lw); ctx.fillStyle = "#15803d"; ctx.fillRect(GUTTER + p, y + laneH - 1 - hgt, 1, hgt); }
+        if (rej[base + p]) { ctx.fillStyle = "#dc2626"; ctx.fillRect(GUTTER + p - 1, y, 2, laneH); }
+      }
+    }
+  }
+
+  function drawHighlights(g) {
+    const { ctx } = g;
+    ctx.strokeStyle = "#eab308"; ctx.lineWidth = 3;
+    for (const i of highlight) {
+      const y = laneY(lane[i]), e = isNaN(t1[i]) ? END : t1[i];
+      const a = X(t0[i], g) - 4, b = X(e, g) + 4;
+      ctx.strokeRect(a, y + 0.5, Math.max(8, b - a), laneH - 1);
+    }
+    ctx.lineWidth = 1;
+  }
+
+  // Latency of acquire and write oks, per pixel bin: mean as a line, max as a band.
+  function drawLatency() {
+    const g = setup(cvL, 170), { ctx } = g, top = 6, bottom = g.h - AXIS;
+    drawBands(g, top, bottom, false);
+    const [lo, hi] = visibleCalls(), BIN = 2, nb = Math.ceil(g.pw / BIN);
+    const series = [[F_ACQUIRE, "#2563eb"], [F_WRITE, "#15803d"]].map(([f, color]) => ({ f, color, max: new Float64Array(nb), sum: new Float64Array(nb), n: new Uint32Array(nb) }));
+    let yMax = 1, yMin = Infinity;
+    for (let i = lo; i < hi; i++) {
+      if (oc[i] !== O_OK || isNaN(t1[i]) || t1[i] < v0 || t1[i] > v1) continue;
+      const s = fk[i] === F_ACQUIRE ? series[0] : fk[i] === F_WRITE ? series[1] : null;
+      if (!s) continue;
+      const d = Math.max(1, t1[i] - t0[i]), b = Math.min(nb - 1, Math.max(0, Math.floor((X(t1[i], g) - GUTTER) / BIN)));
+      if (d > s.max[b]) s.max[b] = d;
+      s.sum[b] += d; s.n[b]++;
+      if (d > yMax) yMax = d;
+      if (d < yMin) yMin = d;
+    }
+    if (!isFinite(yMin)) yMin = 1;
+    const l0 = Math.log10(Math.max(1, yMin * 0.8)), l1 = Math.log10(yMax * 1.2) + 1e-9;
+    const Y = (d) => bottom - (Math.log10(Math.max(d, 1)) - l0) / (l1 - l0) * (bottom - top);
+    ctx.strokeStyle = "#e5e7eb"; ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui, sans-serif";
+    for (let e = Math.ceil(l0); e <= l1; e++) { const y = Y(Math.pow(10, e)); ctx.beginPath(); ctx.moveTo(GUTTER, y); ctx.lineTo(GUTTER + g.pw, y); ctx.stroke(); ctx.fillText(fmtDur(Math.pow(10, e)), 4, y + 4); }
+    for (const s of series) {
+      ctx.fillStyle = s.color; ctx.globalAlpha = 0.35;
+      for (let b = 0; b < nb; b++) if (s.n[b]) { const ym = Y(s.max[b]), ya = Y(s.sum[b] / s.n[b]); ctx.fillRect(GUTTER + b * BIN, ym, BIN, Math.max(1, ya - ym)); }
+      ctx.globalAlpha = 1; ctx.strokeStyle = s.color; ctx.lineWidth = 1.5; ctx.beginPath();
+      let pen = false, last = -1;
+      for (let b = 0; b < nb; b++) {
+        if (!s.n[b]) continue;
+        const x = GUTTER + b * BIN + BIN / 2, y = Y(s.sum[b] / s.n[b]);
+        if (pen && b - last <= 8) ctx.lineTo(x, y); else { ctx.moveTo(x, y); pen = true; }
+        last = b;
+        if (s.n[b] === 1 && hi - lo <= DETAIL_LIMIT) ctx.fillRect(x - 1.5, y - 1.5, 3, 3);
+      }
+      ctx.stroke(); ctx.lineWidth = 1;
+    }
+    axis(g, bottom);
+  }
+
+  // Throughput: completed ok ops per second, per bin; rejected writes in red.
+  function drawThroughput() {
+    const g = setup(cvQ, 110), { ctx } = g, top = 6, bottom = g.h - AXIS;
+    drawBands(g, top, bottom, false);
+    const [lo, hi] = visibleCalls(), BIN = 6, nb = Math.ceil(g.pw / BIN);
+    const ok = new Uint32Array(nb), bad = new Uint32Array(nb);
+    for (let i = lo; i < hi; i++) {
+      if (isNaN(t1[i]) || t1[i] < v0 || t1[i] > v1) continue;
+      const b = Math.min(nb - 1, Math.max(0, Math.floor((X(t1[i], g) - GUTTER) / BIN)));
+      if (oc[i] === O_OK) ok[b]++; else if (oc[i] === O_STALE) bad[b]++;
+    }
+    const binSecs = (v1 - v0) / nb / 1e6;
+    let m = 1;
+    for (let b = 0; b < nb; b++) m = Math.max(m, ok[b] + bad[b]);
+    for (let b = 0; b < nb; b++) {
+      const h1 = ok[b] / m * (bottom - top), h2 = bad[b] / m * (bottom - top);
+      ctx.fillStyle = "#64748b"; ctx.fillRect(GUTTER + b * BIN, bottom - h1, BIN - 1, h1);
+      if (bad[b]) { ctx.fillStyle = "#dc2626"; ctx.fillRect(GUTTER + b * BIN, bottom - h1 - h2, BIN - 1, Math.max(2, h2)); }
+    }
+    ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui, sans-serif";
+    ctx.fillText(Math.round(m / binSecs) + "/s", 4, top + 10);
+    ctx.fillText("0", 4, bottom);
+    axis(g, bottom);
+  }
+
+  let pending = false;
+  function draw() {
+    const t = performance.now();
+    drawTimeline(); drawLatency(); drawThroughput();
+    document.getElementById("lc-view").textContent = fmtT(v0) + " – " + fmtT(v1) + " · " + mode + (mode === "aggregate" ? " (zoom in for every op)" : "");
+    document.body.dataset.drawMs = (performance.now() - t).toFixed(0);
+  }
+  function redraw() { if (!pending) { pending = true; requestAnimationFrame(() => { pending = false; draw(); }); } }
+  function setView(a, b) {
+    const span = Math.min(Math.max(b - a, 5), END * 1.1);
+    const mid = (a + b) / 2;
+    v0 = Math.max(-END * 0.05, mid - span / 2); v1 = v0 + span;
+    redraw();
+  }
+
+  // Zoom with the wheel around the pointer; pan by dragging; double-click fits.
+  for (const cv of [cvT, cvL, cvQ]) {
+    cv.addEventListener("wheel", (ev) => {
+      ev.preventDefault();
+      const g = { pw: cv.clientWidth - GUTTER - RIGHT };
+      const at = T(ev.offsetX, g), k = Math.exp(ev.deltaY * 0.0015);
+      setView(at - (at - v0) * k, at + (v1 - at) * k);
+    }, { passive: false });
+    let drag = null;
+    cv.addEventListener("mousedown", (ev) => { drag = { x: ev.clientX, a: v0, b: v1 }; cv.classList.add("dragging"); });
+    window.addEventListener("mouseup", () => { drag = null; cv.classList.remove("dragging"); });
+    window.addEventListener("mousemove", (ev) => {
+      if (!drag) return;
+      const dt = (ev.clientX - drag.x) / (cv.clientWidth - GUTTER - RIGHT) * (drag.b - drag.a);
+      v0 = drag.a - dt; v1 = drag.b - dt; redraw();
+    });
+    cv.addEventListener("dblclick", () => setView(0, END));
+  }
+  document.getElementById("lc-fit").onclick = () => setView(0, END);
+  document.getElementById("lc-in").onclick = () => { const m = (v0 + v1) / 2, s = (v1 - v0) / 4; setView(m - s, m + s); };
+  document.getElementById("lc-out").onclick = () => { const m = (v0 + v1) / 2, s = v1 - v0; setView(m - s, m + s); };
+  window.addEventListener("resize", redraw);
+
+  // Hover: in detail mode, the call or critical section under the pointer.
+  const F_NAMES = ["acquire", "renew", "release", "write", "read", "op"], O_NAMES = ["ok", "fail", "rejected (stale token)", "info (unknown)"];
+  cvT.addEventListener("mousemove", (ev) => {
+    const l = Math.floor((ev.offsetY - TOP) / laneH);
+    if (mode !== "detail" || l < 0 || l >= nLanes) { tip.style.display = "none"; return; }
+    const g = { pw: cvT.clientWidth - GUTTER - RIGHT }, [lo, hi] = visibleCalls();
+    let best = -1, bd = 6;
+    for (let i = lo; i < hi; i++) {
+      if (lane[i] !== l) continue;
+      const e = isNaN(t1[i]) ? END : t1[i], a = X(t0[i], g), b = X(e, g);
+      const d = ev.offsetX < a ? a - ev.offsetX : ev.offsetX > b ? ev.offsetX - b : 0;
+      if (fk[i] !== F_WRITE && d === 0 && bd <= 0) continue;
+      if (d < bd || (d === 0 && fk[i] === F_WRITE)) { bd = d; best = i; }
+    }
+    let text = null;
+    if (best >= 0) {
+      const i = best;
+      text = "p" + D.lanes[lane[i]] + " " + F_NAMES[fk[i]] + " " + O_NAMES[oc[i]] +
+        (isNaN(tok[i]) ? "" : "\ntoken " + tok[i]) + (isNaN(seq[i]) ? "" : "  seq " + seq[i]) +
+        "\ninvoke " + fmtT(t0[i]) + (isNaN(t1[i]) ? "  (never completed)" : "  took " + fmtDur(t1[i] - t0[i])) +
+        "\nop #" + ix[i] + (C.cx[i] >= 0 ? " / #" + (ix[i] + C.cx[i]) : "");
+    } else {
+      const t = T(ev.offsetX, g), [slo, shi] = visibleSections();
+      for (let j = slo; j < shi; j++) {
+        if (sLane[j] !== l || t < sS[j] || t > sE[j]) continue;
+        const a = S.c[j];
+        text = "critical section of p" + D.lanes[l] + (isNaN(tok[a]) ? "" : ", token " + tok[a]) +
+          "\n" + fmtT(sS[j]) + " → " + fmtT(sE[j]) + (isNaN(sLe[j]) ? "" : "\nlease until " + fmtT(sLe[j])) +
+          (isNaN(sZ[j]) ? "" : "\ndeposed at " + fmtT(sZ[j]) + ": went on for " + fmtDur(sE[j] - sZ[j]));
+      }
+    }
+    if (!text) { tip.style.display = "none"; return; }
+    tip.textContent = text; tip.style.display = "block";
+    tip.style.left = (ev.clientX + 12) + "px"; tip.style.top = (ev.clientY + 12) + "px";
+  });
+  cvT.addEventListener("mouseleave", () => { tip.style.display = "none"; });
+
+  // Anomaly cards, zombie rows and fault rows name history indexes (data-ix): find
+  // their calls (by invoke or completion index) and fault bands, zoom there, highlight.
+  let byCompletion = null;
+  function rowOf(x) {
+    const r = lowerBound(ix, x, 0, N);
+    if (r < N && ix[r] === x) return r;
+    if (!byCompletion) { byCompletion = new Map(); for (let i = 0; i < N; i++) if (C.cx[i] >= 0) byCompletion.set(ix[i] + C.cx[i], i); }
+    return byCompletion.has(x) ? byCompletion.get(x) : -1;
+  }
+  function focus(el) {
+    const xs = (el.dataset.ix || "").split(",").filter((s) => s !== "").map(Number);
+    highlight = new Set(); hiFaults = new Set();
+    let a = Infinity, b = -Infinity;
+    for (const x of xs) {
+      const r = rowOf(x);
+      if (r >= 0) { highlight.add(r); a = Math.min(a, t0[r]); b = Math.max(b, isNaN(t1[r]) ? t0[r] : t1[r]); }
+      D.faults.forEach((f, k) => { if (f.ix.includes(x)) { hiFaults.add(k); a = Math.min(a, f.s); b = Math.max(b, f.e); } });
+    }
+    document.querySelectorAll(".active").forEach((c) => c.classList.remove("active"));
+    el.classList.add("active");
+    document.body.dataset.highlighted = String(highlight.size);
+    if (a <= b) { const pad = Math.max((b - a) * 0.3, 500); setView(a - pad, b + pad); } else redraw();
+    document.getElementById("lc-timeline-section").scrollIntoView({ behavior: "smooth", block: "start" });
+  }
+  document.querySelectorAll("[data-ix]").forEach((el) => el.addEventListener("click", () => focus(el)));
+
+  draw();
+  document.body.dataset.loadMs = (performance.now() - started).toFixed(0);
+})();

@@ -1,0 +1,237 @@
+//! The timeline's data, as embedded in report.html: compact columns (one entry per
+//! call, delta-encoded integers in microseconds) so that a million-op history stays
+//! a few megabytes and the page decodes it into typed arrays without one DOM node per op.
+
+use super::sections::Calls;
+use crate::history::{f, History, Process};
+use serde::Serialize;
+use serde_json::Value;
+
+/// A fault period: a nemesis start line and its end line (or the end of the run).
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultBand {
+    /// `pause`, `kill`, `partition` or `clock`: the colour family.
+    pub kind: &'static str,
+    /// `pause client-3`, `clock-skew n1 +20000 ms`, ...
+    pub label: String,
+    /// Run times (ns) of the start and the end lines; no end = it lasted to the end.
+    pub start: u64,
+    pub end: Option<u64>,
+    /// History indexes of the start and end lines.
+    pub indexes: Vec<u64>,
+}
+
+/// The start `f` of each fault, its end `f`, and the colour family.
+const FAULTS: [(&str, &str, &str); 4] = [
+    (f::PAUSE, f::RESUME, "pause"),
+    (f::KILL, f::START, "kill"),
+    (f::PARTITION, f::HEAL, "partition"),
+    (f::CLOCK_SKEW, f::CLOCK_RESET, "clock"),
+];
+
+/// Pairs each nemesis start with its end: the earliest open fault of the same family
+/// with the same targets, else the earliest open one of the family (a `heal` names
+/// no targets).
+pub fn fault_bands(history: &History) -> Vec<FaultBand> {
+    let mut bands: Vec<FaultBand> = Vec::new();
+    let mut open: Vec<(usize, &str, &Value)> = Vec::new();
+    for op in history.ops.iter().filter(|o| o.process == Process::Nemesis) {
+        let targets = op.value.get("targets").unwrap_or(&Value::Null);
+        if let Some((_, _, kind)) = FAULTS.iter().find(|(s, _, _)| *s == op.f) {
+            open.push((bands.len(), kind, targets));
+            bands.push(FaultBand {
+                kind,
+                label: fault_label(&op.f, &op.value),
+                start: op.time,
+                end: None,
+                indexes: vec![op.index],
+            });
+        } else if let Some((_, _, kind)) = FAULTS.iter().find(|(_, e, _)| *e == op.f) {
+            let same_kind = |o: &&(usize, &str, &Value)| o.1 == *kind;
+            let pos = open
+                .iter()
+                .position(|o| same_kind(&o) && o.2 == targets)
+                .or_else(|| open.iter().position(|o| same_kind(&o)));
+            if let Some(pos) = pos {
+                let (b, _, _) = open.remove(pos);
+                bands[b].end = Some(op.time);
+                bands[b].indexes.push(op.index);
+            }
+        }
+    }
+    bands
+}
+
+fn fault_label(f: &str, value: &Value) -> String {
+    let mut label = f.to_string();
+    if let Some(Value::Array(t)) = value.get("targets") {
+        let names: Vec<String> = t
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+            .collect();
+        label += &format!(" {}", names.join(","));
+    }
+    if let Some(ms) = value.get("offset_ms").and_then(Value::as_i64) {
+        label += &format!(" {ms:+} ms");
+    }
+    label
+}
+
+/// The columns of every client call, in invoke order. Times are microseconds;
+/// `t0` and `ix` are deltas from the previous entry; `tok` and `seq` are shifted
+/// deltas from the previous present value (0 = none, d >= 0 written d + 1, d < 0
+/// written d) so that runs of equal tokens cost one character each.
+#[derive(Debug, Default, Serialize)]
+pub struct CallColumns {
+    pub lane: Vec<u32>,
+    pub f: Vec<u8>,
+    pub t0: Vec<i64>,
+    /// Duration, -1 when the call never completed.
+    pub d: Vec<i64>,
+    pub o: Vec<u8>,
+    pub tok: Vec<i64>,
+    pub seq: Vec<i64>,
+    /// History index of the invoke (delta), and completion index minus invoke index (-1: none).
+    pub ix: Vec<i64>,
+    pub cx: Vec<i64>,
+}
+
+/// Critical sections: the acquire's call row, the release's (-1: none), and times
+/// (µs) relative to the section's start: end, lease end (-1: unknown), deposition
+/// (-1: never deposed).
+#[derive(Debug, Default, Serialize)]
+pub struct SectionColumns {
+    pub c: Vec<u32>,
+    pub r: Vec<i64>,
+    pub e: Vec<i64>,
+    pub le: Vec<i64>,
+    pub z: Vec<i64>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TimelineData {
+    pub end_us: i64,
+    /// Client process id of each lane.
+    pub lanes: Vec<u64>,
+    pub calls: CallColumns,
+    pub sections: SectionColumns,
+    pub faults: Vec<FaultJs>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FaultJs {
+    pub kind: &'static str,
+    pub label: String,
+    pub s: i64,
+    pub e: i64,
+    /// History indexes of its start and end lines (anomaly cards name them).
+    pub ix: Vec<u64>,
+}
+
+fn us(ns: u64) -> i64 {
+    (ns / 1_000) as i64
+}
+
+/// Shifted delta of an optional value against the last present one (see `CallColumns`).
+fn shifted(v: Option<u64>, prev: &mut u64) -> i64 {
+    match v {
+        None => 0,
+        Some(v) => {
+            let d = v as i128 - *prev as i128;
+            *prev = v;
+            (if d >= 0 { d + 1 } else { d }) as i64
+        }
+    }
+}
+
+pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineData {
+    let mut lanes: Vec<u64> = calls.calls.iter().map(|c| c.process).collect();
+    lanes.sort_unstable();
+    lanes.dedup();
+    let lane_of = |p: u64| lanes.binary_search(&p).unwrap_or(0) as u32;
+    let idx = |pos: usize| history.ops[pos].index as i64;
+
+    let mut cc = CallColumns::default();
+    let (mut prev_t, mut prev_ix, mut prev_tok, mut prev_seq) = (0i64, 0i64, 0u64, 0u64);
+    for c in &calls.calls {
+        let t0 = us(c.t0);
+        cc.lane.push(lane_of(c.process));
+        cc.f.push(c.kind.code());
+        cc.t0.push(t0 - prev_t);
+        prev_t = t0;
+        cc.d.push(c.t1.map_or(-1, |t1| us(t1) - t0));
+        cc.o.push(c.outcome.code());
+        cc.tok.push(shifted(c.token, &mut prev_tok));
+        cc.seq.push(shifted(c.seq, &mut prev_seq));
+        let ix = idx(c.invoke);
+        cc.ix.push(ix - prev_ix);
+        prev_ix = ix;
+        cc.cx.push(c.completion.map_or(-1, |p| idx(p) - ix));
+    }
+
+    let mut sc = SectionColumns::default();
+    for (i, s) in calls.sections.iter().enumerate() {
+        let start = us(s.start);
+        sc.c.push(s.acquire as u32);
+        sc.r.push(s.release.map_or(-1, |r| r as i64));
+        sc.e.push(us(s.end) - start);
+        sc.le.push(s.lease_end.map_or(-1, |l| us(l) - start));
+        sc.z.push(calls.deposer(i).map_or(-1, |n| us(n.start) - start));
+    }
+
+    let end_us = us(calls.end);
+    TimelineData {
+        end_us,
+        lanes,
+        calls: cc,
+        sections: sc,
+        faults: bands
+            .iter()
+            .map(|b| FaultJs {
+                kind: b.kind,
+                label: b.label.clone(),
+                s: us(b.start),
+                e: b.end.map_or(end_us, us),
+                ix: b.indexes.clone(),
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sections::tests::H;
+
+    #[test]
+    fn faults_pair_by_family_and_targets() {
+        let h = H::default()
+            .nemesis(1, "pause", &["client-0"])
+            .nemesis(2, "pause", &["client-1"])
+            .nemesis(3, "resume", &["client-1"])
+            .nemesis(4, "partition", &["n1"])
+            .nemesis(5, "heal", &[])
+            .nemesis(6, "resume", &["client-0"])
+            .nemesis(7, "kill", &["n2"])
+            .history();
+        let b = fault_bands(&h);
+        assert_eq!(b.len(), 4);
+        assert_eq!(
+            (b[0].label.as_str(), b[0].end),
+            ("pause client-0", Some(6_000_000))
+        );
+        assert_eq!(b[1].indexes, vec![1, 2]);
+        assert_eq!((b[2].kind, b[2].end), ("partition", Some(5_000_000)));
+        assert_eq!((b[3].kind, b[3].end), ("kill", None));
+    }
+
+    #[test]
+    fn tokens_and_seqs_are_shifted_deltas() {
+        let mut prev = 0;
+        let enc: Vec<i64> = [Some(5), Some(5), None, Some(3), Some(0)]
+            .into_iter()
+            .map(|v| shifted(v, &mut prev))
+            .collect();
+        assert_eq!(enc, vec![6, 1, 0, -2, -3]);
+    }
+}
