@@ -506,19 +506,7 @@ pub fn guidance(
             },
         )
     } else if f.applicable && !f.damage_remains {
-        (
-            Answer::FencingTokens,
-            format!(
-                "Deposed holders wrote {} after another process acquired (worst {} after); a resource that checks the token {}: fencing tokens are needed, and enough.",
-                times(z.writes_after),
-                secs(z.max_ns),
-                if f.rejected_in_run > 0 {
-                    format!("rejected {} of them in this run", f.rejected_in_run)
-                } else {
-                    format!("would have rejected {} of the applied writes", f.would_reject.len())
-                }
-            ),
-        )
+        (Answer::FencingTokens, fencing_guidance(z, f))
     } else {
         let why = if f.applicable {
             "the tokens do not tell the holders apart, so a fence would leave damage"
@@ -540,6 +528,40 @@ pub fn guidance(
         sentence,
         figures,
     }
+}
+
+/// Why fencing tokens fit: what the fence rejected (or would have), and the writes
+/// that slip in before the new holder's first write, which no fence can see as stale.
+fn fencing_guidance(z: &ZombieWindows, f: &FencingReplay) -> String {
+    let stopped = f.rejected_in_run + f.would_reject.len();
+    let mut s = format!(
+        "Deposed holders wrote {} after another process acquired (worst {} after)",
+        times(z.writes_after),
+        secs(z.max_ns)
+    );
+    if f.rejected_in_run > 0 {
+        s += &format!(
+            "; the resource's token check rejected {} of them",
+            f.rejected_in_run
+        );
+    } else if !f.would_reject.is_empty() {
+        s += &format!(
+            "; a resource that checks the token would have rejected {} applied writes",
+            f.would_reject.len()
+        );
+    }
+    if f.slipped > 0 {
+        s += &format!(
+            "; {} reached the resource before the new holder's first write, where no fence can tell them stale: the new holder should present its token to the resource (a write or a fenced read) before acting on what it reads",
+            f.slipped
+        );
+    }
+    s += if stopped > 0 {
+        ". Fencing tokens are needed, and with the tokens checked no damage would remain."
+    } else {
+        ". The token order at the resource is intact: fencing tokens are needed to keep it so."
+    };
+    s
 }
 
 /// "once", "2 times": counts in sentences.

@@ -118,14 +118,14 @@
     const [lo, hi] = visibleCalls(), [slo, shi] = visibleSections();
     mode = hi - lo <= DETAIL_LIMIT ? "detail" : "aggregate";
     ctx.save(); ctx.beginPath(); ctx.rect(GUTTER, TOP, g.pw, bottom - TOP); ctx.clip();
-    if (mode === "detail") detail(g, lo, hi, slo, shi); else aggregate(g, lo, hi, slo, shi);
+    const drawn = mode === "detail" ? detail(g, lo, hi, slo, shi) : aggregate(g, lo, hi, slo, shi);
     drawHighlights(g);
     ctx.restore();
     ctx.fillStyle = "#374151"; ctx.font = Math.min(12, laneH - 1) + "px system-ui, sans-serif";
     if (laneH >= 8) D.lanes.forEach((p, l) => ctx.fillText("p" + p, 6, TOP + l * laneH + laneH * 0.72));
     axis(g, bottom);
     const b = document.body.dataset;
-    b.timeline = "drawn"; b.mode = mode; b.visibleCalls = String(hi - lo); b.faultBands = String(bands);
+    b.timeline = "drawn"; b.mode = mode; b.visibleCalls = String(hi - lo); b.faultBands = String(bands); b.drawn = String(drawn);
   }
 
   function laneY(l) { return TOP + l * laneH; }
@@ -135,8 +135,10 @@
 
   function detail(g, lo, hi, slo, shi) {
     const { ctx } = g, bh = barH(), small = Math.max(2, bh * 0.35);
+    let drawn = 0;
     for (let j = slo; j < shi; j++) {
       if (sE[j] < v0) continue;
+      drawn++;
       const y = laneY(sLane[j]), yb = barY(y), ym = yb + bh / 2;
       const a = S.c[j], r = S.r[j];
       // Acquire and release windows (invoke .. ok): when the grant or the release may have happened.
@@ -165,6 +167,7 @@
       const e = isNaN(t1[i]) ? END : t1[i];
       if (e < v0) continue;
       const y = laneY(lane[i]), f = fk[i], o = oc[i];
+      drawn++;
       if (f === F_WRITE) {
         const x = X(e, g);
         ctx.strokeStyle = o === O_OK ? "#15803d" : o === O_STALE ? "#dc2626" : o === O_INFO ? "#7c3aed" : "#9ca3af";
@@ -192,6 +195,7 @@
         ctx.fillRect(X(t0[i], g), y + laneH / 2 - 1, Math.max(2, X(e, g) - X(t0[i], g)), 2);
       }
     }
+    return drawn;
   }
 
   let bins = null;
@@ -216,6 +220,7 @@
       if (oc[i] === O_STALE) rej[k]++; else if (oc[i] === O_OK && ++w[k] > wMax) wMax = w[k];
     }
     const bh = barH(), lw = Math.log(1 + wMax);
+    let drawn = 0;
     for (let l = 0; l < nLanes; l++) {
       const y = laneY(l), yb = barY(y), base = l * W;
       for (const [arr, color] of [[held, "#2563eb"], [zomb, "#ea580c"]]) {
@@ -224,15 +229,16 @@
         for (let p = 0; p <= W; p++) {
           const on = p < W && arr[base + p];
           if (on && run < 0) run = p;
-          else if (!on && run >= 0) { ctx.fillRect(GUTTER + run, yb, p - run, bh); run = -1; }
+          else if (!on && run >= 0) { ctx.fillRect(GUTTER + run, yb, p - run, bh); run = -1; drawn++; }
         }
       }
       for (let p = 0; p < W; p++) {
         const n = w[base + p];
-        if (n) { const hgt = Math.max(1, (laneH - 2) * Math.log(1 + n) / lw); ctx.fillStyle = "#15803d"; ctx.fillRect(GUTTER + p, y + laneH - 1 - hgt, 1, hgt); }
+        if (n) { drawn++; const hgt = Math.max(1, (laneH - 2) * Math.log(1 + n) / lw); ctx.fillStyle = "#15803d"; ctx.fillRect(GUTTER + p, y + laneH - 1 - hgt, 1, hgt); }
         if (rej[base + p]) { ctx.fillStyle = "#dc2626"; ctx.fillRect(GUTTER + p - 1, y, 2, laneH); }
       }
     }
+    return drawn;
   }
 
   function drawHighlights(g) {
@@ -394,8 +400,8 @@
     if (!byCompletion) { byCompletion = new Map(); for (let i = 0; i < N; i++) if (C.cx[i] >= 0) byCompletion.set(ix[i] + C.cx[i], i); }
     return byCompletion.has(x) ? byCompletion.get(x) : -1;
   }
-  function focus(el) {
-    const xs = (el.dataset.ix || "").split(",").filter((s) => s !== "").map(Number);
+  // Focus a list of history indexes: highlight their calls and fault bands, zoom there.
+  function focus(xs, el) {
     highlight = new Set(); hiFaults = new Set();
     let a = Infinity, b = -Infinity;
     for (const x of xs) {
@@ -404,13 +410,23 @@
       D.faults.forEach((f, k) => { if (f.ix.includes(x)) { hiFaults.add(k); a = Math.min(a, f.s); b = Math.max(b, f.e); } });
     }
     document.querySelectorAll(".active").forEach((c) => c.classList.remove("active"));
-    el.classList.add("active");
-    document.body.dataset.highlighted = String(highlight.size);
+    if (el) el.classList.add("active");
+    document.body.dataset.highlighted = String(highlight.size + hiFaults.size);
     if (a <= b) { const pad = Math.max((b - a) * 0.3, 500); setView(a - pad, b + pad); } else redraw();
-    document.getElementById("lc-timeline-section").scrollIntoView({ behavior: "smooth", block: "start" });
   }
-  document.querySelectorAll("[data-ix]").forEach((el) => el.addEventListener("click", () => focus(el)));
+  const parseIx = (s) => (s || "").split(",").filter((x) => x !== "").map(Number);
+  document.querySelectorAll("[data-ix]").forEach((el) => el.addEventListener("click", () => {
+    focus(parseIx(el.dataset.ix), el);
+    history.replaceState(null, "", "#ix=" + el.dataset.ix);
+    document.getElementById("lc-timeline-section").scrollIntoView({ behavior: "smooth", block: "start" });
+  }));
 
+  // A link to report.html#ix=85,108 opens with those ops focused.
+  const m = /^#ix=([0-9,]+)$/.exec(location.hash);
+  if (m) {
+    const card = Array.from(document.querySelectorAll(".card[data-ix]")).find((c) => c.dataset.ix === m[1]);
+    focus(parseIx(m[1]), card);
+  }
   draw();
   document.body.dataset.loadMs = (performance.now() - started).toFixed(0);
 })();
