@@ -4,6 +4,7 @@
 //! workload.toml).
 
 pub mod analysis;
+pub mod browser;
 pub mod html;
 pub mod junit;
 pub mod sections;

@@ -1,0 +1,115 @@
+//! The report in a real browser: headless Chromium loads report.html, the page's
+//! script draws the timeline, and the DOM it leaves shows the canvas drawn, the
+//! anomaly cards and the fault bands; a link to an anomaly highlights its ops; a
+//! long generated history is aggregated when zoomed out and detailed when zoomed in.
+
+use lockcheck::check::{lock, Limits};
+use lockcheck::history::synth::{generate, SynthConfig};
+use lockcheck::report::{browser, write_html_for, Input};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+fn n(r: &browser::Rendered, key: &str) -> usize {
+    r.body
+        .get(key)
+        .unwrap_or_else(|| panic!("no data-{key} on <body>: {:?}", r.body))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn demo_report_draws_timeline_cards_and_fault_bands() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/report/unfenced-pause");
+    let out = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args([
+            "report",
+            fixture.to_str().unwrap(),
+            "--out",
+            html.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let r = browser::render(&html, "", None, TIMEOUT).unwrap();
+    assert_eq!(r.body.get("timeline").map(String::as_str), Some("drawn"));
+    assert_eq!(r.body["mode"], "detail");
+    // The whole run is in view: all three fault periods are drawn as bands.
+    assert_eq!(n(&r, "fault-bands"), 3);
+    assert!(n(&r, "drawn") > 50, "{:?}", r.body);
+    assert_eq!(r.dom.matches("class=\"card anomaly").count(), 4);
+    assert_eq!(r.dom.matches("<tr class=\"fault-band").count(), 3);
+
+    // A link to the first double-holder card: its three ops are highlighted, the
+    // timeline zooms to them, and the card is marked active.
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("verdict.json")).unwrap())
+            .unwrap();
+    let first = &verdict["anomalies"][0];
+    let ix: Vec<String> = first["indexes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    let r = browser::render(&html, &format!("#ix={}", ix.join(",")), None, TIMEOUT).unwrap();
+    assert_eq!(n(&r, "highlighted"), ix.len());
+    assert!(n(&r, "visible-calls") < 204 / 2, "zoomed in: {:?}", r.body);
+    assert!(r.dom.contains("class=\"card anomaly active\""));
+}
+
+#[test]
+fn long_history_is_aggregated_zoomed_out_and_detailed_zoomed_in() {
+    let syn = generate(&SynthConfig {
+        seed: 11,
+        clients: 8,
+        lines: 60_000,
+        overlaps: 2,
+        fenced: false,
+        ..Default::default()
+    });
+    let verdict = lock::check(
+        &syn.history,
+        &lock::LockInput {
+            resource: Some(&syn.resource),
+        },
+        &Limits::default(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let input = Input {
+        title: "generated",
+        history: &syn.history,
+        resource: Some(&syn.resource),
+        verdict: &verdict,
+        run: None,
+        workload: None,
+    };
+    write_html_for(&input, &html).unwrap();
+
+    let r = browser::render(&html, "", None, TIMEOUT).unwrap();
+    assert_eq!(r.body["timeline"], "drawn");
+    assert_eq!(r.body["mode"], "aggregate");
+    assert!(n(&r, "visible-calls") > 25_000, "{:?}", r.body);
+    assert!(n(&r, "drawn") > 0);
+    assert_eq!(n(&r, "fault-bands"), 2, "the two planted pauses");
+
+    let a = verdict
+        .anomalies
+        .iter()
+        .find(|a| a.kind.name() == "double-holder")
+        .expect("a planted double holder");
+    let ix: Vec<String> = a.indexes.iter().map(u64::to_string).collect();
+    let r = browser::render(&html, &format!("#ix={}", ix.join(",")), None, TIMEOUT).unwrap();
+    assert_eq!(r.body["mode"], "detail", "{:?}", r.body);
+    assert!(n(&r, "highlighted") >= 2);
+}
