@@ -83,15 +83,17 @@ fn main() -> Result<()> {
     if args.browser {
         let timeout = Duration::from_secs(300);
         let t = Instant::now();
-        let r = browser::render(&out, "", None, timeout)?;
+        let r = browser::render(&out, "#bench", None, timeout)?;
+        let get = |k: &str| r.body.get(k).map_or("?", String::as_str).to_string();
         println!(
-            "chromium, zoomed out: {:.1} s wall for start + load + draw; page: decode {} ms, first draw {} ms, load {} ms, mode {}, {} calls in view",
+            "chromium, zoomed out: {:.1} s wall for start + parse + load; script: decode {} ms, time-bin pyramid {} ms, load to first draw {} ms; redraw at 5 zoom levels: {} ms each; {} calls in view, drawn {}",
             t.elapsed().as_secs_f64(),
-            r.body.get("decode-ms").map_or("?", String::as_str),
-            r.body.get("draw-ms").map_or("?", String::as_str),
-            r.body.get("load-ms").map_or("?", String::as_str),
-            r.body.get("mode").map_or("?", String::as_str),
-            r.body.get("visible-calls").map_or("?", String::as_str),
+            get("decode-ms"),
+            get("pyramid-ms"),
+            get("load-ms"),
+            get("redraw-ms"),
+            get("visible-calls"),
+            get("mode"),
         );
         if let Some(a) = verdict.anomalies.first() {
             let ix: Vec<String> = a.indexes.iter().map(u64::to_string).collect();

@@ -434,10 +434,10 @@ fn self_fencing(margin_ms: u64, z: &ZombieWindows) -> SelfFencing {
         )
     } else {
         format!(
-            "Workers checked their lease deadline ({margin_ms} ms margin) before each write, yet {} holders were deposed while still acting, for up to {} ({} writes after deposition): the residual window is a pause between the check and the write.",
-            z.deposed,
+            "Workers checked their lease deadline ({margin_ms} ms margin) before each write, yet {} deposed while still acting, for up to {} ({} after deposition): the residual window is a pause between the check and the write.",
+            count(z.deposed, "holder was", "holders were"),
             secs(z.max_ns),
-            z.writes_after
+            count(z.writes_after, "write", "writes")
         )
     };
     SelfFencing {
@@ -457,8 +457,8 @@ pub fn guidance(
 ) -> Guidance {
     let mut figures = vec![
         format!(
-            "{} holders deposed while they believed they held the lock",
-            z.deposed
+            "{} deposed while they believed they held the lock",
+            count(z.deposed, "holder", "holders")
         ),
         format!(
             "zombie window p50 {}, p90 {}, max {}",
@@ -467,8 +467,10 @@ pub fn guidance(
             secs(z.max_ns)
         ),
         format!(
-            "{} writes by deposed holders: {} accepted, {} rejected by the resource",
-            z.writes_after, z.writes_accepted_after, z.writes_rejected_after
+            "{} by deposed holders: {} accepted, {} rejected by the resource",
+            count(z.writes_after, "write", "writes"),
+            z.writes_accepted_after,
+            z.writes_rejected_after
         ),
     ];
     if f.applicable {
@@ -499,8 +501,8 @@ pub fn guidance(
                 "No holder was deposed while it held the lock: under these faults the lock alone kept the writes apart. If an occasional duplicate is cheap, an efficiency lock is enough; if not, a longer pause than this run's would need a fence.".to_string()
             } else {
                 format!(
-                    "{} holders were deposed (up to {}), but none wrote after losing the lock: an efficiency lock is enough where a duplicate is cheap.",
-                    z.deposed,
+                    "{} deposed (up to {}), but none wrote after losing the lock: an efficiency lock is enough where a duplicate is cheap.",
+                    count(z.deposed, "holder was", "holders were"),
                     secs(z.max_ns)
                 )
             },
@@ -546,8 +548,8 @@ fn fencing_guidance(z: &ZombieWindows, f: &FencingReplay) -> String {
         );
     } else if !f.would_reject.is_empty() {
         s += &format!(
-            "; a resource that checks the token would have rejected {} applied writes",
-            f.would_reject.len()
+            "; a resource that checks the token would have rejected {}",
+            count(f.would_reject.len(), "applied write", "applied writes")
         );
     }
     if f.slipped > 0 {
@@ -562,6 +564,11 @@ fn fencing_guidance(z: &ZombieWindows, f: &FencingReplay) -> String {
         ". The token order at the resource is intact: fencing tokens are needed to keep it so."
     };
     s
+}
+
+/// "1 write", "2 writes": counts in sentences.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// "once", "2 times": counts in sentences.

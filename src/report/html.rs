@@ -135,12 +135,12 @@ fn analysis_panels(a: &Analysis) -> String {
     let z = &a.zombies;
     let _ = write!(
         out,
-        "<div class=\"panel\" id=\"lc-zombies\"><h2>Zombie window</h2><p>{} holders were deposed while they still believed they held the lock: another process acquired, and they went on for p50 {}, p90 {}, max {}. They attempted {} writes after that ({} accepted, {} rejected by the resource).</p>",
-        z.deposed,
+        "<div class=\"panel\" id=\"lc-zombies\"><h2>Zombie window</h2><p>{} deposed while they still believed they held the lock: another process acquired, and they went on for p50 {}, p90 {}, max {}. They attempted {} after that ({} accepted, {} rejected by the resource).</p>",
+        analysis::count(z.deposed, "holder was", "holders were"),
         secs(z.p50_ns),
         secs(z.p90_ns),
         secs(z.max_ns),
-        z.writes_after,
+        analysis::count(z.writes_after, "write", "writes"),
         z.writes_accepted_after,
         z.writes_rejected_after
     );

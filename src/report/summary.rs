@@ -102,8 +102,8 @@ pub fn verdict_text(verdict: &Verdict, analysis: Option<&Analysis>) -> String {
     if let Some(a) = analysis {
         let z = &a.zombies;
         out += &format!(
-            "zombie window: {} deposed holders, p50 {}, p90 {}, max {}\n",
-            z.deposed,
+            "zombie window: {} deposed, p50 {}, p90 {}, max {}\n",
+            super::analysis::count(z.deposed, "holder", "holders"),
             secs(z.p50_ns),
             secs(z.p90_ns),
             secs(z.max_ns)

@@ -4,6 +4,7 @@
 
 use super::sections::Calls;
 use crate::history::{f, History, Process};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -111,8 +112,8 @@ pub struct SectionColumns {
 #[derive(Debug, Serialize)]
 pub struct TimelineData {
     pub end_us: i64,
-    /// Client process id of each lane.
-    pub lanes: Vec<u64>,
+    /// Each lane's processes as `[process, first op time µs]`, in time order (see `pack_lanes`).
+    pub lanes: Vec<Vec<[i64; 2]>>,
     pub calls: CallColumns,
     pub sections: SectionColumns,
     pub faults: Vec<FaultJs>,
@@ -144,11 +145,55 @@ fn shifted(v: Option<u64>, prev: &mut u64) -> i64 {
     }
 }
 
+/// One lane per client process, except that a process which starts after another
+/// one's last op may take over its lane: after an `info` a worker goes on under a new
+/// process id, and a thousand retired ids must not make a thousand lanes. Of the free
+/// lanes it takes the one freed last (most likely the same worker's).
+pub fn pack_lanes(calls: &Calls) -> (Vec<Vec<[i64; 2]>>, FxHashMap<u64, u32>) {
+    // (first invoke, last seen) per process.
+    let mut span: FxHashMap<u64, (u64, u64)> = FxHashMap::default();
+    for c in &calls.calls {
+        let e = span.entry(c.process).or_insert((c.t0, c.last_seen()));
+        e.1 = e.1.max(c.last_seen());
+    }
+    let mut procs: Vec<(u64, u64, u64)> = span.into_iter().map(|(p, (a, b))| (a, p, b)).collect();
+    procs.sort_unstable();
+    let mut lanes: Vec<Vec<[i64; 2]>> = Vec::new();
+    let mut free_at: Vec<u64> = Vec::new();
+    let mut lane_of = FxHashMap::default();
+    for (first, p, last) in procs {
+        let lane = (0..lanes.len())
+            .filter(|&l| free_at[l] < first)
+            .max_by_key(|&l| free_at[l])
+            .unwrap_or_else(|| {
+                lanes.push(Vec::new());
+                free_at.push(0);
+                lanes.len() - 1
+            });
+        lanes[lane].push([p as i64, us(first)]);
+        free_at[lane] = last;
+        lane_of.insert(p, lane as u32);
+    }
+    // Lanes in order of their first process id, so that p0, p1, ... read top down.
+    let mut order: Vec<usize> = (0..lanes.len()).collect();
+    order.sort_by_key(|&l| lanes[l][0][0]);
+    let mut rank = vec![0u32; lanes.len()];
+    for (r, &l) in order.iter().enumerate() {
+        rank[l] = r as u32;
+    }
+    for v in lane_of.values_mut() {
+        *v = rank[*v as usize];
+    }
+    let lanes = order
+        .into_iter()
+        .map(|l| std::mem::take(&mut lanes[l]))
+        .collect();
+    (lanes, lane_of)
+}
+
 pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineData {
-    let mut lanes: Vec<u64> = calls.calls.iter().map(|c| c.process).collect();
-    lanes.sort_unstable();
-    lanes.dedup();
-    let lane_of = |p: u64| lanes.binary_search(&p).unwrap_or(0) as u32;
+    let (lanes, lane_of) = pack_lanes(calls);
+    let lane_of = |p: u64| lane_of.get(&p).copied().unwrap_or(0);
     let idx = |pos: usize| history.ops[pos].index as i64;
 
     let mut cc = CallColumns::default();
@@ -223,6 +268,32 @@ mod tests {
         assert_eq!(b[1].indexes, vec![1, 2]);
         assert_eq!((b[2].kind, b[2].end), ("partition", Some(5_000_000)));
         assert_eq!((b[3].kind, b[3].end), ("kill", None));
+    }
+
+    #[test]
+    fn retired_processes_share_the_lane_they_freed() {
+        use serde_json::json;
+        // p0 times out (info) and its worker goes on as p2; p1 runs throughout.
+        let h = H::default()
+            .acquire(0, 0, Some(1))
+            .acquire(1, 1, Some(2))
+            .inv(5, 0, "write", json!({"token": 1, "data": "x"}))
+            .op(
+                9,
+                0,
+                crate::history::OpType::Info,
+                "write",
+                json!(null),
+                None,
+            )
+            .acquire(10, 2, Some(3))
+            .write(20, 1, Some(2), 1)
+            .history();
+        let calls = Calls::of(&h);
+        let (lanes, lane_of) = pack_lanes(&calls);
+        assert_eq!(lanes.len(), 2);
+        assert_eq!(lanes[0], vec![[0, 0], [2, 10_000]]);
+        assert_eq!((lane_of[&0], lane_of[&1], lane_of[&2]), (0, 1, 0));
     }
 
     #[test]
