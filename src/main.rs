@@ -26,6 +26,8 @@ enum Command {
     Report(cli::report::Args),
     /// Re-check a stored run (other --allow, a newer checker) without running anything.
     Analyze(cli::analyze::Args),
+    /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
+    Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
+        Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
         Command::Report(args) => cli::report::main(args),
         Command::Analyze(args) => cli::analyze::main(args),

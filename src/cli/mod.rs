@@ -3,6 +3,7 @@
 //! input, 5 environment problem (a server binary missing, ...).
 
 pub mod analyze;
+pub mod bench;
 pub mod check;
 pub mod report;
 pub mod run;
