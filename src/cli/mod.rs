@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod bench;
 pub mod check;
 pub mod report;
+pub mod doctor;
 pub mod run;
 pub mod worker;
 
