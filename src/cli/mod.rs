@@ -5,8 +5,8 @@
 pub mod analyze;
 pub mod bench;
 pub mod check;
-pub mod report;
 pub mod doctor;
+pub mod report;
 pub mod run;
 pub mod worker;
 

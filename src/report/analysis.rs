@@ -32,13 +32,14 @@ pub struct Zombie {
     /// The end of the deposed holder's critical section (its release invoke or last op).
     pub until: u64,
     pub window_ns: u64,
-    /// Ops the deposed holder invoked after it was deposed (release included).
+    /// Ops of the deposed holder still in flight when it was deposed, or invoked
+    /// after (release included).
     pub ops_after: usize,
     pub writes_after: usize,
     pub writes_accepted_after: usize,
     pub writes_rejected_after: usize,
     /// History indexes: the holder's acquire ok, the new holder's acquire ok, then
-    /// the ops (invokes) of the deposed holder after it was deposed.
+    /// the invokes of the deposed holder's ops counted in `ops_after`.
     pub indexes: Vec<u64>,
 }
 
@@ -162,7 +163,9 @@ pub fn zombie_windows(history: &History, calls: &Calls) -> ZombieWindows {
             .iter()
             .chain(s.release.iter())
             .copied()
-            .filter(|&c| calls.calls[c].t0 >= d)
+            // In flight at the deposition or later: a write invoked before it may
+            // still land after it (a holder paused mid-write).
+            .filter(|&c| calls.calls[c].last_seen() >= d)
             .collect();
         let writes = || {
             after

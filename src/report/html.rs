@@ -3,7 +3,7 @@
 //! timeline and the latency / throughput charts are drawn by the inline script from
 //! the embedded columns (see `timeline`).
 
-use super::analysis::{self, Analysis, Zombie};
+use super::analysis::{self, Analysis, Guidance, Zombie};
 use super::sections::Calls;
 use super::summary::{summarize, validity_word, Summary};
 use super::timeline::{self, FaultBand};
@@ -67,9 +67,10 @@ pub fn render(input: &Input<'_>) -> String {
         ops = summary.ops,
     );
     page += &figures(&summary, v.anomalies.iter().filter(|a| !a.allowed).count());
-    page += &analysis_panels(&analysis);
-    page += &cards(&v.anomalies);
+    page += &guidance_panel(&analysis.guidance);
     page += &timeline_section(&bands);
+    page += &cards(&v.anomalies);
+    page += &analysis_panels(&analysis);
     page += &notes(input);
     let _ = write!(
         page,
@@ -117,8 +118,7 @@ fn zombie_row(z: &Zombie) -> String {
     )
 }
 
-fn analysis_panels(a: &Analysis) -> String {
-    let g = &a.guidance;
+fn guidance_panel(g: &Guidance) -> String {
     let answer = serde_json::to_value(g.answer)
         .ok()
         .and_then(|v| v.as_str().map(String::from))
@@ -131,7 +131,11 @@ fn analysis_panels(a: &Analysis) -> String {
     for f in &g.figures {
         let _ = write!(out, "<li>{}</li>", escape(f));
     }
-    out += "</ul></section>\n<section class=\"row\">";
+    out + "</ul></section>\n"
+}
+
+fn analysis_panels(a: &Analysis) -> String {
+    let mut out = String::from("<section class=\"row\">");
     let z = &a.zombies;
     let _ = write!(
         out,
