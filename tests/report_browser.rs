@@ -46,15 +46,20 @@ fn demo_report_draws_timeline_cards_and_fault_bands() {
     // The whole run is in view: all three fault periods are drawn as bands.
     assert_eq!(n(&r, "fault-bands"), 3);
     assert!(n(&r, "drawn") > 50, "{:?}", r.body);
-    assert_eq!(r.dom.matches("class=\"card anomaly").count(), 4);
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("verdict.json")).unwrap())
+            .unwrap();
+    let anomalies = verdict["anomalies"].as_array().unwrap();
+    assert!(!anomalies.is_empty());
+    assert_eq!(
+        r.dom.matches("class=\"card anomaly").count(),
+        anomalies.len()
+    );
     assert_eq!(r.dom.matches("<tr class=\"fault-band").count(), 3);
 
     // A link to the first double-holder card: its three ops are highlighted, the
     // timeline zooms to them, and the card is marked active.
-    let verdict: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(fixture.join("verdict.json")).unwrap())
-            .unwrap();
-    let first = &verdict["anomalies"][0];
+    let first = &anomalies[0];
     let ix: Vec<String> = first["indexes"]
         .as_array()
         .unwrap()

@@ -23,21 +23,22 @@ pub const VERDICT_FILE: &str = "verdict.json";
 pub const WORKLOAD_FILE: &str = "workload.toml";
 pub const REPORT_FILE: &str = "report.html";
 
-/// What a report is made of. `run` is the runner's `run` object of verdict.json,
-/// `workload` the workload file's text; both optional (a bare history has neither).
+/// What a report is made of. `run` holds verdict.json's keys besides the verdict's
+/// own (the runner's figures), `workload` the workload file's text; both optional (a
+/// bare history has neither).
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
     pub title: &'a str,
     pub history: &'a History,
     pub resource: Option<&'a [AppliedWrite]>,
     pub verdict: &'a Verdict,
-    pub run: Option<&'a Value>,
+    pub run: Option<&'a Map<String, Value>>,
     pub workload: Option<&'a str>,
 }
 
 impl Input<'_> {
-    /// The runner's note that workers fenced themselves: `run.self_fencing_margin_ms`
-    /// in verdict.json, else a `self_fencing_margin_ms` key anywhere in the workload.
+    /// The runner's note that workers fenced themselves: `self_fencing_margin_ms` in
+    /// verdict.json, else a `self_fencing_margin_ms` key anywhere in the workload.
     pub fn self_fencing_margin_ms(&self) -> Option<u64> {
         self.run
             .and_then(|r| r.get("self_fencing_margin_ms"))
@@ -165,7 +166,7 @@ impl RunDir {
             history: &self.history,
             resource: self.resource.as_deref(),
             verdict,
-            run: self.verdict_extra.get("run"),
+            run: Some(&self.verdict_extra),
             workload: self.workload.as_deref(),
         }
     }
@@ -246,4 +247,36 @@ fn find_key<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
     let t = v.as_table()?;
     t.get(key)
         .or_else(|| t.values().find_map(|child| find_key(child, key)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::Validity;
+
+    #[test]
+    fn self_fencing_margin_comes_from_the_verdict_or_the_workload() {
+        let history = History::default();
+        let verdict = Verdict {
+            valid: Validity::Valid,
+            model: "lock".into(),
+            anomalies: vec![],
+            notes: vec![],
+        };
+        let mut run = Map::new();
+        run.insert("self_fencing_margin_ms".into(), Value::from(200));
+        let mut input = Input {
+            title: "t",
+            history: &history,
+            resource: None,
+            verdict: &verdict,
+            run: Some(&run),
+            workload: Some("[clients]\nself_fencing_margin_ms = 150\n"),
+        };
+        assert_eq!(input.self_fencing_margin_ms(), Some(200));
+        input.run = None;
+        assert_eq!(input.self_fencing_margin_ms(), Some(150));
+        input.workload = Some("[clients]\ncount = 3\n");
+        assert_eq!(input.self_fencing_margin_ms(), None);
+    }
 }
