@@ -42,6 +42,18 @@ fn demo_report_draws_timeline_cards_and_fault_bands() {
 
     let r = browser::render(&html, "", None, TIMEOUT).unwrap();
     assert_eq!(r.body.get("timeline").map(String::as_str), Some("drawn"));
+    // The page decoded the embedded columns to what the history says.
+    let history = lockcheck::history::read_jsonl(&fixture.join("history.jsonl")).unwrap();
+    let calls = lockcheck::report::sections::Calls::of(&history);
+    assert_eq!(n(&r, "calls"), calls.calls.len());
+    assert_eq!(n(&r, "sections"), calls.sections.len());
+    let last_invoke = history
+        .ops
+        .iter()
+        .rfind(|o| o.kind == lockcheck::history::OpType::Invoke);
+    assert_eq!(n(&r, "last-invoke") as u64, last_invoke.unwrap().index);
+    let max_token = history.ops.iter().filter_map(|o| o.token()).max().unwrap();
+    assert_eq!(n(&r, "max-token") as u64, max_token);
     assert_eq!(r.body["mode"], "detail");
     // The whole run is in view: all three fault periods are drawn as bands.
     assert_eq!(n(&r, "fault-bands"), 3);

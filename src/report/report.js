@@ -17,7 +17,28 @@
   function unshift(a) { const r = new Float64Array(a.length); let p = 0; for (let i = 0; i < a.length; i++) { const v = a[i]; if (v === 0) { r[i] = NaN; continue; } p += v > 0 ? v - 1 : v; r[i] = p; } return r; }
   function lowerBound(arr, x, lo, hi) { while (lo < hi) { const m = (lo + hi) >>> 1; if (arr[m] < x) lo = m + 1; else hi = m; } return lo; }
 
-  const C = D.calls, N = C.lane.length, nLanes = Math.max(1, D.lanes.length);
+  // Columns arrive as strings of variable-length integers (timeline.rs encode_varints):
+  // zigzag, 5 bits per character, bit 5 set = more follow.
+  const DIGIT = new Uint8Array(128);
+  "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".split("").forEach((c, i) => { DIGIT[c.charCodeAt(0)] = i; });
+  function varints(str) {
+    const out = new Float64Array(str.length);
+    let n = 0, v = 0, mul = 1;
+    for (let i = 0; i < str.length; i++) {
+      const c = DIGIT[str.charCodeAt(i)];
+      v += (c & 31) * mul;
+      if (c & 32) { mul *= 32; continue; }
+      out[n++] = v % 2 === 0 ? v / 2 : -(v + 1) / 2;
+      v = 0; mul = 1;
+    }
+    return out.subarray(0, n);
+  }
+  const C = {}, S = {};
+  for (const k in D.calls) C[k] = varints(D.calls[k]);
+  for (const k in D.sections) S[k] = varints(D.sections[k]);
+  S.c = cumsum(S.c);
+  for (let j = 0; j < S.c.length; j++) S.r[j] = S.r[j] === 0 ? -1 : S.c[j] + S.r[j];
+  const N = C.lane.length, nLanes = Math.max(1, D.lanes.length);
   const lane = Uint32Array.from(C.lane), fk = Uint8Array.from(C.f), oc = Uint8Array.from(C.o);
   const t0 = cumsum(C.t0), t1 = new Float64Array(N), ix = cumsum(C.ix);
   const tok = unshift(C.tok), seq = unshift(C.seq);
@@ -30,7 +51,7 @@
     const d = C.d[i];
     if (d < 0) { t1[i] = NaN; openCalls.push(i); } else { t1[i] = t0[i] + d; if (d > maxDur) maxDur = d; }
   }
-  const S = D.sections, M = S.c.length;
+  const M = S.c.length;
   const sS = new Float64Array(M), sE = new Float64Array(M), sLe = new Float64Array(M), sZ = new Float64Array(M), sLane = new Uint32Array(M);
   let maxSec = 0;
   for (let j = 0; j < M; j++) {
@@ -43,6 +64,10 @@
     if (S.e[j] > maxSec) maxSec = S.e[j];
   }
   document.body.dataset.decodeMs = (performance.now() - started).toFixed(0);
+  // What was decoded, for the browser test to compare with the history.
+  let maxTok = -1;
+  for (let i = 0; i < N; i++) if (tok[i] > maxTok) maxTok = tok[i];
+  Object.assign(document.body.dataset, { calls: String(N), sections: String(M), lastInvoke: String(N ? ix[N - 1] : -1), maxToken: String(maxTok) });
 
   let v0 = 0, v1 = END;
   let highlight = new Set(), hiFaults = new Set();

@@ -81,32 +81,72 @@ fn fault_label(f: &str, value: &Value) -> String {
 /// The columns of every client call, in invoke order. Times are microseconds;
 /// `t0` and `ix` are deltas from the previous entry; `tok` and `seq` are shifted
 /// deltas from the previous present value (0 = none, d >= 0 written d + 1, d < 0
-/// written d) so that runs of equal tokens cost one character each.
+/// written d) so that runs of equal tokens cost one character each. Each column is
+/// embedded as one string of variable-length integers (see `varints`).
 #[derive(Debug, Default, Serialize)]
 pub struct CallColumns {
+    #[serde(serialize_with = "varints")]
     pub lane: Vec<u32>,
+    #[serde(serialize_with = "varints")]
     pub f: Vec<u8>,
+    #[serde(serialize_with = "varints")]
     pub t0: Vec<i64>,
     /// Duration, -1 when the call never completed.
+    #[serde(serialize_with = "varints")]
     pub d: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub o: Vec<u8>,
+    #[serde(serialize_with = "varints")]
     pub tok: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub seq: Vec<i64>,
     /// History index of the invoke (delta), and completion index minus invoke index (-1: none).
+    #[serde(serialize_with = "varints")]
     pub ix: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub cx: Vec<i64>,
 }
 
-/// Critical sections: the acquire's call row, the release's (-1: none), and times
-/// (µs) relative to the section's start: end, lease end (-1: unknown), deposition
-/// (-1: never deposed).
+/// Critical sections: the acquire's call row (delta from the previous section's),
+/// the release's row minus the acquire's (0: none), and times (µs) relative to the
+/// section's start: end, lease end (-1: unknown), deposition (-1: never deposed).
 #[derive(Debug, Default, Serialize)]
 pub struct SectionColumns {
-    pub c: Vec<u32>,
+    #[serde(serialize_with = "varints")]
+    pub c: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub r: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub e: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub le: Vec<i64>,
+    #[serde(serialize_with = "varints")]
     pub z: Vec<i64>,
+}
+
+/// 64 characters that need no escaping in JSON or HTML.
+const VARINT_DIGITS: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Integers as text, about a third of their JSON size: zigzag (so small negatives stay
+/// small), then 5 bits per character, least significant first; a character with bit
+/// 5 set says more follow. The page's `varints()` reads it back.
+pub fn encode_varints(values: impl Iterator<Item = i64>) -> String {
+    let mut out = Vec::new();
+    for v in values {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        while z >= 32 {
+            out.push(VARINT_DIGITS[((z & 31) | 32) as usize]);
+            z >>= 5;
+        }
+        out.push(VARINT_DIGITS[z as usize]);
+    }
+    // Every byte comes from VARINT_DIGITS: ASCII.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn varints<T: Copy + Into<i64>, S: serde::Serializer>(v: &[T], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&encode_varints(v.iter().map(|&x| x.into())))
 }
 
 #[derive(Debug, Serialize)]
@@ -215,10 +255,12 @@ pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineD
     }
 
     let mut sc = SectionColumns::default();
+    let mut prev_c = 0i64;
     for (i, s) in calls.sections.iter().enumerate() {
         let start = us(s.start);
-        sc.c.push(s.acquire as u32);
-        sc.r.push(s.release.map_or(-1, |r| r as i64));
+        sc.c.push(s.acquire as i64 - prev_c);
+        prev_c = s.acquire as i64;
+        sc.r.push(s.release.map_or(0, |r| r as i64 - s.acquire as i64));
         sc.e.push(us(s.end) - start);
         sc.le.push(s.lease_end.map_or(-1, |l| us(l) - start));
         sc.z.push(calls.deposer(i).map_or(-1, |n| us(n.start) - start));
@@ -294,6 +336,12 @@ mod tests {
         assert_eq!(lanes.len(), 2);
         assert_eq!(lanes[0], vec![[0, 0], [2, 10_000]]);
         assert_eq!((lane_of[&0], lane_of[&1], lane_of[&2]), (0, 1, 0));
+    }
+
+    #[test]
+    fn varints_are_zigzag_5_bit_groups() {
+        assert_eq!(encode_varints([0, -1, 1, 31, 1000].into_iter()), "ABC-Bw-B");
+        assert_eq!(encode_varints(std::iter::empty()), "");
     }
 
     #[test]
