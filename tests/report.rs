@@ -185,7 +185,10 @@ fn analyze_rechecks_with_other_allow_and_keeps_the_runners_figures() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.starts_with("INVALID (model lock)"), "{text}");
+    assert!(
+        text.starts_with("INVALID: not consistent with lock"),
+        "{text}"
+    );
     assert!(text.contains("guidance: Fencing tokens are needed"));
     let stored: Value =
         serde_json::from_str(&std::fs::read_to_string(run.path().join("verdict.json")).unwrap())

@@ -3,7 +3,8 @@
 //! runner's `run` figures) and, where the run has one, report.html.
 
 use crate::check::AnomalyKind;
-use crate::report::{summary, RunDir, REPORT_FILE};
+use crate::history::import::Format;
+use crate::report::{summary, RunDir, HISTORY_FILE, REPORT_FILE};
 use anyhow::Result;
 use std::path::PathBuf;
 
@@ -43,10 +44,22 @@ pub fn main(args: Args) -> Result<u8> {
     if let Some(path) = &args.junit {
         super::report::write_junit(path, &title, &run, &verdict)?;
     }
+    let code = verdict.valid.exit_code();
     if args.json {
         println!("{}", serde_json::Value::Object(doc));
     } else {
-        print!("{}", summary::verdict_text(&verdict, Some(&analysis)));
+        // The verdict as `check` prints it, then the analyses.
+        let checked = super::check::Checked {
+            verdict,
+            format: Format::Jsonl,
+            model: super::check::ModelKind::Lock,
+            ops: run.history.ops.len(),
+        };
+        print!(
+            "{}\n{}",
+            super::check::human(&args.run_dir.join(HISTORY_FILE), &checked),
+            summary::analysis_text(&analysis)
+        );
     }
-    Ok(verdict.valid.exit_code())
+    Ok(code)
 }

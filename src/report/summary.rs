@@ -1,9 +1,9 @@
-//! The run in figures, and the verdict in words for a terminal.
+//! The run in figures, and the analyses in words for a terminal.
 
 use super::analysis::Analysis;
 use super::sections::{CallKind, Calls, Outcome};
 use super::timeline::FaultBand;
-use crate::check::{secs, Validity, Verdict};
+use crate::check::{secs, Validity};
 use crate::history::History;
 use serde::Serialize;
 
@@ -57,62 +57,20 @@ pub fn validity_word(v: Validity) -> &'static str {
     }
 }
 
-fn list(v: &[u64]) -> String {
-    let s: Vec<String> = v.iter().map(u64::to_string).collect();
-    s.join(", ")
-}
-
-/// The verdict for a person at a terminal: the answer, each anomaly with its
-/// evidence, the notes, and (where given) the analyses' answer.
-pub fn verdict_text(verdict: &Verdict, analysis: Option<&Analysis>) -> String {
-    let allowed = verdict.anomalies.iter().filter(|a| a.allowed).count();
+/// The analyses for a person at a terminal, one line each (the verdict itself is
+/// printed as `check` prints it).
+pub fn analysis_text(a: &Analysis) -> String {
+    let z = &a.zombies;
     let mut out = format!(
-        "{} (model {}): {} anomalies{}\n",
-        validity_word(verdict.valid),
-        verdict.model,
-        verdict.anomalies.len(),
-        if allowed > 0 {
-            format!(", {allowed} allowed")
-        } else {
-            String::new()
-        }
+        "zombie window: {} deposed, p50 {}, p90 {}, max {}\n",
+        super::analysis::count(z.deposed, "holder", "holders"),
+        secs(z.p50_ns),
+        secs(z.p90_ns),
+        secs(z.max_ns)
     );
-    for a in &verdict.anomalies {
-        out += &format!(
-            "  {}{}: {}\n",
-            a.kind.name(),
-            if a.allowed { " (allowed)" } else { "" },
-            a.explanation
-        );
-        let mut ev = vec![format!("ops {}", list(&a.indexes))];
-        if !a.processes.is_empty() {
-            ev.push(format!("processes {}", list(&a.processes)));
-        }
-        if !a.tokens.is_empty() {
-            ev.push(format!("tokens {}", list(&a.tokens)));
-        }
-        if let Some(t) = a.time {
-            ev.push(format!("at {}", secs(t)));
-        }
-        out += &format!("    {}\n", ev.join("; "));
+    out += &format!("fencing: {}\n", a.fencing.sentence);
+    if let Some(s) = &a.self_fencing {
+        out += &format!("self-fencing: {}\n", s.sentence);
     }
-    for n in &verdict.notes {
-        out += &format!("  note: {n}\n");
-    }
-    if let Some(a) = analysis {
-        let z = &a.zombies;
-        out += &format!(
-            "zombie window: {} deposed, p50 {}, p90 {}, max {}\n",
-            super::analysis::count(z.deposed, "holder", "holders"),
-            secs(z.p50_ns),
-            secs(z.p90_ns),
-            secs(z.max_ns)
-        );
-        out += &format!("fencing: {}\n", a.fencing.sentence);
-        if let Some(s) = &a.self_fencing {
-            out += &format!("self-fencing: {}\n", s.sentence);
-        }
-        out += &format!("guidance: {}. {}\n", a.guidance.title, a.guidance.sentence);
-    }
-    out
+    out + &format!("guidance: {}. {}\n", a.guidance.title, a.guidance.sentence)
 }
