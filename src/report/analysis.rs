@@ -409,7 +409,8 @@ fn fencing_sentence(
     };
     if rejected_in_run > 0 {
         s += &format!(
-            "; the resource's own fence rejected {rejected_in_run} stale writes during the run"
+            "; the resource's own fence rejected {} during the run",
+            count(rejected_in_run, "stale write", "stale writes")
         );
     }
     s += if interleavings_after > 0 {
@@ -424,7 +425,9 @@ fn fencing_sentence(
     }
     if slipped > 0 {
         s += &format!(
-            ". {slipped} writes of deposed holders pass the fence because the new holder had not written yet: fencing orders them before its writes"
+            ". {} of deposed holders {} the fence because the new holder had not written yet: fencing orders them before its writes",
+            count(slipped, "write", "writes"),
+            if slipped == 1 { "passes" } else { "pass" }
         );
     }
     s + "."
@@ -737,7 +740,7 @@ mod tests {
         assert!(a
             .fencing
             .sentence
-            .contains("1 writes of deposed holders pass"));
+            .contains("1 write of deposed holders passes"));
     }
 
     #[test]
