@@ -244,7 +244,7 @@
   }
 
   // Aggregated lanes: a bar wherever a section was held in the pixel, write density as
-  // tick height (log scale), rejected writes as red marks.
+  // tick height above it (log scale), rejected writes as red marks.
   function aggregate(g, P) {
     const { ctx } = g, W = P.W;
     let wMax = 1;
@@ -253,20 +253,27 @@
     let drawn = 0;
     for (let l = 0; l < nLanes; l++) {
       const y = laneY(l), yb = barY(y), base = l * W;
+      // One path per colour and lane: thousands of rects, one fill each.
       for (const [arr, color] of [[P.held, "#2563eb"], [P.zomb, "#ea580c"]]) {
-        ctx.fillStyle = color;
+        ctx.fillStyle = color; ctx.beginPath();
         let run = -1;
         for (let p = 0; p <= W; p++) {
           const on = p < W && arr[base + p] > 0;
           if (on && run < 0) run = p;
-          else if (!on && run >= 0) { ctx.fillRect(GUTTER + run, yb, p - run, bh); run = -1; drawn++; }
+          else if (!on && run >= 0) { ctx.rect(GUTTER + run, yb, p - run, bh); run = -1; drawn++; }
         }
+        ctx.fill();
       }
+      ctx.fillStyle = "#15803d"; ctx.beginPath();
       for (let p = 0; p < W; p++) {
         const n = P.w[base + p];
-        if (n) { drawn++; const hgt = Math.max(1, (laneH - 2) * Math.log(1 + n) / lw); ctx.fillStyle = "#15803d"; ctx.fillRect(GUTTER + p, y + laneH - 1 - hgt, 1, hgt); }
-        if (P.rej[base + p]) { ctx.fillStyle = "#dc2626"; ctx.fillRect(GUTTER + p - 1, y, 2, laneH); }
+        // Above the bar, so that the held time stays visible under dense writes.
+        if (n) { drawn++; const hgt = Math.max(1, (yb - y - 1) * Math.log(1 + n) / lw); ctx.rect(GUTTER + p, yb - hgt, 1, hgt); }
       }
+      ctx.fill();
+      ctx.fillStyle = "#dc2626"; ctx.beginPath();
+      for (let p = 0; p < W; p++) if (P.rej[base + p]) ctx.rect(GUTTER + p - 1, y, 2, laneH);
+      ctx.fill();
     }
     return drawn;
   }
@@ -426,11 +433,13 @@
     const binSecs = (v1 - v0) / g.pw * BIN / 1e6;
     let m = 1;
     for (let b = 0; b < nb; b++) m = Math.max(m, ok[b] + bad[b]);
-    for (let b = 0; b < nb; b++) {
-      const h1 = ok[b] / m * (bottom - top), h2 = bad[b] / m * (bottom - top);
-      ctx.fillStyle = "#64748b"; ctx.fillRect(GUTTER + b * BIN, bottom - h1, BIN - 1, h1);
-      if (bad[b]) { ctx.fillStyle = "#dc2626"; ctx.fillRect(GUTTER + b * BIN, bottom - h1 - h2, BIN - 1, Math.max(2, h2)); }
-    }
+    const H = bottom - top;
+    ctx.fillStyle = "#64748b"; ctx.beginPath();
+    for (let b = 0; b < nb; b++) if (ok[b]) ctx.rect(GUTTER + b * BIN, bottom - ok[b] / m * H, BIN - 1, ok[b] / m * H);
+    ctx.fill();
+    ctx.fillStyle = "#dc2626"; ctx.beginPath();
+    for (let b = 0; b < nb; b++) if (bad[b]) { const h1 = ok[b] / m * H, h2 = Math.max(2, bad[b] / m * H); ctx.rect(GUTTER + b * BIN, bottom - h1 - h2, BIN - 1, h2); }
+    ctx.fill();
     ctx.fillStyle = "#6b7280"; ctx.font = "11px system-ui, sans-serif";
     ctx.fillText(Math.round(m / binSecs) + "/s", 4, top + 10);
     ctx.fillText("0", 4, bottom);
