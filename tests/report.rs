@@ -261,3 +261,40 @@ fn analyses_agree_with_the_checker_on_generated_overlaps() {
         assert_eq!(a.guidance.answer, analysis::Answer::FencingTokens);
     }
 }
+
+/// Text from the run (explanations, notes, workload, fault targets) can never
+/// break out of the page: it is escaped in HTML, and `<` never reaches the
+/// embedded data as such.
+#[test]
+fn run_text_is_escaped_in_the_page() {
+    let run = copy_run("unfenced-pause");
+    let evil = "</script><script>alert(1)</script>";
+    let path = run.path().join("verdict.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["anomalies"][0]["explanation"] = Value::from(format!("two holders {evil}"));
+    v["notes"] = serde_json::json!([evil]);
+    std::fs::write(&path, v.to_string()).unwrap();
+    let hist = run.path().join("history.jsonl");
+    let text = std::fs::read_to_string(&hist)
+        .unwrap()
+        .replace("client-0", "client-0</script><b>");
+    std::fs::write(&hist, text).unwrap();
+    let workload = run.path().join("workload.toml");
+    let w = std::fs::read_to_string(&workload).unwrap() + "# <img src=x onerror=alert(1)>\n";
+    std::fs::write(&workload, w).unwrap();
+
+    let out = lockcheck(&["report", s(run.path())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(run.path().join("report.html")).unwrap();
+    assert!(!html.contains("<script>alert"));
+    assert!(!html.contains("<img src=x"));
+    assert!(!html.contains("client-0</script>"));
+    assert!(html.contains("two holders &lt;/script&gt;"));
+    assert!(html.contains("pause client-0&lt;/script&gt;&lt;b&gt;"));
+    // Exactly the page's own two scripts.
+    assert_eq!(html.matches("<script").count(), 2);
+}
