@@ -7,7 +7,7 @@ use super::analysis::{self, Analysis, Guidance, Zombie};
 use super::sections::Calls;
 use super::summary::{summarize, validity_word, Summary};
 use super::timeline::{self, FaultBand};
-use super::Input;
+use super::{escape, Input};
 use crate::check::{secs, Anomaly, Validity};
 use std::fmt::Write;
 
@@ -15,8 +15,6 @@ use std::fmt::Write;
 const MAX_CARDS: usize = 200;
 /// Rows of the zombie table (the worst first).
 const MAX_ZOMBIE_ROWS: usize = 12;
-
-pub use super::junit::escape;
 
 fn ix_attr(ix: &[u64]) -> String {
     let s: Vec<String> = ix.iter().map(u64::to_string).collect();

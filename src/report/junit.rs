@@ -1,6 +1,7 @@
 //! JUnit XML for CI: one test case per check, failing with the anomaly sentences.
 //! Allowed anomalies are not failures; they are listed in the case's system-out.
 
+use super::escape;
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 
 /// The checks a verdict answers, each with the anomaly kinds that fail it.
@@ -16,24 +17,6 @@ const CHECKS: [(&str, &[AnomalyKind]); 7] = [
     ("interleaving", &[AnomalyKind::InterleavedWrites]),
     ("linearizability", &[AnomalyKind::NotLinearizable]),
 ];
-
-/// XML text and attribute escaping; characters XML 1.0 cannot carry are dropped.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if (c as u32) < 0x20 || c == '\u{FFFE}' || c == '\u{FFFF}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn evidence(a: &Anomaly) -> String {
     let ix: Vec<String> = a.indexes.iter().map(u64::to_string).collect();

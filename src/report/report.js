@@ -7,8 +7,10 @@
 (function () {
   const started = performance.now();
   const D = JSON.parse(document.getElementById("lc-data").textContent);
-  const F_ACQUIRE = 0, F_RENEW = 1, F_RELEASE = 2, F_WRITE = 3, F_READ = 4;
-  const O_OK = 0, O_FAIL = 1, O_STALE = 2, O_INFO = 3;
+  // Codes of sections.rs CallKind (acquire, renew, release, write, read, other) and
+  // Outcome (ok, fail, stale-token rejected, info).
+  const F_ACQUIRE = 0, F_RENEW = 1, F_WRITE = 3, F_READ = 4;
+  const O_OK = 0, O_STALE = 2, O_INFO = 3;
   const FAULT_COLOR = { pause: "#f59e0b", kill: "#ef4444", partition: "#8b5cf6", clock: "#06b6d4" };
   const DETAIL_LIMIT = 3000, GUTTER = 64, RIGHT = 10;
 
