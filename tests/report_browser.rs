@@ -136,6 +136,10 @@ fn long_history_is_aggregated_zoomed_out_and_detailed_zoomed_in() {
     let r = browser::render(&html, "", None, TIMEOUT).unwrap();
     assert_eq!(r.body["timeline"], "drawn");
     assert_eq!(r.body["mode"], "aggregate");
+    assert_eq!(
+        r.body["source"], "pyramid",
+        "zoomed out, drawn from the time bins"
+    );
     assert!(n(&r, "visible-calls") > 25_000, "{:?}", r.body);
     assert!(n(&r, "drawn") > 0);
     assert_eq!(n(&r, "fault-bands"), 2, "the two planted pauses");
@@ -149,4 +153,11 @@ fn long_history_is_aggregated_zoomed_out_and_detailed_zoomed_in() {
     let r = browser::render(&html, &format!("#ix={}", ix.join(",")), None, TIMEOUT).unwrap();
     assert_eq!(r.body["mode"], "detail", "{:?}", r.body);
     assert!(n(&r, "highlighted") >= 2);
+
+    // The wheel zooms in around the pointer (deltaY -400 = span × e^-0.6); dragging
+    // right moves the view to earlier times.
+    let r = browser::render(&html, "#bench", None, TIMEOUT).unwrap();
+    let span: f64 = r.body["wheel-span"].parse().unwrap();
+    assert!((span - (-0.6f64).exp()).abs() < 0.01, "{:?}", r.body);
+    assert_eq!(r.body["panned"], "left");
 }

@@ -561,11 +561,23 @@
   }
   draw();
   // report.html#bench: redraw at several zoom levels and record the mean time, so the
-  // report bench can show that panning and zooming stay interactive.
+  // report bench can show that panning and zooming stay interactive; then zoom and pan
+  // with real input events and record the effect (the browser test reads it).
   if (location.hash === "#bench") {
     const t = performance.now(), views = [[0, END], [END * 0.25, END * 0.75], [END * 0.4, END * 0.6], [END * 0.45, END * 0.55], [END * 0.1, END * 0.9]];
     for (const [a, b] of views) { v0 = a; v1 = b; draw(); }
     document.body.dataset.redrawMs = ((performance.now() - t) / views.length).toFixed(0);
+    // Then the way a person zooms and pans: a wheel turn and a drag on the timeline.
+    v0 = 0; v1 = END;
+    const r = cvT.getBoundingClientRect(), at = { clientX: r.left + GUTTER + (r.width - GUTTER) / 2, clientY: r.top + TOP + 2, bubbles: true, cancelable: true };
+    cvT.dispatchEvent(new WheelEvent("wheel", Object.assign({ deltaY: -400 }, at)));
+    document.body.dataset.wheelSpan = ((v1 - v0) / END).toFixed(3);
+    const before = v0;
+    cvT.dispatchEvent(new MouseEvent("mousedown", at));
+    window.dispatchEvent(new MouseEvent("mousemove", Object.assign({}, at, { clientX: at.clientX + 100 })));
+    window.dispatchEvent(new MouseEvent("mouseup", at));
+    document.body.dataset.panned = v0 < before ? "left" : v0 > before ? "right" : "no";
+    draw();
   }
   document.body.dataset.loadMs = (performance.now() - started).toFixed(0);
 })();
