@@ -2,6 +2,7 @@
 //! newer checker) without running anything; rewrites verdict.json (keeping the
 //! runner's `run` figures) and, where the run has one, report.html.
 
+use super::check::ModelKind;
 use crate::check::AnomalyKind;
 use crate::history::import::Format;
 use crate::report::{summary, RunDir, HISTORY_FILE, REPORT_FILE};
@@ -49,10 +50,15 @@ pub fn main(args: Args) -> Result<u8> {
         println!("{}", serde_json::Value::Object(doc));
     } else {
         // The verdict as `check` prints it, then the analyses.
+        let model = if verdict.model == "fenced-mutex" {
+            ModelKind::FencedMutex
+        } else {
+            ModelKind::Lock
+        };
         let checked = super::check::Checked {
             verdict,
             format: Format::Jsonl,
-            model: super::check::ModelKind::Lock,
+            model,
             ops: run.history.ops.len(),
         };
         print!(

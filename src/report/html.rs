@@ -275,12 +275,13 @@ fn timeline_section(bands: &[FaultBand]) -> String {
 
 fn notes(input: &Input<'_>) -> String {
     let mut out = String::new();
-    let notes: Vec<&String> = input
-        .verdict
-        .notes
-        .iter()
-        .chain(input.history.warnings.iter())
-        .collect();
+    // The checker may already have copied the reader's warnings into its notes.
+    let mut notes: Vec<&String> = input.verdict.notes.iter().collect();
+    for w in &input.history.warnings {
+        if !notes.contains(&w) {
+            notes.push(w);
+        }
+    }
     if !notes.is_empty() {
         out += "<section class=\"panel notes\"><h2>Notes</h2><ul>";
         for n in notes {

@@ -71,7 +71,8 @@ pub struct RunDir {
     pub resource: Option<Vec<AppliedWrite>>,
     /// verdict.json as stored (None: the run has none yet).
     pub verdict: Option<Verdict>,
-    /// verdict.json's other keys (the runner's `run`, `analysis`), kept when rewriting.
+    /// verdict.json's other keys (the runner's figures, an earlier `analysis`), kept
+    /// when rewriting.
     pub verdict_extra: Map<String, Value>,
     pub workload: Option<String>,
 }
@@ -131,12 +132,17 @@ impl RunDir {
             .collect()
     }
 
-    /// Checks the stored history again with the lock checker, applying `allow`.
+    /// Checks the stored history again with the lock checker (the `fenced-mutex`
+    /// variant where the stored verdict used it), applying `allow`.
     pub fn recheck(&self, allow: &[AnomalyKind]) -> Verdict {
         let input = lock::LockInput {
             resource: self.resource.as_deref(),
         };
-        let mut v = lock::check(&self.history, &input, &Limits::default());
+        let check = match self.verdict.as_ref().map(|v| v.model.as_str()) {
+            Some("fenced-mutex") => lock::check_fenced,
+            _ => lock::check,
+        };
+        let mut v = check(&self.history, &input, &Limits::default());
         v.notes.extend(self.history.warnings.iter().cloned());
         v.apply_allow(allow);
         v
