@@ -298,3 +298,57 @@ fn run_text_is_escaped_in_the_page() {
     // Exactly the page's own two scripts.
     assert_eq!(html.matches("<script").count(), 2);
 }
+
+/// Every lock fixture (fixtures/expected.tsv): the report renders it, with one card
+/// per anomaly and well-formed JUnit; and the zombie analysis, which measures
+/// overlaps its own way, finds a deposed holder exactly where the checker finds a
+/// double holder (the traps, valid histories that look suspicious, have none).
+#[test]
+fn lock_fixtures_render_and_zombies_match_double_holders() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let expected = std::fs::read_to_string(root.join("expected.tsv")).unwrap();
+    let mut seen = 0;
+    for row in expected.lines().skip(1) {
+        let cols: Vec<&str> = row.split('\t').collect();
+        let (file, model, kinds) = (cols[0], cols[1], cols[3]);
+        if model != "lock" {
+            continue;
+        }
+        let history = lockcheck::history::read_jsonl(&root.join(file)).unwrap();
+        let res_path = root.join(file.replace(".jsonl", ".resource.jsonl"));
+        let resource = res_path
+            .exists()
+            .then(|| lockcheck::report::read_resource(&res_path).unwrap());
+        let verdict = lock::check(
+            &history,
+            &lock::LockInput {
+                resource: resource.as_deref(),
+            },
+            &Limits::default(),
+        );
+        let input = lockcheck::report::Input {
+            title: file,
+            history: &history,
+            resource: resource.as_deref(),
+            verdict: &verdict,
+            run: None,
+            workload: None,
+        };
+        let html = lockcheck::report::html::render(&input);
+        assert_eq!(
+            html.matches("class=\"card anomaly").count(),
+            verdict.anomalies.len(),
+            "{file}"
+        );
+        assert_well_formed_xml(&lockcheck::report::junit::render(file, &verdict, 0));
+        let a = input.analyze();
+        assert_eq!(
+            a.zombies.deposed > 0,
+            kinds.contains("double-holder"),
+            "{file}: {} deposed, checker: {kinds}",
+            a.zombies.deposed
+        );
+        seen += 1;
+    }
+    assert!(seen >= 15, "only {seen} fixtures");
+}

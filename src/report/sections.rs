@@ -87,6 +87,8 @@ impl Call {
 #[derive(Debug, Clone)]
 pub struct Section {
     pub process: u64,
+    /// The lock's name (`value.lock` of the acquire), where the history gives one.
+    pub lock: Option<String>,
     /// Index into `Calls::calls` of the acquire.
     pub acquire: usize,
     /// Index of the release call, if the holder released.
@@ -147,7 +149,7 @@ impl Calls {
                     .and_then(serde_json::Value::as_u64),
             });
         }
-        let sections = sections_of(&calls);
+        let sections = sections_of(&calls, history);
         Calls {
             calls,
             sections,
@@ -155,9 +157,9 @@ impl Calls {
         }
     }
 
-    /// The section that deposed section `i`: the first to start, in another process,
-    /// after `i` started and before it ended (another client acquired while this holder
-    /// still believed it held the lock).
+    /// The section that deposed section `i`: the first of the same lock to start, in
+    /// another process, after `i` started and before it ended (another client acquired
+    /// while this holder still believed it held the lock).
     pub fn deposer(&self, i: usize) -> Option<&Section> {
         let s = &self.sections[i];
         // Sections are in start order: the first later start of another process is
@@ -165,11 +167,11 @@ impl Calls {
         self.sections[i + 1..]
             .iter()
             .take_while(|n| n.start < s.end)
-            .find(|n| n.process != s.process && n.start > s.start)
+            .find(|n| n.process != s.process && n.start > s.start && n.lock == s.lock)
     }
 }
 
-fn sections_of(calls: &[Call]) -> Vec<Section> {
+fn sections_of(calls: &[Call], history: &History) -> Vec<Section> {
     let mut open: rustc_hash::FxHashMap<u64, Section> = Default::default();
     let mut done = Vec::new();
     for (ci, c) in calls.iter().enumerate() {
@@ -186,6 +188,11 @@ fn sections_of(calls: &[Call]) -> Vec<Section> {
                     c.process,
                     Section {
                         process: c.process,
+                        lock: history.ops[c.invoke]
+                            .value
+                            .get("lock")
+                            .and_then(|l| l.as_str())
+                            .map(String::from),
                         acquire: ci,
                         release: None,
                         inside: Vec::new(),
