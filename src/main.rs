@@ -30,6 +30,8 @@ enum Command {
     Bench(cli::bench::Args),
     /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
     Doctor(cli::doctor::Args),
+    /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
+    Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -40,8 +42,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
-        Command::Bench(args) => cli::bench::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
+        Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
         Command::Report(args) => cli::report::main(args),
         Command::Analyze(args) => cli::analyze::main(args),

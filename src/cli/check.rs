@@ -149,6 +149,29 @@ pub struct Checked {
 /// Reads and checks one file. Malformed input (a bad line, an op the model does not
 /// know) is an error with exit code 4 naming the file and where.
 pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
+    if let Some(model @ (ModelKind::Lock | ModelKind::FencedMutex)) = opts.model {
+        let format = match opts.format {
+            Some(f) => f,
+            None => detect_from_head(file)?,
+        };
+        if format == Format::Jsonl {
+            // Our own lock histories are read line by line: the lock checker never
+            // needs them whole (a million lines held as `Op`s take about a gigabyte).
+            let resource = opts.resource.as_deref().map(read_resource).transpose()?;
+            let input = LockInput {
+                resource: resource.as_deref(),
+            };
+            let fenced = model == ModelKind::FencedMutex;
+            let (verdict, ops) =
+                crate::check::lock::check_jsonl(file, &input, &opts.limits, fenced)?;
+            return Ok(Checked {
+                verdict,
+                format: Format::Jsonl,
+                model,
+                ops,
+            });
+        }
+    }
     let (history, format) = import::read(file, opts.format)?;
     let model = opts
         .model
@@ -174,7 +197,14 @@ pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
     );
     let limits = &opts.limits;
     let mut verdict = match model {
-        ModelKind::Lock | ModelKind::FencedMutex => crate::check::lock::check(
+        ModelKind::Lock => crate::check::lock::check(
+            &history,
+            &LockInput {
+                resource: resource.as_deref(),
+            },
+            limits,
+        ),
+        ModelKind::FencedMutex => crate::check::lock::check_fenced(
             &history,
             &LockInput {
                 resource: resource.as_deref(),
@@ -200,6 +230,22 @@ pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
         model,
         ops: history.ops.len(),
     })
+}
+
+/// The format of a file, told from its first 64 KiB.
+fn detect_from_head(file: &Path) -> Result<Format, HistoryError> {
+    use std::io::Read;
+    let io = |source| HistoryError::Io {
+        file: file.display().to_string(),
+        source,
+    };
+    let mut head = Vec::new();
+    std::fs::File::open(file)
+        .map_err(io)?
+        .take(64 * 1024)
+        .read_to_end(&mut head)
+        .map_err(io)?;
+    Ok(Format::detect(&String::from_utf8_lossy(&head), file))
 }
 
 /// Reads `resource.jsonl`: one applied write per line, every bad line an error

@@ -221,7 +221,7 @@ async fn execute(
 ) -> Result<()> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
-    let mut servers = LocalCluster::start(spec).await.map_err(|e| {
+    let servers = LocalCluster::start(spec).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
             Ok(ce) => anyhow!(ce),
@@ -229,10 +229,12 @@ async fn execute(
         }
         .context(format!("starting the {:?} cluster", w.backend.kind))
     })?;
+    // Shared with the nemesis, whose node faults kill and restart servers.
+    let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
     let config = worker::Config {
         backend: w.backend.kind,
-        endpoints: servers.endpoints(),
+        endpoints: servers.lock().await.endpoints(),
         lock: LockConfig {
             name: LOCK_NAME.to_string(),
             lease: w.backend.lease.ttl,
@@ -270,6 +272,7 @@ async fn execute(
         seed,
         recorder.clone(),
         live.clone(),
+        servers.clone(),
     );
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
@@ -315,8 +318,9 @@ async fn execute(
         }
     }
     let _ = stop.send(true);
-    // Clients finish the section under way; a hung op is bounded by its timeout.
-    let finish = w.section.hold + w.clients.op_timeout + w.backend.acquire_timeout * 2;
+    // Clients finish the section under way. A stuck worker costs at most an acquire
+    // and one more op timing out (then its id is retired and the section ends).
+    let finish = w.section.hold + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
     let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
         while let Some(done) = tasks.join_next().await {
             let err = match done {
@@ -340,7 +344,7 @@ async fn execute(
     }
     workers.stop(Duration::from_secs(2)).await;
     drop(res);
-    servers.stop();
+    servers.lock().await.stop();
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),
