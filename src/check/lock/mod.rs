@@ -180,6 +180,13 @@ impl Findings {
         *n <= LISTED_PER_KIND
     }
 
+    /// Counts `n` more anomalies of `kind` without listing them.
+    pub fn count(&mut self, kind: AnomalyKind, n: usize) {
+        if n > 0 {
+            *self.counts.entry(kind).or_default() += n;
+        }
+    }
+
     pub fn dispute(&mut self, note: String) {
         self.disputes.push(note);
     }
@@ -211,5 +218,69 @@ impl Findings {
             anomalies: self.anomalies,
             notes,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::{Op, OpType, Process};
+    use serde_json::json;
+
+    fn op(p: u64, kind: OpType, f: &str, value: serde_json::Value) -> Op {
+        Op {
+            index: 0,
+            time: 0,
+            process: Process::Client(p),
+            kind,
+            f: f.into(),
+            value,
+            node: None,
+            error: None,
+        }
+    }
+
+    /// A holder that never lets go overlaps every later section: all are counted,
+    /// a readable number listed, and the sweep stays linear.
+    #[test]
+    fn a_holder_that_never_lets_go_is_counted_against_every_later_section() {
+        let mut ops = vec![
+            op(0, OpType::Invoke, "acquire", json!(null)),
+            op(0, OpType::Ok, "acquire", json!({"token": 0})),
+        ];
+        for t in 1..=20_000u64 {
+            ops.push(op(1, OpType::Invoke, "acquire", json!(null)));
+            ops.push(op(1, OpType::Ok, "acquire", json!({ "token": t })));
+            ops.push(op(1, OpType::Invoke, "release", json!({ "token": t })));
+            ops.push(op(1, OpType::Ok, "release", json!(null)));
+        }
+        ops.push(op(
+            0,
+            OpType::Invoke,
+            "write",
+            json!({"token": 0, "data": "late"}),
+        ));
+        ops.push(op(
+            0,
+            OpType::Ok,
+            "write",
+            json!({"token": 0, "data": "late"}),
+        ));
+        for (i, o) in ops.iter_mut().enumerate() {
+            o.index = i as u64;
+            o.time = i as u64 * 1_000;
+        }
+        let v = check(
+            &History::new(ops),
+            &LockInput::default(),
+            &Limits::default(),
+        );
+        assert_eq!(v.valid, Validity::Invalid);
+        assert_eq!(v.anomalies.len(), LISTED_PER_KIND);
+        assert!(v
+            .notes
+            .iter()
+            .any(|n| n.starts_with("20000 double-holder anomalies found")));
+        assert!(v.anomalies[0].explanation.contains("never released"));
     }
 }
