@@ -30,8 +30,6 @@ enum Command {
     Bench(cli::bench::Args),
     /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
     Doctor(cli::doctor::Args),
-    /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
-    Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
