@@ -44,11 +44,12 @@ pub fn render(input: &Input<'_>) -> String {
         .replace('<', "\\u003c");
 
     let v = input.verdict;
-    let (class, word) = match v.valid {
-        Validity::Valid => ("valid", validity_word(v.valid)),
-        Validity::Invalid => ("invalid", validity_word(v.valid)),
-        Validity::Unknown => ("unknown", validity_word(v.valid)),
+    let class = match v.valid {
+        Validity::Valid => "valid",
+        Validity::Invalid => "invalid",
+        Validity::Unknown => "unknown",
     };
+    let word = validity_word(v.valid);
     let mut page = String::with_capacity(data.len() + 64 * 1024);
     let _ = write!(
         page,

@@ -5,9 +5,8 @@ use super::sections::{CallKind, Calls, Outcome};
 use super::timeline::FaultBand;
 use crate::check::{secs, Validity};
 use crate::history::History;
-use serde::Serialize;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
     pub duration_ns: u64,
     pub ops: usize,
