@@ -22,10 +22,14 @@ enum Command {
     Check(cli::check::Args),
     /// Run a workload against a real lock service, inject faults, check the history.
     Run(cli::run::Args),
-    /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
-    Doctor(cli::doctor::Args),
+    /// Rebuild a run directory's report.html (and JUnit XML) from what it stores.
+    Report(cli::report::Args),
+    /// Re-check a stored run (other --allow, a newer checker) without running anything.
+    Analyze(cli::analyze::Args),
     /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
     Bench(cli::bench::Args),
+    /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
+    Doctor(cli::doctor::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -39,6 +43,8 @@ fn main() -> ExitCode {
         Command::Doctor(args) => cli::doctor::main(args),
         Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
+        Command::Report(args) => cli::report::main(args),
+        Command::Analyze(args) => cli::analyze::main(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,0 +1,333 @@
+//! The history as the report sees it: client calls (an invoke and its completion as
+//! one thing) and critical sections (acquire ok .. release invoke, as the spec defines
+//! them). The timeline draws these and the analyses measure them.
+
+use crate::history::{History, OpType, Process};
+
+/// What a call did, from the history's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Ok,
+    Fail,
+    /// A write the resource's fencing check refused (`fail` with error `stale-token`).
+    StaleRejected,
+    /// Unknown: completed `info`, or never completed.
+    Info,
+}
+
+/// The `f` of a call, as the report tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Acquire,
+    Renew,
+    Release,
+    Write,
+    Read,
+    Other,
+}
+
+impl CallKind {
+    fn of(f: &str) -> CallKind {
+        use crate::history::f;
+        match f {
+            f::ACQUIRE => CallKind::Acquire,
+            f::RENEW => CallKind::Renew,
+            f::RELEASE => CallKind::Release,
+            f::WRITE => CallKind::Write,
+            f::READ => CallKind::Read,
+            _ => CallKind::Other,
+        }
+    }
+
+    /// The small integer the embedded timeline data uses (the page's JS knows them).
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl Outcome {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+/// One client op: its invoke and its completion.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub process: u64,
+    pub kind: CallKind,
+    /// Positions in `History::ops`.
+    pub invoke: usize,
+    pub completion: Option<usize>,
+    /// Run times (ns) of invoke and completion.
+    pub t0: u64,
+    pub t1: Option<u64>,
+    pub outcome: Outcome,
+    /// The fencing token: the completion's where it has one, else the invoke's.
+    pub token: Option<u64>,
+    /// The resource's order of an applied write.
+    pub seq: Option<u64>,
+    /// `value.lease_ms` of an acquire or renew ok.
+    pub lease_ms: Option<u64>,
+}
+
+impl Call {
+    /// The last moment the call was seen: its completion, or its invoke if it has none.
+    pub fn last_seen(&self) -> u64 {
+        self.t1.unwrap_or(self.t0)
+    }
+
+    pub fn is_write(&self) -> bool {
+        self.kind == CallKind::Write
+    }
+}
+
+/// A critical section: from the acquire's ok to the invoke of the process's next
+/// release, or to its last op if it never released.
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub process: u64,
+    /// The lock's name (`value.lock` of the acquire), where the history gives one.
+    pub lock: Option<String>,
+    /// Index into `Calls::calls` of the acquire.
+    pub acquire: usize,
+    /// Index of the release call, if the holder released.
+    pub release: Option<usize>,
+    /// Calls of the holder inside the section (writes, reads, renews), in order.
+    pub inside: Vec<usize>,
+    /// Acquire ok time (ns).
+    pub start: u64,
+    /// Release invoke time, or the last op's last-seen time.
+    pub end: u64,
+    pub token: Option<u64>,
+    /// When the lease ran out as last granted (acquire or renew ok + `lease_ms`), where known.
+    pub lease_end: Option<u64>,
+}
+
+/// Calls and critical sections of one history.
+#[derive(Debug, Clone, Default)]
+pub struct Calls {
+    /// In invoke order (so in time order of their invokes).
+    pub calls: Vec<Call>,
+    /// In order of their start.
+    pub sections: Vec<Section>,
+    /// Time of the last op in the history (ns).
+    pub end: u64,
+}
+
+impl Calls {
+    pub fn of(history: &History) -> Calls {
+        let mut calls = Vec::new();
+        for (inv, comp) in history.pairs() {
+            let i = &history.ops[inv];
+            let Process::Client(process) = i.process else {
+                continue;
+            };
+            let c = comp.map(|c| &history.ops[c]);
+            let kind = CallKind::of(&i.f);
+            let outcome = match c.map(|c| c.kind) {
+                Some(OpType::Ok) => Outcome::Ok,
+                Some(OpType::Fail) if c.and_then(|c| c.error.as_deref()) == Some("stale-token") => {
+                    Outcome::StaleRejected
+                }
+                Some(OpType::Fail) => Outcome::Fail,
+                _ => Outcome::Info,
+            };
+            calls.push(Call {
+                process,
+                kind,
+                invoke: inv,
+                completion: comp,
+                t0: i.time,
+                t1: c.map(|c| c.time),
+                outcome,
+                token: c.and_then(|c| c.token()).or_else(|| i.token()),
+                seq: c.and_then(|c| c.seq()),
+                lease_ms: c
+                    .filter(|c| c.kind == OpType::Ok)
+                    .and_then(|c| c.value.get("lease_ms"))
+                    .and_then(serde_json::Value::as_u64),
+            });
+        }
+        let sections = sections_of(&calls, history);
+        Calls {
+            calls,
+            sections,
+            end: history.ops.last().map_or(0, |o| o.time),
+        }
+    }
+
+    /// The section that deposed section `i`: the first of the same lock to start, in
+    /// another process, after `i` started and before it ended (another client acquired
+    /// while this holder still believed it held the lock).
+    pub fn deposer(&self, i: usize) -> Option<&Section> {
+        let s = &self.sections[i];
+        // Sections are in start order: the first later start of another process is
+        // the earliest deposition.
+        self.sections[i + 1..]
+            .iter()
+            .take_while(|n| n.start < s.end)
+            .find(|n| n.process != s.process && n.start > s.start && n.lock == s.lock)
+    }
+}
+
+fn sections_of(calls: &[Call], history: &History) -> Vec<Section> {
+    let mut open: rustc_hash::FxHashMap<u64, Section> = Default::default();
+    let mut done = Vec::new();
+    for (ci, c) in calls.iter().enumerate() {
+        match (c.kind, c.outcome) {
+            (CallKind::Acquire, Outcome::Ok) => {
+                // Acquiring again without a release ends the previous section where the
+                // new acquire began: the holder moved on.
+                if let Some(mut prev) = open.remove(&c.process) {
+                    prev.end = c.t0.max(prev.start);
+                    done.push(prev);
+                }
+                let start = c.t1.unwrap_or(c.t0);
+                open.insert(
+                    c.process,
+                    Section {
+                        process: c.process,
+                        lock: history.ops[c.invoke]
+                            .value
+                            .get("lock")
+                            .and_then(|l| l.as_str())
+                            .map(String::from),
+                        acquire: ci,
+                        release: None,
+                        inside: Vec::new(),
+                        start,
+                        end: start,
+                        token: c.token,
+                        lease_end: c.lease_ms.map(|l| start + l * 1_000_000),
+                    },
+                );
+            }
+            (CallKind::Acquire, _) => {}
+            (CallKind::Release, _) => {
+                if let Some(mut s) = open.remove(&c.process) {
+                    s.release = Some(ci);
+                    s.end = c.t0;
+                    done.push(s);
+                }
+            }
+            _ => {
+                if let Some(s) = open.get_mut(&c.process) {
+                    s.inside.push(ci);
+                    s.end = c.last_seen();
+                    if c.kind == CallKind::Renew && c.outcome == Outcome::Ok {
+                        if let (Some(l), Some(t1)) = (c.lease_ms, c.t1) {
+                            s.lease_end = Some(t1 + l * 1_000_000);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    done.extend(open.into_values());
+    done.sort_by_key(|s| (s.start, s.process));
+    done
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::history::Op;
+    use serde_json::{json, Value};
+
+    /// Builds histories for unit tests: times in ms, indexes assigned in order.
+    #[derive(Default)]
+    pub struct H(pub Vec<Op>);
+
+    impl H {
+        pub fn op(
+            mut self,
+            ms: u64,
+            p: i64,
+            kind: OpType,
+            f: &str,
+            value: Value,
+            error: Option<&str>,
+        ) -> Self {
+            self.0.push(Op {
+                index: self.0.len() as u64,
+                time: ms * 1_000_000,
+                process: if p < 0 {
+                    Process::Nemesis
+                } else {
+                    Process::Client(p as u64)
+                },
+                kind,
+                f: f.into(),
+                value,
+                node: None,
+                error: error.map(Into::into),
+            });
+            self
+        }
+        pub fn inv(self, ms: u64, p: i64, f: &str, v: Value) -> Self {
+            self.op(ms, p, OpType::Invoke, f, v, None)
+        }
+        pub fn ok(self, ms: u64, p: i64, f: &str, v: Value) -> Self {
+            self.op(ms, p, OpType::Ok, f, v, None)
+        }
+        pub fn fail(self, ms: u64, p: i64, f: &str, err: &str) -> Self {
+            self.op(ms, p, OpType::Fail, f, Value::Null, Some(err))
+        }
+        pub fn nemesis(self, ms: u64, f: &str, targets: &[&str]) -> Self {
+            self.op(ms, -1, OpType::Info, f, json!({ "targets": targets }), None)
+        }
+        /// acquire invoke at `ms`, ok at `ms + 1` with `token`.
+        pub fn acquire(self, ms: u64, p: i64, token: Option<u64>) -> Self {
+            self.inv(ms, p, "acquire", json!({"lock": "l"})).ok(
+                ms + 1,
+                p,
+                "acquire",
+                json!({"token": token, "lease_ms": 1000}),
+            )
+        }
+        /// write invoke at `ms`, ok at `ms + 1` with `seq`.
+        pub fn write(self, ms: u64, p: i64, token: Option<u64>, seq: u64) -> Self {
+            let d = format!("p{p}-{seq}");
+            self.inv(ms, p, "write", json!({"token": token, "data": d}))
+                .ok(
+                    ms + 1,
+                    p,
+                    "write",
+                    json!({"token": token, "data": d, "seq": seq}),
+                )
+        }
+        pub fn release(self, ms: u64, p: i64, token: Option<u64>) -> Self {
+            self.inv(ms, p, "release", json!({ "token": token })).ok(
+                ms + 1,
+                p,
+                "release",
+                Value::Null,
+            )
+        }
+        pub fn history(self) -> History {
+            History::new(self.0)
+        }
+    }
+
+    #[test]
+    fn sections_run_from_acquire_ok_to_release_invoke() {
+        let h = H::default()
+            .acquire(0, 0, Some(1))
+            .write(10, 0, Some(1), 1)
+            .release(20, 0, Some(1))
+            .acquire(30, 1, Some(2))
+            .write(40, 1, Some(2), 2)
+            .history();
+        let c = Calls::of(&h);
+        assert_eq!(c.calls.len(), 5);
+        assert_eq!(c.sections.len(), 2);
+        let s0 = &c.sections[0];
+        assert_eq!((s0.process, s0.start, s0.end), (0, 1_000_000, 20_000_000));
+        assert_eq!(s0.inside.len(), 1);
+        assert_eq!(s0.lease_end, Some(1_001_000_000));
+        // Never released: the section ends with the holder's last op.
+        let s1 = &c.sections[1];
+        assert_eq!((s1.process, s1.end, s1.release), (1, 41_000_000, None));
+    }
+}

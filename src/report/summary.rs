@@ -1,0 +1,75 @@
+//! The run in figures, and the analyses in words for a terminal.
+
+use super::analysis::Analysis;
+use super::sections::{CallKind, Calls, Outcome};
+use super::timeline::FaultBand;
+use crate::check::{secs, Validity};
+use crate::history::History;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Summary {
+    pub duration_ns: u64,
+    pub ops: usize,
+    pub processes: usize,
+    pub critical_sections: usize,
+    pub acquires_ok: usize,
+    pub acquires_failed: usize,
+    pub writes_ok: usize,
+    /// Refused by the resource's fencing check (`stale-token`).
+    pub writes_rejected: usize,
+    pub writes_failed: usize,
+    pub writes_unknown: usize,
+    pub faults: usize,
+}
+
+pub fn summarize(history: &History, calls: &Calls, bands: &[FaultBand]) -> Summary {
+    let count = |k: CallKind, o: &[Outcome]| {
+        calls
+            .calls
+            .iter()
+            .filter(|c| c.kind == k && o.contains(&c.outcome))
+            .count()
+    };
+    let mut procs: Vec<u64> = calls.calls.iter().map(|c| c.process).collect();
+    procs.sort_unstable();
+    procs.dedup();
+    Summary {
+        duration_ns: calls.end,
+        ops: history.ops.len(),
+        processes: procs.len(),
+        critical_sections: calls.sections.len(),
+        acquires_ok: count(CallKind::Acquire, &[Outcome::Ok]),
+        acquires_failed: count(CallKind::Acquire, &[Outcome::Fail, Outcome::Info]),
+        writes_ok: count(CallKind::Write, &[Outcome::Ok]),
+        writes_rejected: count(CallKind::Write, &[Outcome::StaleRejected]),
+        writes_failed: count(CallKind::Write, &[Outcome::Fail]),
+        writes_unknown: count(CallKind::Write, &[Outcome::Info]),
+        faults: bands.len(),
+    }
+}
+
+pub fn validity_word(v: Validity) -> &'static str {
+    match v {
+        Validity::Valid => "VALID",
+        Validity::Invalid => "INVALID",
+        Validity::Unknown => "UNKNOWN",
+    }
+}
+
+/// The analyses for a person at a terminal, one line each (the verdict itself is
+/// printed as `check` prints it).
+pub fn analysis_text(a: &Analysis) -> String {
+    let z = &a.zombies;
+    let mut out = format!(
+        "zombie window: {} deposed, p50 {}, p90 {}, max {}\n",
+        super::analysis::count(z.deposed, "holder", "holders"),
+        secs(z.p50_ns),
+        secs(z.p90_ns),
+        secs(z.max_ns)
+    );
+    out += &format!("fencing: {}\n", a.fencing.sentence);
+    if let Some(s) = &a.self_fencing {
+        out += &format!("self-fencing: {}\n", s.sentence);
+    }
+    out + &format!("guidance: {}. {}\n", a.guidance.title, a.guidance.sentence)
+}
