@@ -169,3 +169,27 @@ fn a_search_past_its_time_limit_is_unknown() {
         "{v}"
     );
 }
+
+#[test]
+fn check_writes_the_html_report_and_junit_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let history = root.join("fixtures/double-holder-paused-holder.jsonl");
+    let html = dir.path().join("r.html");
+    let junit = dir.path().join("j.xml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .arg("check")
+        .arg(&history)
+        .arg("--report")
+        .arg(&html)
+        .arg("--junit")
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("double-holder"), "the report shows the anomaly");
+    assert!(!page.contains("src=\"http"), "the report is self-contained");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("<failure"), "the double holder fails a JUnit case: {xml}");
+}

@@ -7,7 +7,7 @@ use crate::check::models::{kv, multi_register::MultiRegister, mutex::Mutex, regi
 use crate::check::{AnomalyKind, Limits, Validity, Verdict};
 use crate::history::import::{self, Format};
 use crate::history::{AppliedWrite, History, HistoryError};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -39,6 +39,12 @@ pub struct Args {
     /// Accept an anomaly kind the design tolerates on purpose (repeatable).
     #[arg(long = "allow", value_name = "KIND")]
     pub allow: Vec<AnomalyKind>,
+    /// Also write the self-contained HTML report of this history to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Also write JUnit XML (one test case per check) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 /// What a history is checked against.
@@ -313,6 +319,27 @@ pub fn main(args: Args) -> Result<u8> {
     };
     let mut checked = check_file(&args.file, &opts)?;
     checked.verdict.apply_allow(&args.allow);
+    if let Some(out) = &args.report {
+        // The report draws every op, so the history is read whole here even where
+        // the check itself streamed it.
+        let (history, _) = import::read(&args.file, opts.format)?;
+        let resource = opts.resource.as_deref().map(read_resource).transpose()?;
+        let title = args.file.display().to_string();
+        let input = crate::report::Input {
+            title: &title,
+            history: &history,
+            resource: resource.as_deref(),
+            verdict: &checked.verdict,
+            run: None,
+            workload: None,
+        };
+        crate::report::write_html_for(&input, out)?;
+    }
+    if let Some(out) = &args.junit {
+        let suite = args.file.display().to_string();
+        let xml = crate::report::junit::render(&suite, &checked.verdict, 0);
+        std::fs::write(out, xml).with_context(|| format!("writing {}", out.display()))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checked.verdict)?);
     } else {

@@ -194,6 +194,9 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     let report = outcome?;
     let json = serde_json::to_vec_pretty(&report)?;
     std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
+    // The report is rebuilt from the run directory alone, as `lockcheck report` does.
+    crate::report::write_html(&dir, &dir.join(crate::report::REPORT_FILE))
+        .context("writing report.html")?;
     Ok(report)
 }
 
