@@ -1,1 +1,3 @@
 //! fault (being built)
+
+pub mod clock;
