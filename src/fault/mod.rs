@@ -1,3 +1,4 @@
 //! fault (being built)
 
 pub mod clock;
+pub mod proxy;
