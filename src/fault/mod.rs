@@ -1,4 +1,6 @@
 //! fault (being built)
 
 pub mod clock;
+pub mod journal;
+pub mod node;
 pub mod proxy;

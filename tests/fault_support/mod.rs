@@ -96,11 +96,3 @@ pub fn redis_cmd(addr: SocketAddr, args: &[&str], timeout: Duration) -> Result<S
         other => format!("{other:?}"),
     })
 }
-
-/// Whether a process is stopped (state T in /proc/<pid>/stat).
-pub fn is_stopped(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-        .unwrap_or(false)
-}
