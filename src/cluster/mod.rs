@@ -1,2 +1,178 @@
 //! Starting, watching and stopping the servers of a backend: local processes on
-//! loopback (the default), later Docker containers. (Owned by the backends work.)
+//! loopback (the default, [`local`]), later Docker containers. (Owned by the backends work.)
+//!
+//! This module knows which server program each backend runs and which Debian package
+//! installs it, so that a missing server is an environment problem named precisely
+//! (the runner exits 5 with it) rather than a failed spawn.
+
+pub mod local;
+
+pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec};
+
+use crate::backend::BackendKind;
+use std::path::{Path, PathBuf};
+
+/// A server program a backend runs, and where it comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerBinary {
+    /// The program's name, looked up on `PATH`.
+    pub name: &'static str,
+    /// The Debian package that installs it.
+    pub package: &'static str,
+    /// An environment variable that, when set, names the program to run instead
+    /// (a path, or a name looked up on `PATH`).
+    pub env: &'static str,
+}
+
+/// The server program behind each backend.
+pub fn server_binary(kind: BackendKind) -> ServerBinary {
+    match kind {
+        BackendKind::Redis | BackendKind::Redlock => ServerBinary {
+            name: "redis-server",
+            package: "redis-server",
+            env: "LOCKCHECK_REDIS_SERVER",
+        },
+        BackendKind::Etcd => ServerBinary {
+            name: "etcd",
+            package: "etcd-server",
+            env: "LOCKCHECK_ETCD",
+        },
+    }
+}
+
+/// How many server nodes a backend runs unless the workload says otherwise:
+/// one Redis, five independent Redis for Redlock, a three-member etcd cluster.
+pub fn default_nodes(kind: BackendKind) -> usize {
+    match kind {
+        BackendKind::Redis => 1,
+        BackendKind::Redlock => 5,
+        BackendKind::Etcd => 3,
+    }
+}
+
+/// What can go wrong bringing a cluster up, in words that say what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// The server program is not installed (an environment problem: exit 5).
+    #[error(
+        "the server program `{binary}` was not found{hint}; install it with \
+         `apt-get install {package}`"
+    )]
+    MissingBinary {
+        binary: String,
+        package: &'static str,
+        /// Where the name came from, when it was not the default.
+        hint: String,
+    },
+    /// A node's process ended while we waited for it to serve.
+    #[error("node {node} exited while starting ({status}); last lines of {log}:\n{tail}")]
+    Exited {
+        node: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    /// A node never answered its readiness check.
+    #[error("node {node} did not become ready within {secs:.1}s; last lines of {log}:\n{tail}")]
+    NotReady {
+        node: String,
+        secs: f64,
+        log: PathBuf,
+        tail: String,
+    },
+}
+
+impl ClusterError {
+    /// Whether the cause is an environment problem (the runner's exit code 5).
+    pub fn is_environment(&self) -> bool {
+        matches!(self, ClusterError::MissingBinary { .. })
+    }
+}
+
+impl ServerBinary {
+    /// The program to run: `explicit` if given, else the environment override, else
+    /// the default name, each resolved on `PATH` unless it is a path.
+    pub fn resolve(&self, explicit: Option<&Path>) -> Result<PathBuf, ClusterError> {
+        let env = std::env::var_os(self.env).filter(|v| !v.is_empty());
+        let (wanted, hint) = match (explicit, env) {
+            (Some(p), _) => (p.to_path_buf(), format!(" (configured as {})", p.display())),
+            (None, Some(v)) => {
+                let p = PathBuf::from(v);
+                let hint = format!(" (from ${} = {})", self.env, p.display());
+                (p, hint)
+            }
+            (None, None) => (PathBuf::from(self.name), String::new()),
+        };
+        find_executable(&wanted).ok_or_else(|| ClusterError::MissingBinary {
+            binary: wanted.display().to_string(),
+            package: self.package,
+            hint,
+        })
+    }
+}
+
+/// `name` itself if it is a path to an executable file, else the first executable
+/// of that name on `PATH` (and in /usr/sbin, where Debian puts some servers).
+fn find_executable(name: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        p.metadata()
+            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            .unwrap_or(false)
+    };
+    if name.components().count() > 1 || name.is_absolute() {
+        return executable(name).then(|| name.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/local/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|p| executable(p))
+}
+
+/// Whether this machine can run one backend (for `lockcheck doctor`).
+#[derive(Debug)]
+pub struct Availability {
+    pub kind: BackendKind,
+    pub binary: ServerBinary,
+    /// The program that would run, or why there is none.
+    pub found: Result<PathBuf, ClusterError>,
+}
+
+/// Every backend lockcheck knows, and whether its server program is here.
+pub fn available_backends() -> Vec<Availability> {
+    [BackendKind::Redis, BackendKind::Redlock, BackendKind::Etcd]
+        .into_iter()
+        .map(|kind| {
+            let binary = server_binary(kind);
+            Availability {
+                kind,
+                binary,
+                found: binary.resolve(None),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_program_names_its_package() {
+        let err = server_binary(BackendKind::Etcd)
+            .resolve(Some(Path::new("/nonexistent/etcd-nope")))
+            .unwrap_err();
+        assert!(err.is_environment());
+        let msg = err.to_string();
+        assert!(msg.contains("/nonexistent/etcd-nope"), "{msg}");
+        assert!(msg.contains("apt-get install etcd-server"), "{msg}");
+    }
+
+    #[test]
+    fn a_bare_name_is_looked_up_on_path() {
+        // `sh` is on every PATH this runs on; a bare name that is nowhere is missing.
+        assert!(find_executable(Path::new("sh")).is_some());
+        assert!(find_executable(Path::new("lockcheck-no-such-server")).is_none());
+    }
+}

@@ -1,0 +1,397 @@
+//! The etcd lease lock: a lease with TTL = the workload's lease, and the lock key
+//! created only if absent, attached to that lease, in one transaction
+//! (`create_revision(key) == 0` → `put(key, holder, lease)`); a contended acquire
+//! tries again until its timeout. While the lock is held, a task in this client's
+//! process sends a keep-alive every TTL/3; release deletes the key if it still holds
+//! our value and revokes the lease. Clients talk to every member; the history's node
+//! is the member that answered last (from the response header).
+//!
+//! **Token.** The key's create revision: the cluster-wide revision of the
+//! transaction that created it. Revisions only grow, so a later grant always carries
+//! a greater token, across leaders and member restarts.
+//!
+//! **Known break.** The keep-alive lives in the holder's process: a holder paused
+//! (SIGSTOP, a long GC) past the lease sends none, the lease expires, the key is
+//! deleted and another client acquires; the first wakes up still believing it holds
+//! the lock. Fencing by revision at the resource stops its stale writes.
+//!
+//! etcd rounds a lease up to whole seconds and to its minimum (1.5 × election
+//! timeout); the grant reports the TTL the server actually gave.
+
+use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use anyhow::Context;
+use async_trait::async_trait;
+use etcd_client::{
+    Client, Compare, CompareOp, ConnectOptions, PutOptions, ResponseHeader, Txn, TxnOp,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// What this client holds (or may hold, after a transaction with no reply).
+struct Hold {
+    value: String,
+    lease: i64,
+    token: Option<u64>,
+    /// The background keep-alive, while the lock is held.
+    keeper: Option<JoinHandle<()>>,
+}
+
+impl Hold {
+    fn stop_keeper(&mut self) {
+        if let Some(k) = self.keeper.take() {
+            k.abort();
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.stop_keeper();
+    }
+}
+
+/// A request that failed: in words, and whether etcd said the lease is gone (a
+/// definite answer, unlike a timeout).
+struct Failed {
+    why: String,
+    lease_gone: bool,
+}
+
+/// A client of the etcd lease lock.
+pub struct EtcdLock {
+    client: Client,
+    cfg: LockConfig,
+    timeout: Duration,
+    /// Member id → name (n1, n2, ...), to name the node that answered.
+    members: HashMap<u64, String>,
+    last_member: Option<u64>,
+    held: Option<Hold>,
+}
+
+impl EtcdLock {
+    /// Connects to every member (`host:port`); the member names come from the cluster.
+    pub async fn connect(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
+        let timeout = cfg.request_timeout();
+        let urls: Vec<String> = endpoints.iter().map(|e| format!("http://{e}")).collect();
+        // require_leader: a member cut off from the leader fails the request at once
+        // instead of holding it (what etcd's own lock recipe asks for).
+        let options = ConnectOptions::new()
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout)
+            .with_require_leader(true);
+        let mut client = tokio::time::timeout(timeout * 4, Client::connect(&urls, Some(options)))
+            .await
+            .with_context(|| format!("connecting to etcd at {}: timed out", urls.join(",")))?
+            .with_context(|| format!("connecting to etcd at {}", urls.join(",")))?;
+        // Names are a nicety for the history: do without them if the cluster is slow.
+        let members = match tokio::time::timeout(timeout, client.member_list()).await {
+            Ok(Ok(list)) => list
+                .members()
+                .iter()
+                .map(|m| (m.id(), m.name().to_string()))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        Ok(EtcdLock {
+            client,
+            cfg: cfg.clone(),
+            timeout,
+            members,
+            last_member: None,
+            held: None,
+        })
+    }
+
+    /// Runs one request under the request timeout; any failure is `Err(words)`. A
+    /// request refused at connect never left this process, so it is sent again (the
+    /// channel then picks another member) until the timeout: a dead member must not
+    /// fail a client that can reach a quorum.
+    async fn ask<T, F, Fut>(&mut self, what: &str, request: F) -> Result<T, Failed>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let deadline = Instant::now() + self.timeout;
+        let retried = async {
+            loop {
+                match request(self.client.clone()).await {
+                    Err(e) if never_sent(&e) && Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    other => return other,
+                }
+            }
+        };
+        match tokio::time::timeout_at(deadline.into(), retried).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Failed {
+                lease_gone: lease_not_found(&e),
+                why: format!("{what}: {e}"),
+            }),
+            Err(_) => Err(Failed {
+                lease_gone: false,
+                why: format!("{what}: no reply within {}ms", self.timeout.as_millis()),
+            }),
+        }
+    }
+
+    fn saw(&mut self, header: Option<&ResponseHeader>) {
+        if let Some(h) = header {
+            self.last_member = Some(h.member_id());
+        }
+    }
+
+    fn ttl_secs(&self) -> i64 {
+        self.cfg.lease.as_millis().div_ceil(1000).max(1) as i64
+    }
+
+    /// Grants a lease, retrying until `deadline`: no lock is taken without one, so a
+    /// failure here is a clean `fail`.
+    async fn grant_lease(&mut self, deadline: Instant) -> Result<(i64, i64), LockError> {
+        loop {
+            let ttl = self.ttl_secs();
+            let granted = self
+                .ask("lease grant", |mut c| async move {
+                    c.lease_grant(ttl, None).await
+                })
+                .await;
+            match granted {
+                Ok(r) => {
+                    self.saw(r.header());
+                    return Ok((r.id(), r.ttl()));
+                }
+                Err(f) if Instant::now() >= deadline => return Err(LockError::Denied(f.why)),
+                Err(_) => retry_pause(deadline).await,
+            }
+        }
+    }
+
+    /// Best effort: a lease we no longer need goes now rather than at its TTL.
+    async fn revoke(&mut self, lease: i64) {
+        let _ = self
+            .ask("lease revoke", |mut c| async move {
+                c.lease_revoke(lease).await
+            })
+            .await;
+    }
+
+    /// One keep-alive round trip: the lease's remaining TTL, 0 if it is gone.
+    async fn keep_alive_once(&mut self, lease: i64) -> Result<i64, String> {
+        let kept = self
+            .ask("keep-alive", |mut c| async move {
+                let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
+                keeper.keep_alive().await?;
+                Ok(stream
+                    .message()
+                    .await?
+                    .map(|r| (r.ttl(), r.header().cloned())))
+            })
+            .await;
+        match kept {
+            Ok(Some((ttl, header))) => {
+                self.saw(header.as_ref());
+                Ok(ttl)
+            }
+            Ok(None) => Err("keep-alive: the stream closed".into()),
+            Err(f) if f.lease_gone => Ok(0),
+            Err(f) => Err(f.why),
+        }
+    }
+
+    fn grant(token: Option<u64>, ttl_secs: i64) -> Grant {
+        Grant {
+            token,
+            lease_ms: Some(ttl_secs.max(0) as u64 * 1000),
+        }
+    }
+}
+
+/// Whether a request failed before it left this process (the connection was refused).
+fn never_sent(e: &etcd_client::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = match e {
+        etcd_client::Error::GRpcStatus(s) => Some(s),
+        etcd_client::Error::TransportError(t) => Some(t),
+        etcd_client::Error::IoError(io) => Some(io),
+        _ => None,
+    };
+    while let Some(c) = cause {
+        if c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// Whether etcd said the lease does not exist (expired or revoked): a definite answer.
+fn lease_not_found(e: &etcd_client::Error) -> bool {
+    match e {
+        etcd_client::Error::GRpcStatus(s) => s.message().contains("lease not found"),
+        etcd_client::Error::LeaseKeepAliveError(msg) => msg.contains("lease not found"),
+        _ => false,
+    }
+}
+
+/// Keeps a lease alive while the lock is held: a keep-alive every TTL/3 from this
+/// process. It stops when the lease is gone or the lock released; a paused process
+/// sends nothing, which is the point.
+async fn keep_alive(client: Client, lease: i64, ttl: Duration, timeout: Duration) {
+    let every = (ttl / 3).max(Duration::from_millis(100));
+    loop {
+        let mut c = client.clone();
+        let (mut keeper, mut stream) =
+            match tokio::time::timeout(timeout, c.lease_keep_alive(lease)).await {
+                Ok(Ok(kept)) => kept,
+                Ok(Err(e)) if lease_not_found(&e) => return,
+                _ => {
+                    tokio::time::sleep(every).await;
+                    continue;
+                }
+            };
+        loop {
+            tokio::time::sleep(every).await;
+            if keeper.keep_alive().await.is_err() {
+                break; // open a new stream
+            }
+            match tokio::time::timeout(timeout, stream.message()).await {
+                Ok(Ok(Some(r))) if r.ttl() > 0 => {}
+                Ok(Ok(Some(_))) => return, // the lease has expired: nothing left to keep
+                _ => break,
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl LockClient for EtcdLock {
+    async fn acquire(&mut self) -> Result<Grant, LockError> {
+        let deadline = Instant::now() + self.cfg.acquire_timeout;
+        let (lease, ttl) = self.grant_lease(deadline).await?;
+        // Kept alive from now on, as etcd's own sessions are: a wait for the lock
+        // longer than the TTL must not lose the lease it is waiting with.
+        let mut hold = Hold {
+            value: holder_id(),
+            lease,
+            token: None,
+            keeper: Some(tokio::spawn(keep_alive(
+                self.client.clone(),
+                lease,
+                Duration::from_secs(ttl.max(1) as u64),
+                self.timeout,
+            ))),
+        };
+        let key = self.cfg.name.clone();
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(
+                key,
+                hold.value.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )]);
+        loop {
+            let taken = self
+                .ask("lock txn", |mut c| {
+                    let txn = txn.clone();
+                    async move { c.txn(txn).await }
+                })
+                .await;
+            let why = match taken {
+                Ok(r) if r.succeeded() => {
+                    self.saw(r.header());
+                    // The put's revision is the transaction's: the key's create revision.
+                    hold.token = r.header().map(|h| h.revision() as u64);
+                    let grant = Self::grant(hold.token, ttl);
+                    self.held = Some(hold);
+                    return Ok(grant);
+                }
+                Ok(r) => {
+                    self.saw(r.header());
+                    "held by another client".to_string()
+                }
+                // The lease expired under us (this client was paused while waiting):
+                // the put was refused, so nothing was taken.
+                Err(f) if f.lease_gone => f.why,
+                Err(f) => {
+                    // The key may be ours. Stop the keep-alive, so that if it is, the
+                    // lease frees it within the TTL; keep what a release needs.
+                    hold.stop_keeper();
+                    self.held = Some(hold);
+                    return Err(LockError::Indeterminate(f.why));
+                }
+            };
+            if Instant::now() >= deadline {
+                drop(hold);
+                self.revoke(lease).await;
+                return Err(LockError::Denied(why));
+            }
+            retry_pause(deadline).await;
+        }
+    }
+
+    async fn renew(&mut self) -> Result<Grant, LockError> {
+        let (lease, token) = match &self.held {
+            Some(h) => (h.lease, h.token),
+            None => return Err(LockError::Denied("not-held: nothing to renew".into())),
+        };
+        match self.keep_alive_once(lease).await {
+            Ok(ttl) if ttl > 0 => Ok(Self::grant(token, ttl)),
+            Ok(_) => {
+                self.held = None;
+                Err(LockError::Denied("not-held: the lease has expired".into()))
+            }
+            Err(why) => Err(LockError::Indeterminate(why)),
+        }
+    }
+
+    async fn release(&mut self) -> Result<(), LockError> {
+        let Some(mut hold) = self.held.take() else {
+            return Err(LockError::Denied("not-held: nothing to release".into()));
+        };
+        hold.stop_keeper();
+        let key = self.cfg.name.clone();
+        let txn = Txn::new()
+            .when([Compare::value(
+                key.clone(),
+                CompareOp::Equal,
+                hold.value.clone(),
+            )])
+            .and_then([TxnOp::delete(key, None)]);
+        let released = self
+            .ask("unlock txn", |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await;
+        match released {
+            Ok(r) => {
+                self.saw(r.header());
+                self.revoke(hold.lease).await;
+                if r.succeeded() {
+                    Ok(())
+                } else {
+                    Err(LockError::Denied(
+                        "not-held: the lock is no longer ours".into(),
+                    ))
+                }
+            }
+            Err(f) => {
+                self.held = Some(hold);
+                Err(LockError::Indeterminate(f.why))
+            }
+        }
+    }
+
+    fn node(&self) -> Option<String> {
+        let id = self.last_member?;
+        Some(
+            self.members
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("{id:x}")),
+        )
+    }
+}

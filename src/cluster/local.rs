@@ -1,0 +1,523 @@
+//! A backend's servers as local processes on loopback: free ports, one data directory
+//! (`<dir>/data/<node>`) and one log (`<dir>/nodes/<node>.log`) per node, a readiness
+//! check, and a stop that always happens (SIGCONT, SIGTERM, then SIGKILL after a grace;
+//! also on drop), so that no server outlives the run and none is left stopped.
+//!
+//! Starting is two steps so that a proxy can later sit on a link: [`ClusterPlan::new`]
+//! picks names, ports and directories; the caller may then change each node's
+//! *advertised* addresses (what clients, or peers, are told to dial) to a proxy's
+//! before [`ClusterPlan::start`] runs the servers on the *listen* addresses.
+//! [`LocalCluster::start`] does both for the common case, and retries with new ports
+//! if another process took one in between.
+//!
+//! Nodes are named n1..nN. A node keeps its ports and data directory for the
+//! cluster's life, so [`LocalCluster::kill`] then [`LocalCluster::restart`] brings the
+//! same member back (a Redis without persistence comes back empty; an etcd member
+//! replays its WAL).
+
+use super::{default_nodes, server_binary, ClusterError};
+use crate::backend::BackendKind;
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::HashSet;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// What to start: the backend, how many nodes, and where their files go.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    pub kind: BackendKind,
+    pub nodes: usize,
+    /// The run directory: nodes' data go under `data/`, their logs under `nodes/`.
+    pub dir: PathBuf,
+    /// The server program to run instead of the default one (tests, odd installs).
+    pub binary: Option<PathBuf>,
+    /// How long all nodes together may take to answer their readiness check.
+    pub ready_timeout: Duration,
+    /// How long a node may take to exit after SIGTERM before it gets SIGKILL.
+    pub stop_grace: Duration,
+}
+
+impl ClusterSpec {
+    /// The backend's usual shape (see [`default_nodes`]) with its files under `dir`.
+    pub fn new(kind: BackendKind, dir: impl Into<PathBuf>) -> Self {
+        ClusterSpec {
+            kind,
+            nodes: default_nodes(kind),
+            dir: dir.into(),
+            binary: None,
+            ready_timeout: Duration::from_secs(20),
+            stop_grace: Duration::from_secs(5),
+        }
+    }
+}
+
+/// One node's identity, addresses and files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// n1, n2, ...
+    pub name: String,
+    /// Where the server accepts clients.
+    pub client_listen: SocketAddr,
+    /// What clients are told to dial: the listen address, unless a proxy is in between.
+    pub client_advertise: SocketAddr,
+    /// Where the server accepts its peers (etcd), if it has any.
+    pub peer_listen: Option<SocketAddr>,
+    /// What peers are told to dial to reach this node.
+    pub peer_advertise: Option<SocketAddr>,
+    pub data_dir: PathBuf,
+    pub log_path: PathBuf,
+}
+
+/// Names, ports and directories chosen, nothing running yet.
+#[derive(Debug, Clone)]
+pub struct ClusterPlan {
+    pub spec: ClusterSpec,
+    /// The resolved server program.
+    pub binary: PathBuf,
+    pub nodes: Vec<NodeSpec>,
+    /// Distinguishes this cluster from any other on the machine (etcd's
+    /// `--initial-cluster-token`), so that members of two runs never join up.
+    pub cluster_token: String,
+}
+
+impl ClusterPlan {
+    /// Resolves the server program (a missing one is [`ClusterError::MissingBinary`])
+    /// and picks free loopback ports and the nodes' directories.
+    pub fn new(spec: ClusterSpec) -> Result<Self> {
+        if spec.nodes == 0 {
+            bail!("a {:?} cluster needs at least one node", spec.kind);
+        }
+        let binary = server_binary(spec.kind).resolve(spec.binary.as_deref())?;
+        let has_peers = matches!(spec.kind, BackendKind::Etcd);
+        let nodes = (1..=spec.nodes)
+            .map(|i| {
+                let name = format!("n{i}");
+                let client = free_loopback_addr()?;
+                let peer = if has_peers {
+                    Some(free_loopback_addr()?)
+                } else {
+                    None
+                };
+                Ok(NodeSpec {
+                    data_dir: spec.dir.join("data").join(&name),
+                    log_path: spec.dir.join("nodes").join(format!("{name}.log")),
+                    name,
+                    client_listen: client,
+                    client_advertise: client,
+                    peer_listen: peer,
+                    peer_advertise: peer,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let cluster_token = format!(
+            "lockcheck-{}-{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        Ok(ClusterPlan {
+            spec,
+            binary,
+            nodes,
+            cluster_token,
+        })
+    }
+
+    /// Runs every node and waits until all serve. On failure everything started is
+    /// stopped again.
+    pub async fn start(self) -> Result<LocalCluster> {
+        fs::create_dir_all(self.spec.dir.join("nodes"))
+            .with_context(|| format!("creating {}", self.spec.dir.join("nodes").display()))?;
+        let mut cluster = LocalCluster {
+            children: (0..self.nodes.len()).map(|_| None).collect(),
+            plan: self,
+        };
+        // All members first, then the wait: an etcd member is not healthy until a
+        // quorum of its peers is up.
+        for i in 0..cluster.plan.nodes.len() {
+            cluster.spawn(i)?;
+        }
+        let all: Vec<usize> = (0..cluster.plan.nodes.len()).collect();
+        cluster.wait_ready(&all).await?;
+        Ok(cluster)
+    }
+
+    /// The command line that runs node `i`.
+    fn command(&self, i: usize) -> Command {
+        let node = &self.nodes[i];
+        let mut cmd = Command::new(&self.binary);
+        match self.spec.kind {
+            BackendKind::Redis | BackendKind::Redlock => {
+                // No persistence: a killed instance comes back empty, as the
+                // Redis-docs setup the Redlock debate assumes.
+                cmd.arg("--port")
+                    .arg(node.client_listen.port().to_string())
+                    .arg("--bind")
+                    .arg(node.client_listen.ip().to_string())
+                    .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+                    .arg("--dir")
+                    .arg(&node.data_dir);
+            }
+            BackendKind::Etcd => {
+                let url = |a: SocketAddr| format!("http://{a}");
+                let peer_listen = node.peer_listen.expect("etcd nodes have peer addresses");
+                let peer_advertise = node.peer_advertise.expect("etcd nodes have peer addresses");
+                let initial_cluster = self
+                    .nodes
+                    .iter()
+                    .filter_map(|n| Some(format!("{}={}", n.name, url(n.peer_advertise?))))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                // Short heartbeat and election timeouts: a paused leader is replaced
+                // in about a second, which keeps runs and tests short.
+                cmd.arg("--name")
+                    .arg(&node.name)
+                    .arg("--data-dir")
+                    .arg(&node.data_dir)
+                    .arg("--listen-client-urls")
+                    .arg(url(node.client_listen))
+                    .arg("--advertise-client-urls")
+                    .arg(url(node.client_advertise))
+                    .arg("--listen-peer-urls")
+                    .arg(url(peer_listen))
+                    .arg("--initial-advertise-peer-urls")
+                    .arg(url(peer_advertise))
+                    .arg("--initial-cluster")
+                    .arg(initial_cluster)
+                    .args(["--initial-cluster-state", "new"])
+                    .arg("--initial-cluster-token")
+                    .arg(&self.cluster_token)
+                    .args(["--heartbeat-interval", "100", "--election-timeout", "1000"]);
+            }
+        }
+        cmd
+    }
+}
+
+/// The running servers of one backend. Dropping it stops them all.
+#[derive(Debug)]
+pub struct LocalCluster {
+    plan: ClusterPlan,
+    /// The process of each node, or none while it is killed.
+    children: Vec<Option<Child>>,
+}
+
+impl LocalCluster {
+    /// Plans and starts a cluster, retrying with other ports when one turns out to be
+    /// taken (another process may bind a port between our probe and the server's bind).
+    pub async fn start(spec: ClusterSpec) -> Result<Self> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            match ClusterPlan::new(spec.clone())?.start().await {
+                Err(e) if attempt < ATTEMPTS && is_port_taken(&e) => {
+                    tracing::warn!("port taken while starting {:?}, retrying: {e:#}", spec.kind);
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    pub fn kind(&self) -> BackendKind {
+        self.plan.spec.kind
+    }
+
+    pub fn plan(&self) -> &ClusterPlan {
+        &self.plan
+    }
+
+    pub fn nodes(&self) -> &[NodeSpec] {
+        &self.plan.nodes
+    }
+
+    /// The addresses (`host:port`) clients should dial, one per node, in node order:
+    /// what `backend::connect` takes.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.plan
+            .nodes
+            .iter()
+            .map(|n| n.client_advertise.to_string())
+            .collect()
+    }
+
+    /// The process id of a running node, for faults that signal it (SIGSTOP, SIGKILL).
+    pub fn pid(&self, node: &str) -> Option<u32> {
+        let i = self.index(node).ok()?;
+        self.children[i].as_ref().map(|c| c.id())
+    }
+
+    /// Whether the node's process is alive (running or stopped).
+    pub fn is_running(&mut self, node: &str) -> Result<bool> {
+        let i = self.index(node)?;
+        self.reap(i);
+        Ok(self.children[i].is_some())
+    }
+
+    /// Kills a node with SIGKILL, as a crash would: no shutdown, data directory kept.
+    /// Killing a node that is already down does nothing.
+    pub fn kill(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        if let Some(mut child) = self.children[i].take() {
+            // SIGKILL ends a stopped process too; wait so it leaves no zombie and its
+            // ports are free for the restart.
+            let _ = child.kill();
+            child
+                .wait()
+                .with_context(|| format!("waiting for killed node {node}"))?;
+        }
+        Ok(())
+    }
+
+    /// Starts a node that is down (killed, or exited) again, on the same ports and
+    /// data directory, and waits until it serves. A node still running is an error:
+    /// a fault must kill it first, so that the history says so.
+    pub async fn restart(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        // A fault may just have sent SIGKILL itself: give the process a moment to go.
+        let deadline = Instant::now() + Duration::from_millis(500);
+        self.reap(i);
+        while self.children[i].is_some() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            self.reap(i);
+        }
+        if let Some(child) = &self.children[i] {
+            bail!(
+                "node {node} is still running (pid {}): kill it before restarting",
+                child.id()
+            );
+        }
+        self.spawn(i)?;
+        self.wait_ready(&[i]).await
+    }
+
+    /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
+    /// SIGKILL for any still there after the grace. Also what drop does.
+    pub fn stop(&mut self) {
+        let running: Vec<usize> = (0..self.children.len())
+            .filter(|&i| self.children[i].is_some())
+            .collect();
+        for &i in &running {
+            if let Some(child) = &self.children[i] {
+                let pid = Pid::from_raw(child.id() as i32);
+                let _ = kill(pid, Signal::SIGCONT);
+                let _ = kill(pid, Signal::SIGTERM);
+            }
+        }
+        let deadline = Instant::now() + self.plan.spec.stop_grace;
+        // Members of a quorum system (etcd) left without a quorum cannot shut down
+        // cleanly: a leader waits out its leadership-transfer timeout for peers that
+        // are gone. Once a majority has exited, the rest get SIGKILL; their logs are
+        // fsynced at every commit, so nothing a restart needs is lost.
+        let quorum = self.plan.nodes.len() / 2 + 1;
+        let quorum_gone = |c: &Self| {
+            matches!(c.kind(), BackendKind::Etcd)
+                && c.children.iter().filter(|c| c.is_none()).count() >= quorum
+        };
+        loop {
+            for &i in &running {
+                self.reap(i);
+            }
+            if running.iter().all(|&i| self.children[i].is_none())
+                || quorum_gone(self)
+                || Instant::now() >= deadline
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let without_quorum = quorum_gone(self);
+        for &i in &running {
+            if let Some(mut child) = self.children[i].take() {
+                if !without_quorum {
+                    tracing::warn!(
+                        "node {} ignored SIGTERM for {:?}: killing it",
+                        self.plan.nodes[i].name,
+                        self.plan.spec.stop_grace
+                    );
+                }
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    fn index(&self, node: &str) -> Result<usize> {
+        self.plan
+            .nodes
+            .iter()
+            .position(|n| n.name == node)
+            .with_context(|| format!("no node named {node} in this {:?} cluster", self.kind()))
+    }
+
+    /// Forgets a node's process if it has exited.
+    fn reap(&mut self, i: usize) {
+        if let Some(child) = &mut self.children[i] {
+            if !matches!(child.try_wait(), Ok(None)) {
+                self.children[i] = None;
+            }
+        }
+    }
+
+    fn spawn(&mut self, i: usize) -> Result<()> {
+        let node = &self.plan.nodes[i];
+        fs::create_dir_all(&node.data_dir)
+            .with_context(|| format!("creating {}", node.data_dir.display()))?;
+        // Append: a restarted node's log follows its earlier life.
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&node.log_path)
+            .with_context(|| format!("opening {}", node.log_path.display()))?;
+        let mut cmd = self.plan.command(i);
+        cmd.stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            // Its own process group: a Ctrl-C at the terminal reaches lockcheck, which
+            // stops the servers itself, in order, after resuming any it paused.
+            .process_group(0);
+        let child = cmd.spawn().with_context(|| {
+            format!(
+                "starting node {} ({})",
+                node.name,
+                self.plan.binary.display()
+            )
+        })?;
+        self.children[i] = Some(child);
+        Ok(())
+    }
+
+    /// Waits until each of `nodes` answers its readiness check; a node that exits
+    /// or stays silent past the timeout is an error carrying its log's tail.
+    async fn wait_ready(&mut self, nodes: &[usize]) -> Result<()> {
+        let started = Instant::now();
+        let deadline = started + self.plan.spec.ready_timeout;
+        let mut pending: Vec<usize> = nodes.to_vec();
+        while !pending.is_empty() {
+            let mut still = Vec::new();
+            for &i in &pending {
+                let node = &self.plan.nodes[i];
+                if let Some(child) = &mut self.children[i] {
+                    if let Ok(Some(status)) = child.try_wait() {
+                        self.children[i] = None;
+                        return Err(ClusterError::Exited {
+                            node: node.name.clone(),
+                            status: status.to_string(),
+                            log: node.log_path.clone(),
+                            tail: log_tail(&node.log_path),
+                        }
+                        .into());
+                    }
+                }
+                if !probe(self.plan.spec.kind, node.client_listen).await {
+                    still.push(i);
+                }
+            }
+            pending = still;
+            if let Some(&i) = pending.first() {
+                if Instant::now() >= deadline {
+                    let node = &self.plan.nodes[i];
+                    return Err(ClusterError::NotReady {
+                        node: node.name.clone(),
+                        secs: started.elapsed().as_secs_f64(),
+                        log: node.log_path.clone(),
+                        tail: log_tail(&node.log_path),
+                    }
+                    .into());
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Whether a node answers as a server of its kind does when it is ready to serve:
+/// Redis replies `+PONG` to `PING`; an etcd member's `/health` says `"health":"true"`
+/// once the cluster has a leader.
+async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        let (request, healthy): (&[u8], &str) = match kind {
+            BackendKind::Redis | BackendKind::Redlock => (b"PING\r\n", "+PONG"),
+            BackendKind::Etcd => (
+                b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+                "\"health\":\"true\"",
+            ),
+        };
+        s.write_all(request).await.ok()?;
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 512];
+        loop {
+            let n = s.read(&mut buf).await.ok()?;
+            reply.extend_from_slice(&buf[..n]);
+            if n == 0 || String::from_utf8_lossy(&reply).contains(healthy) {
+                break;
+            }
+        }
+        Some(String::from_utf8_lossy(&reply).contains(healthy))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), ask).await,
+        Ok(Some(true))
+    )
+}
+
+/// Ports handed out by this process and not yet reused: the kernel may give the same
+/// ephemeral port to two quick `bind(0)`s once the first listener is closed.
+static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// A loopback address whose port nothing listens on right now.
+fn free_loopback_addr() -> Result<SocketAddr> {
+    for _ in 0..100 {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("finding a free loopback port")?;
+        let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.get_or_insert_with(HashSet::new).insert(addr.port()) {
+            return Ok(addr);
+        }
+    }
+    bail!("no free loopback port found in 100 tries")
+}
+
+/// Whether a start failed because a server could not bind its port.
+fn is_port_taken(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<ClusterError>().is_some_and(|ce| match ce {
+            ClusterError::Exited { tail, .. } | ClusterError::NotReady { tail, .. } => {
+                tail.to_ascii_lowercase().contains("address already in use")
+            }
+            ClusterError::MissingBinary { .. } => false,
+        })
+    })
+}
+
+/// The last lines of a node's log, for error messages.
+fn log_tail(path: &Path) -> String {
+    const TAIL: u64 = 2000;
+    let read = || -> std::io::Result<String> {
+        let mut f = File::open(path)?;
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(TAIL)))?;
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    };
+    read().unwrap_or_else(|e| format!("(could not read the log: {e})"))
+}

@@ -1,0 +1,481 @@
+//! The lock backends against real servers started by `cluster::local`: mutual
+//! exclusion, tokens, renew, a paused holder losing its lease, node restarts, and the
+//! environment errors. Every server runs on free loopback ports in a temp dir and is
+//! stopped when its test ends (also on panic: `LocalCluster` and `Holder` stop on drop).
+//!
+//! The paused holder runs in a separate process (this test binary re-run as
+//! `holder_child`), so that SIGSTOP stops its keep-alive too, as it does to a worker.
+
+use lockcheck::backend::{connect, BackendKind, Grant, LockClient, LockConfig, LockError};
+use lockcheck::cluster::{ClusterError, ClusterSpec, LocalCluster};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running cluster and the temp dir it lives in (the cluster drops first).
+struct Running {
+    cluster: LocalCluster,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(kind: BackendKind) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = LocalCluster::start(ClusterSpec::new(kind, dir.path()))
+        .await
+        .unwrap_or_else(|e| panic!("starting {kind:?}: {e:#}"));
+    Running { cluster, _dir: dir }
+}
+
+fn config(kind: BackendKind, lease_ms: u64, acquire_timeout_ms: u64) -> LockConfig {
+    LockConfig {
+        name: "lock".into(),
+        lease: Duration::from_millis(lease_ms),
+        acquire_timeout: Duration::from_millis(acquire_timeout_ms),
+        fencing_token: kind != BackendKind::Redlock,
+    }
+}
+
+async fn client(r: &Running, cfg: &LockConfig) -> Box<dyn LockClient> {
+    connect(r.cluster.kind(), &r.cluster.endpoints(), cfg)
+        .await
+        .unwrap()
+}
+
+fn denied<T: std::fmt::Debug>(r: Result<T, LockError>) -> String {
+    match r {
+        Err(LockError::Denied(why)) => why,
+        other => panic!("expected Denied, got {other:?}"),
+    }
+}
+
+// ---- one holder at a time ----
+
+async fn one_holder_at_a_time(kind: BackendKind) {
+    let r = start(kind).await;
+    let cfg = config(kind, 5_000, 300);
+    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
+    let ga = a.acquire().await.unwrap();
+    assert!(ga.lease_ms.unwrap() > 0, "{ga:?}");
+    let t = Instant::now();
+    denied(b.acquire().await);
+    assert!(
+        t.elapsed() >= Duration::from_millis(300),
+        "b gave up before its acquire timeout"
+    );
+    // A release by the client that does not hold it is refused and changes nothing.
+    denied(b.release().await);
+    a.release().await.unwrap();
+    b.acquire().await.unwrap();
+    denied(a.acquire().await);
+    b.release().await.unwrap();
+}
+
+#[tokio::test]
+async fn redis_one_holder_at_a_time() {
+    one_holder_at_a_time(BackendKind::Redis).await;
+}
+
+#[tokio::test]
+async fn redlock_one_holder_at_a_time() {
+    one_holder_at_a_time(BackendKind::Redlock).await;
+}
+
+#[tokio::test]
+async fn etcd_one_holder_at_a_time() {
+    one_holder_at_a_time(BackendKind::Etcd).await;
+}
+
+// ---- tokens ----
+
+async fn tokens_strictly_increase(kind: BackendKind) {
+    let r = start(kind).await;
+    let cfg = config(kind, 5_000, 1_000);
+    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
+    let mut last = 0;
+    for round in 0..4 {
+        let c = if round % 2 == 0 { &mut a } else { &mut b };
+        let g = c.acquire().await.unwrap();
+        let token = g.token.expect("a fencing token");
+        assert!(token > last, "token {token} after {last}");
+        // Renew keeps the token of the hold.
+        assert_eq!(c.renew().await.unwrap().token, Some(token));
+        c.release().await.unwrap();
+        last = token;
+    }
+}
+
+#[tokio::test]
+async fn redis_fencing_tokens_strictly_increase() {
+    tokens_strictly_increase(BackendKind::Redis).await;
+}
+
+#[tokio::test]
+async fn etcd_revision_tokens_strictly_increase() {
+    tokens_strictly_increase(BackendKind::Etcd).await;
+}
+
+#[tokio::test]
+async fn redis_without_fencing_and_redlock_give_no_token() {
+    for kind in [BackendKind::Redis, BackendKind::Redlock] {
+        let r = start(kind).await;
+        let cfg = LockConfig {
+            fencing_token: false,
+            ..config(kind, 5_000, 300)
+        };
+        let g = client(&r, &cfg).await.acquire().await.unwrap();
+        assert_eq!(g.token, None, "{kind:?}");
+    }
+}
+
+// ---- renew ----
+
+/// A holder that renews keeps the lock past its first lease; one that is denied a
+/// renew has lost it.
+async fn renew_extends(kind: BackendKind) {
+    let r = start(kind).await;
+    let cfg = config(kind, 1_000, 100);
+    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
+    a.acquire().await.unwrap();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let g = a.renew().await.unwrap();
+        assert!(g.lease_ms.unwrap() > 500, "{g:?}");
+    }
+    // 1.8 s after the acquire, past its 1 s lease: still held thanks to the renewals.
+    denied(b.acquire().await);
+    a.release().await.unwrap();
+    denied(a.renew().await);
+}
+
+#[tokio::test]
+async fn redis_renew_extends() {
+    renew_extends(BackendKind::Redis).await;
+}
+
+#[tokio::test]
+async fn redlock_renew_extends() {
+    renew_extends(BackendKind::Redlock).await;
+}
+
+/// etcd: the holder's keep-alive holds the lock past its TTL, and a client that
+/// waits longer than its own TTL for it keeps its lease alive meanwhile and gets it.
+#[tokio::test]
+async fn etcd_keep_alive_holds_past_the_ttl_and_a_long_wait_still_acquires() {
+    let r = start(BackendKind::Etcd).await;
+    let mut a = client(&r, &config(BackendKind::Etcd, 2_000, 1_000)).await;
+    let mut b = client(&r, &config(BackendKind::Etcd, 2_000, 10_000)).await;
+    let ga = a.acquire().await.unwrap();
+    let t = Instant::now();
+    let holder = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(4_000)).await;
+        a.release().await
+    });
+    let gb = b.acquire().await.unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(3_900),
+        "granted after {:?}, before the holder released",
+        t.elapsed()
+    );
+    holder.await.unwrap().unwrap();
+    assert!(gb.token > ga.token);
+    b.renew().await.unwrap();
+}
+
+// ---- the paused holder ----
+
+/// The known break, for every backend: a holder in its own process acquires and is
+/// SIGSTOPped past its lease; the lease expires (etcd: no keep-alive reaches the
+/// server) and another client acquires; the holder wakes up, and its renew and its
+/// release are refused because the lock is no longer its own.
+async fn paused_holder_loses_the_lock(kind: BackendKind, lease_ms: u64) {
+    let r = start(kind).await;
+    let cfg = config(kind, lease_ms, 1_000);
+    let mut holder = Holder::spawn(kind, &r.cluster.endpoints(), &cfg);
+    let first = holder.ask("acquire");
+    assert!(first.starts_with("ok"), "holder acquire: {first}");
+
+    // While the holder runs, its lease holds (etcd keeps it alive past the TTL).
+    let mut other = client(&r, &config(kind, lease_ms, 100)).await;
+    if kind == BackendKind::Etcd {
+        tokio::time::sleep(Duration::from_millis(lease_ms + 1_000)).await;
+    }
+    denied(other.acquire().await);
+
+    holder.pause();
+    let mut other = client(&r, &config(kind, lease_ms, lease_ms + 4_000)).await;
+    let t = Instant::now();
+    let second: Grant = other.acquire().await.unwrap();
+    eprintln!(
+        "{kind:?}: lock re-granted {:?} after the pause",
+        t.elapsed()
+    );
+    if let Some(t2) = second.token {
+        let t1: u64 = first
+            .strip_prefix("ok token=")
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no token in {first}"));
+        assert!(
+            t2 > t1,
+            "re-grant token {t2} not above the paused holder's {t1}"
+        );
+    }
+    holder.resume();
+
+    for op in ["renew", "release"] {
+        let reply = holder.ask(op);
+        assert!(reply.starts_with("denied"), "stale holder's {op}: {reply}");
+    }
+    // The second holder was not disturbed by the stale holder's release.
+    other.renew().await.unwrap();
+    other.release().await.unwrap();
+    assert_eq!(holder.ask("exit"), "bye");
+}
+
+#[tokio::test]
+async fn redis_paused_holder_loses_the_lock() {
+    paused_holder_loses_the_lock(BackendKind::Redis, 1_000).await;
+}
+
+#[tokio::test]
+async fn redlock_paused_holder_loses_the_lock() {
+    paused_holder_loses_the_lock(BackendKind::Redlock, 1_000).await;
+}
+
+#[tokio::test]
+async fn etcd_paused_holder_loses_the_lock() {
+    // etcd's shortest lease with these election settings is 2 s.
+    paused_holder_loses_the_lock(BackendKind::Etcd, 2_000).await;
+}
+
+const HOLDER_ENV: &str = "LOCKCHECK_TEST_HOLDER";
+
+/// A lock client in a child process, driven line by line over its stdin.
+struct Holder {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Holder {
+    fn spawn(kind: BackendKind, endpoints: &[String], cfg: &LockConfig) -> Holder {
+        let spec = serde_json::json!({"kind": kind, "endpoints": endpoints, "cfg": cfg});
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["holder_child", "--exact", "--ignored", "--nocapture"])
+            .env(HOLDER_ENV, spec.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Holder {
+            stdin: child.stdin.take().unwrap(),
+            stdout: BufReader::new(child.stdout.take().unwrap()),
+            child,
+        }
+    }
+
+    fn ask(&mut self, op: &str) -> String {
+        writeln!(self.stdin, "{op}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "the holder process ended"
+            );
+            if let Some(reply) = line.trim_end().strip_prefix("holder: ") {
+                return reply.to_string();
+            }
+        }
+    }
+
+    fn signal(&self, s: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), s).unwrap();
+    }
+
+    fn pause(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    fn resume(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Not a test: the body of a [`Holder`] process (it does nothing unless started as one).
+#[tokio::test]
+#[ignore = "run by the paused-holder tests as their holder process"]
+async fn holder_child() {
+    use tokio::io::AsyncBufReadExt;
+    let Ok(spec) = std::env::var(HOLDER_ENV) else {
+        return;
+    };
+    let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
+    let kind: BackendKind = serde_json::from_value(spec["kind"].clone()).unwrap();
+    let endpoints: Vec<String> = serde_json::from_value(spec["endpoints"].clone()).unwrap();
+    let cfg: LockConfig = serde_json::from_value(spec["cfg"].clone()).unwrap();
+    let mut client = connect(kind, &endpoints, &cfg).await.unwrap();
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let outcome = match line.trim() {
+            "acquire" => client.acquire().await.map(Some),
+            "renew" => client.renew().await.map(Some),
+            "release" => client.release().await.map(|()| None),
+            _ => break,
+        };
+        let reply = match outcome {
+            Ok(Some(g)) => format!(
+                "ok token={}",
+                g.token.map_or("none".into(), |t| t.to_string())
+            ),
+            Ok(None) => "ok".into(),
+            Err(LockError::Denied(why)) => format!("denied {why}"),
+            Err(LockError::Indeterminate(why)) => format!("indeterminate {why}"),
+        };
+        println!("holder: {reply}");
+    }
+    println!("holder: bye");
+}
+
+// ---- servers that pause, die and come back ----
+
+/// A paused server must give an indeterminate result within the request timeout,
+/// never a hang.
+#[tokio::test]
+async fn redis_paused_server_gives_indeterminate_not_a_hang() {
+    let r = start(BackendKind::Redis).await;
+    let cfg = config(BackendKind::Redis, 1_000, 2_000);
+    let mut a = client(&r, &cfg).await;
+    a.acquire().await.unwrap();
+    let pid = Pid::from_raw(r.cluster.pid("n1").unwrap() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let t = Instant::now();
+    let renewed = a.renew().await;
+    kill(pid, Signal::SIGCONT).unwrap();
+    assert!(
+        matches!(renewed, Err(LockError::Indeterminate(_))),
+        "{renewed:?}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn redis_killed_node_restarts_empty_and_serves() {
+    let mut r = start(BackendKind::Redis).await;
+    let cfg = config(BackendKind::Redis, 30_000, 200);
+    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
+    a.acquire().await.unwrap();
+    let pid = r.cluster.pid("n1").unwrap();
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL).unwrap();
+    r.cluster.restart("n1").await.unwrap();
+    assert_ne!(r.cluster.pid("n1"), Some(pid));
+    // Without persistence the restarted instance has forgotten the lock: the 30 s
+    // lease is gone and another client acquires at once (the clients reconnect).
+    let mut granted = b.acquire().await;
+    if matches!(granted, Err(LockError::Indeterminate(_))) {
+        granted = b.acquire().await; // the first request found the old connection dead
+    }
+    granted.unwrap();
+    assert!(
+        r.cluster.restart("n1").await.is_err(),
+        "restart of a running node"
+    );
+}
+
+#[tokio::test]
+async fn etcd_killed_member_restarts_with_its_data() {
+    let mut r = start(BackendKind::Etcd).await;
+    let cfg = config(BackendKind::Etcd, 5_000, 3_000);
+    let mut a = client(&r, &cfg).await;
+    let g1 = a.acquire().await.unwrap();
+    a.release().await.unwrap();
+    r.cluster.kill("n1").unwrap();
+    assert_eq!(r.cluster.pid("n1"), None);
+    // Two of three members still make a quorum.
+    let g2 = a.acquire().await.unwrap();
+    a.release().await.unwrap();
+    r.cluster.restart("n1").await.unwrap();
+    // n1 alone: a client of only the restarted member sees the revisions it missed.
+    let n1 = vec![r.cluster.endpoints()[0].clone()];
+    let mut c = connect(BackendKind::Etcd, &n1, &cfg).await.unwrap();
+    let g3 = c.acquire().await.unwrap();
+    assert!(
+        g1.token < g2.token && g2.token < g3.token,
+        "{g1:?} {g2:?} {g3:?}"
+    );
+    assert_eq!(c.node().as_deref(), Some("n1"));
+}
+
+// ---- environment ----
+
+#[tokio::test]
+async fn missing_server_binary_is_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for kind in [BackendKind::Redis, BackendKind::Etcd] {
+        let spec = ClusterSpec {
+            binary: Some("/nonexistent/lockcheck-server".into()),
+            ..ClusterSpec::new(kind, dir.path())
+        };
+        let err = LocalCluster::start(spec).await.unwrap_err();
+        let typed = err
+            .downcast_ref::<ClusterError>()
+            .unwrap_or_else(|| panic!("untyped: {err:#}"));
+        assert!(typed.is_environment());
+        let package = if kind == BackendKind::Etcd {
+            "etcd-server"
+        } else {
+            "redis-server"
+        };
+        assert!(
+            typed
+                .to_string()
+                .contains(&format!("apt-get install {package}")),
+            "{typed}"
+        );
+    }
+}
+
+#[test]
+fn this_machine_can_run_every_backend() {
+    for a in lockcheck::cluster::available_backends() {
+        assert!(a.found.is_ok(), "{:?}: {:?}", a.kind, a.found);
+    }
+}
+
+#[tokio::test]
+async fn cluster_files_go_under_the_run_directory_and_servers_stop_on_drop() {
+    let r = start(BackendKind::Redlock).await;
+    let nodes = r.cluster.nodes().to_vec();
+    assert_eq!(nodes.len(), 5);
+    let pids: Vec<u32> = nodes
+        .iter()
+        .map(|n| r.cluster.pid(&n.name).unwrap())
+        .collect();
+    for n in &nodes {
+        assert!(n.data_dir.starts_with(r._dir.path().join("data")), "{n:?}");
+        assert!(n.log_path.exists(), "{n:?}");
+    }
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["n1", "n2", "n3", "n4", "n5"]);
+    // One node paused: drop must still stop it (SIGCONT first, then SIGTERM).
+    kill(Pid::from_raw(pids[2] as i32), Signal::SIGSTOP).unwrap();
+    drop(r);
+    for pid in pids {
+        let gone = kill(Pid::from_raw(pid as i32), None).is_err();
+        assert!(gone, "pid {pid} still there after drop");
+    }
+}
