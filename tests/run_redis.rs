@@ -167,12 +167,18 @@ duration = "1500ms"
         .position(|o| o.process == Process::Client(0) && o.kind == OpType::Info)
         .expect("the paused client's op timed out as info");
     assert!(
-        history.ops[retired].error.as_deref().unwrap_or("").contains("no reply"),
+        history.ops[retired]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no reply"),
         "{:?}",
         history.ops[retired]
     );
     assert!(
-        history.ops[retired + 1..].iter().all(|o| o.process != Process::Client(0)),
+        history.ops[retired + 1..]
+            .iter()
+            .all(|o| o.process != Process::Client(0)),
         "process 0 never acts again after its info"
     );
     assert!(

@@ -288,7 +288,10 @@ async fn execute(
                 tick.tick().await;
                 let line = live.line(start.elapsed(), duration, stats.get());
                 // A line wider than the terminal wraps, and `\r` no longer erases it.
-                let line: String = line.chars().take(terminal_width().saturating_sub(1)).collect();
+                let line: String = line
+                    .chars()
+                    .take(terminal_width().saturating_sub(1))
+                    .collect();
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "\r\x1b[2K{line}");
                 let _ = err.flush();
