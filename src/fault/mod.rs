@@ -11,6 +11,7 @@ pub mod journal;
 pub mod node;
 pub mod pause;
 pub mod proxy;
+pub mod schedule;
 
 use anyhow::Result;
 use async_trait::async_trait;
