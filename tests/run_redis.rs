@@ -189,3 +189,39 @@ duration = "1500ms"
     );
     r.assert_nothing_left();
 }
+
+#[test]
+fn a_holder_renews_its_lease_during_a_hold_longer_than_the_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("renew.toml");
+    std::fs::write(
+        &path,
+        r#"duration = "3s"
+resource = "fenced"
+
+[backend]
+kind = "redis"
+lease = "600ms"
+renew_every = "200ms"
+
+[clients]
+count = 2
+
+[critical_section]
+hold = "1200ms"
+writes = 6
+"#,
+    )
+    .unwrap();
+    let r = run(&path, &[]);
+    // Renewed in time, the lease never lapses: one holder at a time, no fence needed.
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    let ops = &r.json["figures"]["ops"];
+    assert!(ops["renew"]["ok"].as_u64().unwrap_or(0) >= 3, "{ops}");
+    assert!(
+        r.json["anomalies"].as_array().unwrap().is_empty(),
+        "{}",
+        r.json
+    );
+    r.assert_nothing_left();
+}

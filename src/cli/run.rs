@@ -124,11 +124,13 @@ fn print_report(r: &RunReport) {
         Validity::Unknown => "UNKNOWN",
     };
     println!(
-        "{head}: {} seed {} ({:?}, {:?} resource)",
-        r.workload, r.seed, r.backend, r.resource
+        "{head}: {} seed {} ({}, {} resource)",
+        r.workload,
+        r.seed,
+        kind_name(r.backend),
+        mode_name(r.resource)
     );
     let mut kinds: Vec<_> = v.anomalies.iter().map(|a| a.kind).collect();
-    kinds.dedup();
     kinds.sort();
     kinds.dedup();
     for kind in kinds {

@@ -13,6 +13,7 @@ pub mod pause;
 pub mod proxy;
 pub mod schedule;
 
+use crate::cluster::LocalCluster;
 use anyhow::Result;
 use async_trait::async_trait;
 use nix::unistd::Pid;
@@ -36,8 +37,9 @@ pub trait Fault: Send {
     /// there is nothing to hit right now (the schedule tries again later).
     async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>>;
 
-    /// Undoes what `start` did; returns the history `value` of the end record.
-    async fn stop(&mut self) -> Result<Value>;
+    /// Undoes what `start` did (resumes, heals, restarts); returns the history
+    /// `value` of the end record.
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value>;
 }
 
 /// What a fault can aim at, as the controller sees it when the fault starts.
@@ -48,6 +50,9 @@ pub struct Scene<'a> {
     pub holder: Option<usize>,
     /// The run's seeded generator: the same seed picks the same victims.
     pub rng: &'a mut ChaCha8Rng,
+    /// The backend's servers, for faults on nodes (kill and restart, pause a node);
+    /// `None` where a fault is exercised without a cluster.
+    pub cluster: Option<&'a tokio::sync::Mutex<LocalCluster>>,
 }
 
 /// A lock client's OS process.

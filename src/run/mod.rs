@@ -221,7 +221,7 @@ async fn execute(
 ) -> Result<()> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
-    let mut servers = LocalCluster::start(spec).await.map_err(|e| {
+    let servers = LocalCluster::start(spec).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
             Ok(ce) => anyhow!(ce),
@@ -229,10 +229,12 @@ async fn execute(
         }
         .context(format!("starting the {:?} cluster", w.backend.kind))
     })?;
+    // Shared with the nemesis, whose node faults kill and restart servers.
+    let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
     let config = worker::Config {
         backend: w.backend.kind,
-        endpoints: servers.endpoints(),
+        endpoints: servers.lock().await.endpoints(),
         lock: LockConfig {
             name: LOCK_NAME.to_string(),
             lease: w.backend.lease.ttl,
@@ -270,6 +272,7 @@ async fn execute(
         seed,
         recorder.clone(),
         live.clone(),
+        servers.clone(),
     );
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
@@ -340,7 +343,7 @@ async fn execute(
     }
     workers.stop(Duration::from_secs(2)).await;
     drop(res);
-    servers.stop();
+    servers.lock().await.stop();
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),
