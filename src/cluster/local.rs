@@ -13,7 +13,13 @@
 //! Nodes are named n1..nN. A node keeps its ports and data directory for the
 //! cluster's life, so [`LocalCluster::kill`] then [`LocalCluster::restart`] brings the
 //! same member back (a Redis without persistence comes back empty; an etcd member
-//! replays its WAL).
+//! replays its WAL). [`LocalCluster::wipe`] between the two brings it back with
+//! nothing (an etcd member is then re-admitted as a new member).
+//!
+//! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
+//! lockcheck, which resumes and stops them itself. Faults signal a node through
+//! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
+//! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::{default_nodes, server_binary, ClusterError};
 use crate::backend::BackendKind;
@@ -588,6 +594,16 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+        // Its servers are gone: their ports may serve the next cluster.
+        let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(seen) = seen.as_mut() {
+            for n in &self.plan.nodes {
+                seen.remove(&n.client_listen.port());
+                if let Some(peer) = n.peer_listen {
+                    seen.remove(&peer.port());
+                }
+            }
+        }
     }
 }
 
@@ -649,8 +665,8 @@ async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
         .flatten()
 }
 
-/// Ports handed out by this process and not yet reused: the kernel may give the same
-/// ephemeral port to two quick `bind(0)`s once the first listener is closed.
+/// Ports handed out by this process to clusters still alive: the kernel may give the
+/// same ephemeral port to two quick `bind(0)`s once the first listener is closed.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A loopback address whose port nothing listens on right now.
