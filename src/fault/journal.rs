@@ -270,6 +270,9 @@ fn describe(effect: &Effect) -> String {
     }
 }
 
+/// What `undo` says of a process that no longer exists.
+pub const ALREADY_GONE: &str = "already gone";
+
 /// Undoes one effect; says what it did.
 pub fn undo(effect: &Effect) -> Result<String> {
     Ok(match effect {
@@ -282,7 +285,7 @@ pub fn undo(effect: &Effect) -> Result<String> {
             p.signal(Signal::SIGCONT)?;
             "resumed".into()
         }
-        Effect::Process(_) | Effect::Stopped(_) => "already gone".into(),
+        Effect::Process(_) | Effect::Stopped(_) => ALREADY_GONE.into(),
         Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
             Ok(true) => "reset".into(),
             Ok(false) => "was not skewed".into(),
