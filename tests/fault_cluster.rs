@@ -196,3 +196,60 @@ async fn a_clock_fault_on_etcd_says_it_cannot_reach_it() {
     );
     fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_cuts_one_node_from_the_clients_and_latency_slows_another() {
+    use lockcheck::fault::proxy::{LinkFault, Mode, Proxies};
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(BackendKind::Redlock, dir.path(), false).await;
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let nodes: Vec<_> = c
+        .lock()
+        .await
+        .nodes()
+        .iter()
+        .map(|n| (n.name.clone(), n.client_listen))
+        .collect();
+    let (_proxies, endpoints) = Proxies::for_clients(dir.path(), &nodes, 5).await.unwrap();
+    let via: Vec<std::net::SocketAddr> = endpoints.iter().map(|e| e.parse().unwrap()).collect();
+    let ping = |addr| {
+        tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            (
+                redis_cmd(addr, &["PING"], Duration::from_millis(700)),
+                t.elapsed(),
+            )
+        })
+    };
+
+    let mut cut = LinkFault::new(NodeTarget::Node("n1".into()), Mode::Blackhole);
+    let value = cut.start(&mut scene(&c, &mut rng)).await.unwrap().unwrap();
+    assert_eq!(value["links"][0], "clients->n1", "{value}");
+    let (cut_off, waited) = ping(via[0]).await.unwrap();
+    assert!(
+        cut_off.is_err() && waited >= Duration::from_millis(650),
+        "n1 hangs: {cut_off:?}"
+    );
+    assert_eq!(ping(via[1]).await.unwrap().0.unwrap(), "PONG", "n2 goes on");
+    cut.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    assert_eq!(ping(via[0]).await.unwrap().0.unwrap(), "PONG", "healed");
+
+    let delay = Duration::from_millis(100);
+    let mut slow = LinkFault::new(
+        NodeTarget::Node("n2".into()),
+        Mode::Latency {
+            delay,
+            jitter: Duration::ZERO,
+        },
+    );
+    let value = slow.start(&mut scene(&c, &mut rng)).await.unwrap().unwrap();
+    assert_eq!(value["delay_ms"], 100, "{value}");
+    let (reply, took) = ping(via[1]).await.unwrap();
+    assert_eq!(reply.unwrap(), "PONG");
+    // A fresh connection: the handshake's round trips and the PING's are all delayed.
+    assert!(took >= 2 * delay, "{took:?}");
+    eprintln!("PING on a fresh connection through 100 ms of latency each way: {took:?}");
+    drop(slow); // dropped while active: the link heals all the same
+    let (_, fast) = ping(via[1]).await.unwrap();
+    assert!(fast < delay, "{fast:?}");
+}

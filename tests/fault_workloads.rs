@@ -94,6 +94,36 @@ fn node_faults_name_nodes_and_client_faults_name_clients() {
 }
 
 #[test]
+fn link_entries_cut_or_slow() {
+    use lockcheck::fault::proxy::Mode;
+    let w = parse("kind = \"partition\"\nnodes = \"primary\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].link,
+        Some(Mode::Blackhole),
+        "a black hole unless told"
+    );
+    let w =
+        parse("kind = \"partition\"\nnodes = \"one\"\ncut = \"reset\"\nduration = \"1s\"").unwrap();
+    assert_eq!(w.faults[0].link, Some(Mode::Reset));
+    let w = parse("kind = \"latency\"\nnodes = \"all\"\ndelay = \"50ms\"\njitter = \"5ms\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].link,
+        Some(Mode::Latency {
+            delay: Duration::from_millis(50),
+            jitter: Duration::from_millis(5)
+        })
+    );
+    for (bad, key) in [
+        ("kind = \"latency\"\nnodes = \"all\"\nduration = \"1s\"", "faults[0].delay"),
+        ("kind = \"latency\"\nnodes = \"all\"\ndelay = \"5ms\"\ncut = \"reset\"\nduration = \"1s\"", "faults[0].cut"),
+        ("kind = \"kill\"\nnodes = \"all\"\njitter = \"5ms\"\nduration = \"1s\"", "faults[0].jitter"),
+    ] {
+        let e = format!("{:#}", parse(bad).unwrap_err());
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn the_shipped_fault_workloads_load() {
     for name in ["redlock-clock-jump", "redis-kill-restart"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("workloads/{name}.toml"));

@@ -13,12 +13,20 @@
 //! Which links a partition cuts is a pure function of the node names
 //! ([`cuts`]); [`Proxies`] applies it to the links of a run.
 
+use super::journal::{Effect, Journal};
+use super::node::{self, NodeTarget};
+use super::{Fault, Scene, Target};
+use crate::history::f;
 use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -399,6 +407,161 @@ impl Proxies {
         for link in self.links.values() {
             link.set(Mode::Pass);
         }
+    }
+}
+
+/// The party name of the run's clients in link ids: `clients->n1` is the link
+/// every client uses to reach n1.
+pub const CLIENTS: &str = "clients";
+
+/// The history's `f` for the start of a latency fault (its end is a `heal`).
+pub const LATENCY: &str = "latency";
+
+impl Proxies {
+    /// Puts a proxy between the clients and each node (`clients->n1`, ...):
+    /// returns the set, registered for the run in `run_dir` (so that the run's
+    /// link faults find it), and the endpoints the clients must dial, in node order.
+    pub async fn for_clients(
+        run_dir: &Path,
+        nodes: &[(String, SocketAddr)],
+        seed: u64,
+    ) -> Result<(Arc<Proxies>, Vec<String>)> {
+        let mut proxies = Proxies::new(seed);
+        let mut endpoints = Vec::new();
+        for (name, addr) in nodes {
+            endpoints.push(
+                proxies
+                    .add(LinkId::new(CLIENTS, name), *addr)
+                    .await?
+                    .to_string(),
+            );
+        }
+        let proxies = Arc::new(proxies);
+        let mut runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        runs.retain(|_, p| p.strong_count() > 0);
+        runs.insert(run_dir.to_path_buf(), Arc::downgrade(&proxies));
+        Ok((proxies, endpoints))
+    }
+
+    /// The proxies of the run in `run_dir`, while the run holds them.
+    pub fn of_run(run_dir: &Path) -> Option<Arc<Proxies>> {
+        RUNS.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_dir)
+            .and_then(Weak::upgrade)
+    }
+}
+
+/// The runs' proxies, by run directory. A registry rather than a field of the
+/// scene: link faults are built from the workload before the run's links exist.
+static RUNS: Mutex<BTreeMap<PathBuf, Weak<Proxies>>> = Mutex::new(BTreeMap::new());
+
+/// Cuts (black hole or reset) or slows the links between the clients and the
+/// chosen nodes; heals them when it ends. Recorded as nemesis `partition` /
+/// `heal`, or `latency` / `heal`.
+pub struct LinkFault {
+    nodes: NodeTarget,
+    mode: Mode,
+    active: Vec<(LinkId, u64)>,
+    proxies: Option<Arc<Proxies>>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl LinkFault {
+    pub fn new(nodes: NodeTarget, mode: Mode) -> LinkFault {
+        LinkFault {
+            nodes,
+            mode,
+            active: Vec::new(),
+            proxies: None,
+            journal: None,
+        }
+    }
+
+    fn heal_all(&mut self) -> Result<()> {
+        if let Some(p) = &self.proxies {
+            for (id, journal_id) in self.active.drain(..) {
+                if let Some(link) = p.get(&id) {
+                    link.set(Mode::Pass);
+                }
+                if let Some(j) = &self.journal {
+                    j.undone(journal_id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.active.iter().map(|(id, _)| id.to_string()).collect()
+    }
+}
+
+fn mode_value(mode: Mode, value: &mut Value) {
+    match mode {
+        Mode::Pass => {}
+        Mode::Blackhole => value["mode"] = "blackhole".into(),
+        Mode::Reset => value["mode"] = "reset".into(),
+        Mode::Latency { delay, jitter } => {
+            value["delay_ms"] = (delay.as_millis() as u64).into();
+            value["jitter_ms"] = (jitter.as_millis() as u64).into();
+        }
+    }
+}
+
+#[async_trait]
+impl Fault for LinkFault {
+    fn ops(&self) -> (&'static str, &'static str) {
+        match self.mode {
+            Mode::Latency { .. } => (LATENCY, f::HEAL),
+            _ => (f::PARTITION, f::HEAL),
+        }
+    }
+
+    fn target(&self) -> &Target {
+        &node::TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some((names, dir)) = node::pick(&self.nodes, scene).await? else {
+            return Ok(None);
+        };
+        let proxies = Proxies::of_run(&dir).with_context(|| {
+            format!(
+                "a link fault needs the run's proxies ({} has none)",
+                dir.display()
+            )
+        })?;
+        let journal = Journal::for_run(&dir)?;
+        for n in &names {
+            let id = LinkId::new(CLIENTS, n);
+            let link = proxies
+                .get(&id)
+                .with_context(|| format!("no proxied link {id}"))?;
+            let journal_id = journal.record(Effect::Link {
+                link: id.to_string(),
+                mode: format!("{:?}", self.mode),
+            })?;
+            link.set(self.mode);
+            self.active.push((id, journal_id));
+        }
+        self.proxies = Some(proxies);
+        self.journal = Some(journal);
+        let mut value = json!({ "targets": names, "links": self.names() });
+        mode_value(self.mode, &mut value);
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+        let value = json!({ "links": self.names() });
+        self.heal_all()?;
+        Ok(value)
+    }
+}
+
+impl Drop for LinkFault {
+    fn drop(&mut self) {
+        let _ = self.heal_all();
     }
 }
 

@@ -239,9 +239,30 @@ async fn execute(
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
+    // With link faults planned, the clients reach each node through a proxy
+    // (`clients->n1`, ...) that the faults cut or slow.
+    let linked = w.faults.iter().any(|f| {
+        matches!(
+            f.kind,
+            workload::FaultKind::Partition | workload::FaultKind::Latency
+        )
+    });
+    let (_proxies, endpoints) = if linked {
+        let nodes: Vec<_> = servers
+            .lock()
+            .await
+            .nodes()
+            .iter()
+            .map(|n| (n.name.clone(), n.client_listen))
+            .collect();
+        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &nodes, seed).await?;
+        (Some(p), e)
+    } else {
+        (None, servers.lock().await.endpoints())
+    };
     let config = worker::Config {
         backend: w.backend.kind,
-        endpoints: servers.lock().await.endpoints(),
+        endpoints,
         lock: LockConfig {
             name: LOCK_NAME.to_string(),
             lease: w.backend.lease.ttl,

@@ -10,6 +10,7 @@ use super::Live;
 use crate::cluster::LocalCluster;
 use crate::fault::clock::ClockFault;
 use crate::fault::node::{KillNodes, PauseNodes};
+use crate::fault::proxy::LinkFault;
 use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
 use crate::history::{OpType, Process};
 use anyhow::Result;
@@ -31,6 +32,12 @@ pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
             entry
                 .clock
                 .expect("a clock entry carries its change (checked at load)"),
+        )),
+        FaultKind::Partition | FaultKind::Latency => Box::new(LinkFault::new(
+            entry.nodes.clone(),
+            entry
+                .link
+                .expect("a link entry carries its mode (checked at load)"),
         )),
     }
 }

@@ -9,6 +9,7 @@ use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::fault::clock::ClockChange;
 use crate::fault::node::NodeTarget;
+use crate::fault::proxy::Mode as LinkMode;
 use crate::fault::Target;
 use crate::resource::Mode;
 use anyhow::{anyhow, bail, Result};
@@ -133,6 +134,8 @@ pub struct FaultEntry {
     pub wipe: bool,
     /// Clock: what happens to the clocks.
     pub clock: Option<ClockChange>,
+    /// Partition, latency: what the links between the clients and the nodes do.
+    pub link: Option<LinkMode>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -152,6 +155,18 @@ pub enum FaultKind {
     Kill,
     /// Skew the clocks of server nodes: jump, rate or strobe.
     Clock,
+    /// Cut the links between the clients and server nodes (black hole or reset).
+    Partition,
+    /// Delay the bytes between the clients and server nodes.
+    Latency,
+}
+
+/// How a partition cuts a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutKind {
+    Blackhole,
+    Reset,
 }
 
 impl Workload {
@@ -282,12 +297,14 @@ impl Workload {
                 ));
             }
             let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
+            let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
             faults.push(FaultEntry {
                 kind: f.kind,
                 target: f.target.unwrap_or(Target::Random),
                 nodes: f.nodes.unwrap_or(NodeTarget::One),
                 wipe: f.wipe.unwrap_or(false),
                 clock,
+                link,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -429,6 +446,55 @@ fn clock_change(
         }
     };
     Ok(Some(change))
+}
+
+/// What a partition or latency entry does to its links; other kinds take none
+/// of `cut`, `delay`, `jitter`.
+fn link_mode(
+    f: &raw::Fault,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Option<LinkMode>> {
+    let only = |k: &str, kind: &str| Err(bad(k, format!("only a {kind} fault takes it")));
+    match f.kind {
+        FaultKind::Partition => {
+            if f.delay.is_some() {
+                return only("delay", "latency");
+            }
+            if f.jitter.is_some() {
+                return only("jitter", "latency");
+            }
+            Ok(Some(match f.cut.unwrap_or(CutKind::Blackhole) {
+                CutKind::Blackhole => LinkMode::Blackhole,
+                CutKind::Reset => LinkMode::Reset,
+            }))
+        }
+        FaultKind::Latency => {
+            if f.cut.is_some() {
+                return only("cut", "partition");
+            }
+            let Some(delay) = f.delay else {
+                return Err(bad(
+                    "delay",
+                    "a latency fault needs its delay, like \"50ms\"".into(),
+                ));
+            };
+            Ok(Some(LinkMode::Latency {
+                delay: delay.0,
+                jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
+            }))
+        }
+        _ => match [
+            ("cut", f.cut.is_some()),
+            ("delay", f.delay.is_some()),
+            ("jitter", f.jitter.is_some()),
+        ]
+        .iter()
+        .find(|(_, g)| *g)
+        {
+            Some((k, _)) => only(k, "partition or latency"),
+            None => Ok(None),
+        },
+    }
 }
 
 /// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
@@ -578,6 +644,11 @@ mod raw {
         pub period: Option<Dur>,
         /// Clock: how fast it runs (2.0 = twice real speed).
         pub rate: Option<f64>,
+        /// Partition: `"blackhole"` (the default) or `"reset"`.
+        pub cut: Option<CutKind>,
+        /// Latency: added to each chunk each way, plus or minus `jitter`.
+        pub delay: Option<Dur>,
+        pub jitter: Option<Dur>,
         pub duration: Dur,
         pub after: Option<Dur>,
         pub interval: Option<Dur>,
