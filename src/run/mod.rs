@@ -364,8 +364,9 @@ async fn execute(
         }
     }
     let _ = stop.send(true);
-    // Clients finish the section under way; a hung op is bounded by its timeout.
-    let finish = w.section.hold + w.clients.op_timeout + w.backend.acquire_timeout * 2;
+    // Clients finish the section under way. A stuck worker costs at most an acquire
+    // and one more op timing out (then its id is retired and the section ends).
+    let finish = w.section.hold + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
     let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
         while let Some(done) = tasks.join_next().await {
             let err = match done {

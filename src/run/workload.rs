@@ -3,7 +3,41 @@
 //! inject and which anomalies the design tolerates on purpose.
 //!
 //! Every key is checked: an unknown key or a bad value is an error that names the
-//! file, the line, the key and what is expected.
+//! file, the line, the key and what is expected. Durations carry their unit
+//! (`"250ms"`, `"2s"`, `"1m"`).
+//!
+//! ```toml
+//! name = "redis-pause"          # optional: the file's stem; names the run directory
+//! duration = "6s"
+//! seed = 1                      # optional, 0: the fault schedule's random choices
+//! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
+//! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
+//!
+//! [backend]
+//! kind = "redis"                # redis | redlock | etcd
+//! nodes = 1                     # optional: redis 1, redlock 5, etcd 3
+//! lease = "1s"                  # or a preset: client-go, etcd-session, consul,
+//!                               #   curator, redis-docs
+//! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
+//! fencing_token = true          # optional: true, except redlock (it has none)
+//! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
+//!
+//! [clients]
+//! count = 3
+//! op_timeout = "10s"            # optional: no reply by then = info, id retired
+//!
+//! [critical_section]
+//! hold = "300ms"                # acquire to release, spread after each write
+//! writes = 3
+//! think = "50ms"                # optional, 0: between release and next acquire
+//!
+//! [[faults]]
+//! kind = "pause"                # SIGSTOP / SIGCONT
+//! target = "holder"             # holder | random | client-N
+//! duration = "2500ms"
+//! after = "1s"                  # optional, 1s: quiet period at the start
+//! interval = "1s"               # optional: gap between occurrences; none = once
+//! ```
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
