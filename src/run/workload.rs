@@ -37,6 +37,38 @@
 //! duration = "2500ms"
 //! after = "1s"                  # optional, 1s: quiet period at the start
 //! interval = "1s"               # optional: gap between occurrences; none = once
+//!
+//! # Server nodes: `nodes` = one | minority | majority | all | primary | nN
+//! [[faults]]
+//! kind = "pause-node"           # SIGSTOP / SIGCONT server nodes
+//! nodes = "primary"
+//! duration = "3s"
+//!
+//! [[faults]]
+//! kind = "kill"                 # kill -9, restart when it ends
+//! nodes = "minority"
+//! wipe = true                   # optional, false: restart with empty data
+//! duration = "500ms"
+//!
+//! [[faults]]
+//! kind = "clock"                # live, per node (not Go servers: reported)
+//! nodes = "majority"
+//! offset = "+20s"               # a jump; or rate = 2.0; or a strobe:
+//!                               #   offset2 = "-1s", period = "20ms"
+//! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "partition"            # the clients' links to the nodes
+//! nodes = "primary"
+//! cut = "blackhole"             # optional: blackhole (hang) | reset (RST)
+//! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "latency"              # the clients' links to the nodes
+//! nodes = "all"
+//! delay = "50ms"                # each way
+//! jitter = "10ms"               # optional, 0
+//! duration = "4s"
 //! ```
 
 use crate::backend::BackendKind;
