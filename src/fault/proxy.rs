@@ -131,8 +131,14 @@ async fn accept_loop(
     let mut conns = tokio::task::JoinSet::new();
     let mut n = 0u64;
     loop {
-        let Ok((client, _)) = listener.accept().await else {
-            continue;
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            Err(_) => {
+                // Out of descriptors, or a connection gone before accept: wait a
+                // little rather than spin.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
         };
         n += 1;
         // Each connection and direction gets its own stream of jitter.
