@@ -420,9 +420,6 @@ impl Proxies {
 /// every client uses to reach n1.
 pub const CLIENTS: &str = "clients";
 
-/// The history's `f` for the start of a latency fault (its end is a `heal`).
-pub const LATENCY: &str = "latency";
-
 impl Proxies {
     /// Puts a proxy between the clients and each node (`clients->n1`, ...):
     /// returns the set, registered for the run in `run_dir` (so that the run's
@@ -519,7 +516,7 @@ fn mode_value(mode: Mode, value: &mut Value) {
 impl Fault for LinkFault {
     fn ops(&self) -> (&'static str, &'static str) {
         match self.mode {
-            Mode::Latency { .. } => (LATENCY, f::HEAL),
+            Mode::Latency { .. } => (f::LATENCY, f::HEAL),
             _ => (f::PARTITION, f::HEAL),
         }
     }

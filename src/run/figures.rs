@@ -90,7 +90,7 @@ impl Figures {
                 (Process::Nemesis, _, _) => {
                     faults += u64::from(matches!(
                         op.f.as_str(),
-                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW
+                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
                     ))
                 }
                 (Process::Client(p), f::ACQUIRE, OpType::Ok) => {
