@@ -293,8 +293,10 @@ async fn execute(
             .iter()
             .map(|p| (p.name.clone(), p.pid.as_raw()));
         for (name, pid) in nodes.chain(clients) {
-            let proc = crate::fault::journal::Proc::of(name, pid)?;
-            journal.record(crate::fault::journal::Effect::Process(proc))?;
+            // One that has already exited cannot be left behind.
+            if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
+                journal.record(crate::fault::journal::Effect::Process(proc))?;
+            }
         }
     }
 
