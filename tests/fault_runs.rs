@@ -51,3 +51,27 @@ fn redis_kill_restart_hands_the_lock_out_again() {
     );
     r.assert_nothing_left();
 }
+
+/// The holder cut off from every etcd member (a black hole) past its lease: etcd
+/// revokes it and hands the lock on, while the cut-off holder keeps writing.
+#[test]
+fn etcd_holder_cut_off_past_its_lease_gives_two_holders_and_a_stale_write() {
+    let r = run(&workload("etcd-partition-leader.toml"), &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    assert!(
+        !r.anomalies("stale-write-accepted").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"f\":\"partition\""),
+        "the cut is in the history"
+    );
+    r.assert_nothing_left();
+}

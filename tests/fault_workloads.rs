@@ -95,16 +95,24 @@ fn node_faults_name_nodes_and_client_faults_name_clients() {
 
 #[test]
 fn link_entries_cut_or_slow() {
-    use lockcheck::fault::proxy::Mode;
+    use lockcheck::fault::proxy::{Links, Mode};
+    use lockcheck::fault::Target;
     let w = parse("kind = \"partition\"\nnodes = \"primary\"\nduration = \"1s\"").unwrap();
     assert_eq!(
         w.faults[0].link,
         Some(Mode::Blackhole),
         "a black hole unless told"
     );
-    let w =
-        parse("kind = \"partition\"\nnodes = \"one\"\ncut = \"reset\"\nduration = \"1s\"").unwrap();
+    assert_eq!(w.faults[0].links, Some(Links::ToNodes(NodeTarget::Primary)));
+    let w = parse("kind = \"partition\"\ntarget = \"holder\"\ncut = \"reset\"\nduration = \"1s\"")
+        .unwrap();
     assert_eq!(w.faults[0].link, Some(Mode::Reset));
+    assert_eq!(w.faults[0].links, Some(Links::FromClient(Target::Holder)));
+    assert_eq!(
+        w.faults[0].target,
+        Target::Holder,
+        "armed on the holder's acquire"
+    );
     let w = parse("kind = \"latency\"\nnodes = \"all\"\ndelay = \"50ms\"\njitter = \"5ms\"\nduration = \"1s\"").unwrap();
     assert_eq!(
         w.faults[0].link,
@@ -114,6 +122,8 @@ fn link_entries_cut_or_slow() {
         })
     );
     for (bad, key) in [
+        ("kind = \"partition\"\nduration = \"1s\"", "faults[0].nodes"),
+        ("kind = \"partition\"\nnodes = \"all\"\ntarget = \"holder\"\nduration = \"1s\"", "faults[0].nodes"),
         ("kind = \"latency\"\nnodes = \"all\"\nduration = \"1s\"", "faults[0].delay"),
         ("kind = \"latency\"\nnodes = \"all\"\ndelay = \"5ms\"\ncut = \"reset\"\nduration = \"1s\"", "faults[0].cut"),
         ("kind = \"kill\"\nnodes = \"all\"\njitter = \"5ms\"\nduration = \"1s\"", "faults[0].jitter"),
@@ -125,7 +135,11 @@ fn link_entries_cut_or_slow() {
 
 #[test]
 fn the_shipped_fault_workloads_load() {
-    for name in ["redlock-clock-jump", "redis-kill-restart"] {
+    for name in [
+        "redlock-clock-jump",
+        "redis-kill-restart",
+        "etcd-partition-leader",
+    ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("workloads/{name}.toml"));
         Workload::load(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     }

@@ -416,28 +416,25 @@ impl Proxies {
     }
 }
 
-/// The party name of the run's clients in link ids: `clients->n1` is the link
-/// every client uses to reach n1.
-pub const CLIENTS: &str = "clients";
-
 impl Proxies {
-    /// Puts a proxy between the clients and each node (`clients->n1`, ...):
+    /// Puts a proxy between each client and each node (`client-0->n1`, ...):
     /// returns the set, registered for the run in `run_dir` (so that the run's
-    /// link faults find it), and the endpoints the clients must dial, in node order.
+    /// link faults find it), and for each client the endpoints it must dial, in
+    /// node order.
     pub async fn for_clients(
         run_dir: &Path,
+        clients: &[String],
         nodes: &[(String, SocketAddr)],
         seed: u64,
-    ) -> Result<(Arc<Proxies>, Vec<String>)> {
+    ) -> Result<(Arc<Proxies>, Vec<Vec<String>>)> {
         let mut proxies = Proxies::new(seed);
         let mut endpoints = Vec::new();
-        for (name, addr) in nodes {
-            endpoints.push(
-                proxies
-                    .add(LinkId::new(CLIENTS, name), *addr)
-                    .await?
-                    .to_string(),
-            );
+        for c in clients {
+            let mut mine = Vec::new();
+            for (n, addr) in nodes {
+                mine.push(proxies.add(LinkId::new(c, n), *addr).await?.to_string());
+            }
+            endpoints.push(mine);
         }
         let proxies = Arc::new(proxies);
         let mut runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
@@ -459,11 +456,20 @@ impl Proxies {
 /// scene: link faults are built from the workload before the run's links exist.
 static RUNS: Mutex<BTreeMap<PathBuf, Weak<Proxies>>> = Mutex::new(BTreeMap::new());
 
-/// Cuts (black hole or reset) or slows the links between the clients and the
-/// chosen nodes; heals them when it ends. Recorded as nemesis `partition` /
-/// `heal`, or `latency` / `heal`.
+/// Which client-to-node links a link fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Links {
+    /// Every client's links to these nodes: the nodes are cut off from the clients.
+    ToNodes(NodeTarget),
+    /// This client's links to every node: the client is cut off (the holder,
+    /// right after it acquires, for the adversarial schedule).
+    FromClient(Target),
+}
+
+/// Cuts (black hole or reset) or slows client-to-node links; heals them when it
+/// ends. Recorded as nemesis `partition` / `heal`, or `latency` / `heal`.
 pub struct LinkFault {
-    nodes: NodeTarget,
+    links: Links,
     mode: Mode,
     active: Vec<(LinkId, u64)>,
     proxies: Option<Arc<Proxies>>,
@@ -471,9 +477,9 @@ pub struct LinkFault {
 }
 
 impl LinkFault {
-    pub fn new(nodes: NodeTarget, mode: Mode) -> LinkFault {
+    pub fn new(links: Links, mode: Mode) -> LinkFault {
         LinkFault {
-            nodes,
+            links,
             mode,
             active: Vec::new(),
             proxies: None,
@@ -497,6 +503,36 @@ impl LinkFault {
 
     fn names(&self) -> Vec<String> {
         self.active.iter().map(|(id, _)| id.to_string()).collect()
+    }
+
+    /// The (targets, links) this fault hits in `scene` now, and the run directory.
+    async fn aim(
+        &self,
+        scene: &mut Scene<'_>,
+    ) -> Result<Option<(Vec<String>, Vec<LinkId>, PathBuf)>> {
+        let Some(cluster) = scene.cluster else {
+            bail!("a link fault needs the run's cluster");
+        };
+        let (dir, nodes) = {
+            let c = cluster.lock().await;
+            let nodes: Vec<String> = c.nodes().iter().map(|n| n.name.clone()).collect();
+            (c.plan().spec.dir.clone(), nodes)
+        };
+        let clients: Vec<String> = scene.clients.iter().map(|c| c.name.clone()).collect();
+        Ok(match &self.links {
+            Links::ToNodes(target) => node::pick(target, scene).await?.map(|(picked, _)| {
+                let ids = clients
+                    .iter()
+                    .flat_map(|c| picked.iter().map(move |n| LinkId::new(c, n)))
+                    .collect();
+                (picked, ids, dir)
+            }),
+            Links::FromClient(target) => target.pick_client(scene).map(|slot| {
+                let c = &clients[slot];
+                let ids = nodes.iter().map(|n| LinkId::new(c, n)).collect();
+                (vec![c.clone()], ids, dir)
+            }),
+        })
     }
 }
 
@@ -522,11 +558,14 @@ impl Fault for LinkFault {
     }
 
     fn target(&self) -> &Target {
-        &node::TIMED
+        match &self.links {
+            Links::ToNodes(_) => &node::TIMED,
+            Links::FromClient(t) => t,
+        }
     }
 
     async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
-        let Some((names, dir)) = node::pick(&self.nodes, scene).await? else {
+        let Some((names, ids, dir)) = self.aim(scene).await? else {
             return Ok(None);
         };
         let proxies = Proxies::of_run(&dir).with_context(|| {
@@ -536,8 +575,7 @@ impl Fault for LinkFault {
             )
         })?;
         let journal = Journal::for_run(&dir)?;
-        for n in &names {
-            let id = LinkId::new(CLIENTS, n);
+        for id in ids {
             let link = proxies
                 .get(&id)
                 .with_context(|| format!("no proxied link {id}"))?;

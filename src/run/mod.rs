@@ -239,14 +239,15 @@ async fn execute(
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
-    // With link faults planned, the clients reach each node through a proxy
-    // (`clients->n1`, ...) that the faults cut or slow.
+    // With link faults planned, each client reaches each node through a proxy of
+    // its own (`client-0->n1`, ...) that the faults cut or slow.
     let linked = w.faults.iter().any(|f| {
         matches!(
             f.kind,
             workload::FaultKind::Partition | workload::FaultKind::Latency
         )
     });
+    let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
     let (_proxies, endpoints) = if linked {
         let nodes: Vec<_> = servers
             .lock()
@@ -255,30 +256,28 @@ async fn execute(
             .iter()
             .map(|n| (n.name.clone(), n.client_listen))
             .collect();
-        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &nodes, seed).await?;
+        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &clients, &nodes, seed).await?;
         (Some(p), e)
     } else {
-        (None, servers.lock().await.endpoints())
+        let direct = servers.lock().await.endpoints();
+        (None, vec![direct; clients.len()])
     };
-    let config = worker::Config {
-        backend: w.backend.kind,
-        endpoints,
-        lock: LockConfig {
-            name: LOCK_NAME.to_string(),
-            lease: w.backend.lease.ttl,
-            acquire_timeout: w.backend.acquire_timeout,
-            fencing_token: w.backend.fencing_token,
-        },
-        resource: res.addr(),
-    };
-    let (workers, pipes) = Workers::start(
-        &opts.worker_exe,
-        &config,
-        w.clients.count,
-        dir,
-        Duration::from_secs(20),
-    )
-    .await?;
+    let configs: Vec<worker::Config> = endpoints
+        .into_iter()
+        .map(|endpoints| worker::Config {
+            backend: w.backend.kind,
+            endpoints,
+            lock: LockConfig {
+                name: LOCK_NAME.to_string(),
+                lease: w.backend.lease.ttl,
+                acquire_timeout: w.backend.acquire_timeout,
+                fencing_token: w.backend.fencing_token,
+            },
+            resource: res.addr(),
+        })
+        .collect();
+    let (workers, pipes) =
+        Workers::start(&opts.worker_exe, &configs, dir, Duration::from_secs(20)).await?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind.
     let journal = crate::fault::journal::Journal::for_run(dir)?;

@@ -34,7 +34,10 @@ pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
                 .expect("a clock entry carries its change (checked at load)"),
         )),
         FaultKind::Partition | FaultKind::Latency => Box::new(LinkFault::new(
-            entry.nodes.clone(),
+            entry
+                .links
+                .clone()
+                .expect("a link entry names its links (checked at load)"),
             entry
                 .link
                 .expect("a link entry carries its mode (checked at load)"),

@@ -58,8 +58,9 @@
 //! duration = "4s"
 //!
 //! [[faults]]
-//! kind = "partition"            # the clients' links to the nodes
-//! nodes = "primary"
+//! kind = "partition"            # client-to-node links: the holder cut off from
+//! target = "holder"             #   every node, or `nodes = "primary"`: those
+//!                               #   nodes cut off from every client
 //! cut = "blackhole"             # optional: blackhole (hang) | reset (RST)
 //! duration = "4s"
 //!
@@ -75,7 +76,7 @@ use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::fault::clock::ClockChange;
 use crate::fault::node::NodeTarget;
-use crate::fault::proxy::Mode as LinkMode;
+use crate::fault::proxy::{Links, Mode as LinkMode};
 use crate::fault::Target;
 use crate::resource::Mode;
 use anyhow::{anyhow, bail, Result};
@@ -200,8 +201,10 @@ pub struct FaultEntry {
     pub wipe: bool,
     /// Clock: what happens to the clocks.
     pub clock: Option<ClockChange>,
-    /// Partition, latency: what the links between the clients and the nodes do.
+    /// Partition, latency: what the links between the clients and the nodes do,
+    /// and which links.
     pub link: Option<LinkMode>,
+    pub links: Option<Links>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -346,6 +349,10 @@ impl Workload {
                     "expected a duration longer than 0".into()
                 ));
             }
+            let link_fault = matches!(f.kind, FaultKind::Partition | FaultKind::Latency);
+            if link_fault && f.target.is_some() == f.nodes.is_some() {
+                bail!(bad(&key("nodes"), "a link fault cuts either a client off (`target`: \"holder\", \"random\", \"client-N\") or nodes off (`nodes`): give one of them".into()));
+            }
             let client_fault = f.kind == FaultKind::Pause;
             if client_fault && f.nodes.is_some() {
                 bail!(bad(
@@ -353,7 +360,7 @@ impl Workload {
                     "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
                 ));
             }
-            if !client_fault && f.target.is_some() {
+            if !client_fault && !link_fault && f.target.is_some() {
                 bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
             }
             if f.kind != FaultKind::Kill && f.wipe.is_some() {
@@ -364,6 +371,10 @@ impl Workload {
             }
             let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
             let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
+            let links = link_fault.then(|| match (&f.target, &f.nodes) {
+                (Some(t), _) => Links::FromClient(t.clone()),
+                (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
+            });
             faults.push(FaultEntry {
                 kind: f.kind,
                 target: f.target.unwrap_or(Target::Random),
@@ -371,6 +382,7 @@ impl Workload {
                 wipe: f.wipe.unwrap_or(false),
                 clock,
                 link,
+                links,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
