@@ -396,11 +396,11 @@ fn illegal<M: Model>(
         "no op can take effect first".to_string()
     } else {
         format!(
-            "the longest legal order found takes {} of the {} ops (ending with: {}) and leaves the state {:?}",
+            "the longest legal order found takes {} of the {} ops (ending with: {}) and leaves the state {}",
             s.order.len(),
             part.len(),
             tail.join("; "),
-            s.state
+            model.describe_state(&s.state)
         )
     };
     let explanation = format!(

@@ -449,6 +449,22 @@ impl Workload {
 fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::Error {
     let message = e.message().trim_end();
     match e.span() {
+        // A missing key's span is the table that lacks it: from its header, or the
+        // whole file for the top level.
+        Some(span) if message.starts_with("missing field") => {
+            let header = text[span.start.min(text.len())..]
+                .lines()
+                .next()
+                .and_then(|l| l.trim().strip_prefix('['))
+                .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            match header {
+                Some(table) => {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    anyhow!("{file}:{line}: [{table}]: {message}")
+                }
+                None => anyhow!("{file}: {message} (at the top level)"),
+            }
+        }
         Some(span) => {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             let source = text.lines().nth(line - 1).unwrap_or("").trim();
@@ -842,6 +858,26 @@ interval = "2s"
         );
         assert!(
             e.contains("allow") && e.contains("stale-write-accepted"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_names_the_table_that_lacks_it() {
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("writes = 3\n", "")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml:14: [critical_section]: missing field `writes`"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("duration = \"10s\"\n", "")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml: missing field `duration` (at the top level)"),
             "{e}"
         );
     }

@@ -19,11 +19,13 @@
 //! search and against a brute force that tries every order.
 
 use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
+use super::ops::Ops;
 use super::sections::{Section, Sections};
 use super::Findings;
+use crate::check::linear::{check_operations, Outcome};
 use crate::check::model::{Model, Operation};
-use crate::check::{secs, Anomaly, AnomalyKind};
-use crate::history::{History, OpType};
+use crate::check::{secs, Anomaly, AnomalyKind, Limits};
+use crate::history::OpType;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -99,10 +101,20 @@ impl Model for OwnerMutex {
 }
 
 /// The ops the engine searches for one lock, `call`/`ret` being history positions.
-pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
-    let mut ops = Vec::new();
-    for sec in s.sections.iter().filter(|x| x.lock == lock) {
-        ops.push(Operation {
+pub fn operations(h: &Ops, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
+    s.sections
+        .iter()
+        .filter(|x| x.lock == lock)
+        .flat_map(|sec| section_ops(h, sec))
+        .collect()
+}
+
+/// A section as the mutex sees it: its acquire, and its end (a release that may land
+/// any time after, or never, where the hold's end was not seen).
+fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
+    let (from, to) = sec.end_window();
+    [
+        Operation {
             process: sec.process,
             input: MutexOp::Acquire {
                 process: sec.process,
@@ -112,9 +124,8 @@ pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp
             call: sec.acquire_invoke as u64,
             ret: sec.begin as u64,
             indexes: indexes(h, [sec.acquire_invoke, sec.begin]),
-        });
-        let (from, to) = sec.end_window();
-        ops.push(Operation {
+        },
+        Operation {
             process: sec.process,
             input: MutexOp::Release {
                 process: sec.process,
@@ -123,9 +134,8 @@ pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp
             call: from as u64,
             ret: to.map_or(u64::MAX, |t| t as u64),
             indexes: indexes(h, [from].into_iter().chain(to)),
-        });
-    }
-    ops
+        },
+    ]
 }
 
 /// Walks one lock's sections in order of their begin, keeping those still held (by
@@ -178,19 +188,57 @@ impl<'a> Sweep<'a> {
 }
 
 /// Reports every pair of sections of different processes whose cores overlap.
-pub fn double_holders(h: &History, s: &Sections, found: &mut Findings) {
+///
+/// Each pair listed is also put to the engine, as a second opinion from independent
+/// code: its two sections alone must have no legal order. A disagreement would be a
+/// bug in one of them, and makes the verdict `unknown` rather than a guess.
+pub fn double_holders(h: &Ops, s: &Sections, limits: &Limits, found: &mut Findings) {
     for lock in 0..s.locks.len() as u32 {
         let mut sweep = Sweep::new(&s.sections, lock);
         while let Some(i) = sweep.next_section() {
             for &j in &sweep.active {
-                found.report(AnomalyKind::DoubleHolder, || overlap(h, s, j, i));
+                let listed = found.report(AnomalyKind::DoubleHolder, || overlap(h, s, j, i));
+                if listed {
+                    second_opinion(h, s, j, i, limits, found);
+                }
             }
         }
     }
 }
 
+fn second_opinion(
+    h: &Ops,
+    s: &Sections,
+    first: usize,
+    second: usize,
+    limits: &Limits,
+    found: &mut Findings,
+) {
+    let ops: Vec<_> = [first, second]
+        .into_iter()
+        .flat_map(|x| section_ops(h, &s.sections[x]))
+        .collect();
+    let pair = format!(
+        "the sections of process {} (acquired {}) and process {} (acquired {})",
+        s.sections[first].process,
+        at(h, s.sections[first].begin),
+        s.sections[second].process,
+        at(h, s.sections[second].begin)
+    );
+    match check_operations(&OwnerMutex::default(), &ops, limits) {
+        Outcome::Illegal { .. } => {}
+        Outcome::Linearizable { .. } => found.dispute(format!(
+            "the sweep found {pair} overlapping, but the search found a legal order for them: \
+             a checker bug — please report it with this history"
+        )),
+        Outcome::Unknown { reason } => found.dispute(format!(
+            "the search could not confirm the overlap of {pair}: {reason}"
+        )),
+    }
+}
+
 /// `first` held the lock when `second` acquired it.
-fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
+fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
     let (first, second) = (&s.sections[first_id], &s.sections[second_id]);
     let until = first.core_end().min(second.core_end());
     // The first holder's writes while the second held: its acts as holder.
@@ -238,15 +286,15 @@ fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anom
 }
 
 /// `wrote at 11.001 s with token 1 (rejected: "stale-token")`.
-fn wrote(h: &History, s: &Sections, w: usize) -> String {
+fn wrote(h: &Ops, s: &Sections, w: usize) -> String {
     let invoke = s.writes[w].invoke;
     let outcome = match s.writes[w].completion.map(|c| &h.ops[c]) {
-        Some(c) if c.kind == OpType::Ok => match c.seq() {
+        Some(c) if c.kind == OpType::Ok => match c.seq {
             Some(seq) => format!(" (applied as seq {seq})"),
             None => " (acknowledged)".into(),
         },
-        Some(c) if c.kind == OpType::Fail => match &c.error {
-            Some(e) => format!(" (rejected: \"{e}\")"),
+        Some(c) if c.kind == OpType::Fail => match c.error {
+            Some(e) => format!(" (rejected: \"{}\")", h.name(e)),
             None => " (rejected)".into(),
         },
         _ => " (unanswered)".into(),
@@ -254,6 +302,6 @@ fn wrote(h: &History, s: &Sections, w: usize) -> String {
     format!(
         "wrote {}{}{outcome}",
         at(h, invoke),
-        with_token(h.ops[invoke].token())
+        with_token(h.ops[invoke].token)
     )
 }
