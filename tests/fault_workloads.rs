@@ -144,3 +144,46 @@ fn the_shipped_fault_workloads_load() {
         Workload::load(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     }
 }
+
+#[test]
+fn a_schedule_lays_the_faults_out_from_the_seed() {
+    use lockcheck::fault::schedule::{timeline, Mix};
+    let text = format!(
+        "{BASE}\n[schedule]\nmix = \"random\"\ngap = \"500ms\"\nheal = \"1s\"\n\
+         [[faults]]\nkind = \"kill\"\nnodes = \"one\"\nduration = \"300ms\"\n\
+         [[faults]]\nkind = \"pause-node\"\nnodes = \"minority\"\nduration = \"400ms\"\n"
+    );
+    let w = Workload::parse(&text, Path::new("w.toml")).unwrap();
+    let s = w.schedule.unwrap();
+    assert_eq!(
+        s.mix,
+        Mix::Random {
+            mean_gap: Duration::from_millis(500)
+        }
+    );
+    let plan = s.plan(w.duration);
+    let durations: Vec<Duration> = w.faults.iter().map(|f| f.duration).collect();
+    let slots = timeline(&durations, &plan, w.seed).unwrap();
+    assert!(slots.len() >= 3, "{slots:?}");
+    let last = slots.last().unwrap();
+    assert!(
+        last.at + last.duration <= Duration::from_secs(4),
+        "healed a second before the end"
+    );
+
+    let timed = text.replace(
+        "duration = \"300ms\"",
+        "duration = \"300ms\"\nafter = \"1s\"",
+    );
+    let e = format!(
+        "{:#}",
+        Workload::parse(&timed, Path::new("w.toml")).unwrap_err()
+    );
+    assert!(e.contains("faults[0]") && e.contains("[schedule]"), "{e}");
+    let impossible = text.replace("heal = \"1s\"", "heal = \"9s\"");
+    let e = format!(
+        "{:#}",
+        Workload::parse(&impossible, Path::new("w.toml")).unwrap_err()
+    );
+    assert!(e.contains("schedule"), "{e}");
+}

@@ -313,14 +313,16 @@ async fn execute(
         next_process: AtomicU64::new(w.clients.count as u64),
         acquired: acquired_tx,
     });
+    let plan = w.schedule.map(|s| s.plan(duration));
     let nemesis = nemesis::Nemesis::new(
         &w.faults,
+        plan.as_ref(),
         workers.procs().to_vec(),
         seed,
         recorder.clone(),
         live.clone(),
         servers.clone(),
-    );
+    )?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
     for (i, p) in pipes.into_iter().enumerate() {

@@ -38,6 +38,13 @@
 //! after = "1s"                  # optional, 1s: quiet period at the start
 //! interval = "1s"               # optional: gap between occurrences; none = once
 //!
+//! # Optional: lay all faults out from the seed instead (then no after/interval)
+//! [schedule]
+//! mix = "random"                # random (seeded) | interval (in turn)
+//! gap = "2s"                    # mean gap (random) or gap (interval)
+//! quiet = "1s"                  # optional, 1s: nothing before
+//! heal = "2s"                   # optional, 0: all healed this long before the end
+//!
 //! # Server nodes: `nodes` = one | minority | majority | all | primary | nN
 //! [[faults]]
 //! kind = "pause-node"           # SIGSTOP / SIGCONT server nodes
@@ -77,6 +84,7 @@ use crate::check::AnomalyKind;
 use crate::fault::clock::ClockChange;
 use crate::fault::node::NodeTarget;
 use crate::fault::proxy::{Links, Mode as LinkMode};
+use crate::fault::schedule::Mix;
 use crate::fault::Target;
 use crate::resource::Mode;
 use anyhow::{anyhow, bail, Result};
@@ -101,6 +109,31 @@ pub struct Workload {
     pub section: CriticalSection,
     pub resource: Mode,
     pub faults: Vec<FaultEntry>,
+    /// `[schedule]`: the faults laid out from the seed, instead of each entry's
+    /// own `after` / `interval`.
+    pub schedule: Option<Schedule>,
+}
+
+/// How the faults follow one another when a `[schedule]` table is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub mix: Mix,
+    /// Nothing before this (the cluster settles, the history gets a baseline).
+    pub quiet: Duration,
+    /// Every fault has ended this long before the run ends.
+    pub heal: Duration,
+}
+
+impl Schedule {
+    /// The schedule for a run of `run` (the workload's duration, or `--time-limit`).
+    pub fn plan(&self, run: Duration) -> crate::fault::schedule::Plan {
+        crate::fault::schedule::Plan {
+            run,
+            quiet: self.quiet,
+            heal: self.heal,
+            mix: self.mix,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -323,6 +356,11 @@ impl Workload {
             ));
         }
         let mut faults = Vec::new();
+        let raw_timed: Vec<bool> = raw
+            .faults
+            .iter()
+            .map(|f| f.after.is_some() || f.interval.is_some())
+            .collect();
         for (i, f) in raw.faults.into_iter().enumerate() {
             let key = |k: &str| format!("faults[{i}].{k}");
             if f.kind == FaultKind::Pause && f.target.is_none() {
@@ -410,6 +448,32 @@ impl Workload {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "workload".into()),
         };
+        let schedule = match raw.schedule {
+            None => None,
+            Some(sch) => {
+                if let Some(i) = raw_timed.iter().position(|t| *t) {
+                    bail!(bad(
+                        &format!("faults[{i}]"),
+                        "with a [schedule], the schedule says when faults happen: drop `after` and `interval`".into()
+                    ));
+                }
+                let schedule = Schedule {
+                    mix: match sch.mix {
+                        raw::MixKind::Interval => Mix::Interval { gap: sch.gap.0 },
+                        raw::MixKind::Random => Mix::Random {
+                            mean_gap: sch.gap.0,
+                        },
+                    },
+                    quiet: sch.quiet.map_or(Duration::from_secs(1), |d| d.0),
+                    heal: sch.heal.map_or(Duration::ZERO, |d| d.0),
+                };
+                let durations: Vec<Duration> = faults.iter().map(|f| f.duration).collect();
+                let plan = schedule.plan(raw.duration.0);
+                crate::fault::schedule::timeline(&durations, &plan, 0)
+                    .map_err(|e| bad("schedule", format!("{e:#}")))?;
+                Some(schedule)
+            }
+        };
         Ok(Workload {
             name,
             path: path.to_path_buf(),
@@ -441,6 +505,7 @@ impl Workload {
             },
             resource,
             faults,
+            schedule,
         })
     }
 }
@@ -674,6 +739,23 @@ mod raw {
         pub resource: Option<Mode>,
         #[serde(default)]
         pub faults: Vec<Fault>,
+        pub schedule: Option<Schedule>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Schedule {
+        pub mix: MixKind,
+        pub gap: Dur,
+        pub quiet: Option<Dur>,
+        pub heal: Option<Dur>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum MixKind {
+        Interval,
+        Random,
     }
 
     #[derive(Deserialize)]
