@@ -134,6 +134,13 @@ fn the_paused_holder_is_explained_with_times_tokens_and_its_failed_release() {
         a.explanation
     );
     assert!(a.explanation.contains("failed"), "{}", a.explanation);
+    assert!(
+        a.explanation.ends_with(
+            "Faults meanwhile: pause of client-0 at 1.003 s, resume of client-0 at 11.000 s."
+        ),
+        "{}",
+        a.explanation
+    );
 }
 
 #[test]

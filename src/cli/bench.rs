@@ -105,37 +105,8 @@ pub fn main(args: Args) -> Result<u8> {
     // Porcupine's etcd logs, one after the other, as Porcupine's tests run them.
     let porcupine = corpus.join("porcupine");
     let rows = expected(&porcupine)?;
-    let etcd: Vec<_> = rows.iter().filter(|r| r.1 == "etcd").collect();
-    let mut times = Vec::new();
-    let start = Instant::now();
-    for (file, _, ok) in &etcd {
-        let t = Instant::now();
-        let c = check_file(file, &Options::default())?;
-        times.push((t.elapsed(), file));
-        if ok.is_some_and(|ok| (c.verdict.valid == Validity::Valid) != ok) {
-            wrong += 1;
-            println!("  MISMATCH {}: {:?}", file.display(), c.verdict.valid);
-        }
-    }
-    let total = start.elapsed();
-    times.sort_by_key(|t| std::cmp::Reverse(t.0));
-    let slowest: Vec<String> = times
-        .iter()
-        .take(3)
-        .map(|(d, f)| {
-            format!(
-                "{} {}",
-                f.file_name().unwrap_or_default().to_string_lossy(),
-                ms(*d)
-            )
-        })
-        .collect();
-    println!(
-        "porcupine etcd: {} logs in {} (read + check; slowest: {})",
-        etcd.len(),
-        ms(total),
-        slowest.join(", ")
-    );
+    let etcd: Vec<_> = rows.iter().filter(|r| r.1 == "etcd").cloned().collect();
+    wrong += time_rows("porcupine etcd", &etcd)?;
 
     // Porcupine's kv logs: the whole file (keys in parallel), then each key alone.
     for name in ["c50-ok.txt", "c50-bad.txt"] {
@@ -164,21 +135,8 @@ pub fn main(args: Args) -> Result<u8> {
     }
 
     // Knossos's histories, every one against its default model.
-    let knossos = corpus.join("knossos");
-    if let Ok(rows) = expected(&knossos) {
-        let start = Instant::now();
-        for (file, _, ok) in &rows {
-            let c = check_file(file, &Options::default())?;
-            if ok.is_some_and(|ok| (c.verdict.valid == Validity::Valid) != ok) {
-                wrong += 1;
-                println!("  MISMATCH {}: {:?}", file.display(), c.verdict.valid);
-            }
-        }
-        println!(
-            "knossos: {} histories in {}",
-            rows.len(),
-            ms(start.elapsed())
-        );
+    if let Ok(rows) = expected(&corpus.join("knossos")) {
+        wrong += time_rows("knossos", &rows)?;
     }
 
     if let Some(lock) = &args.lock {
@@ -206,6 +164,44 @@ pub fn main(args: Args) -> Result<u8> {
         return Ok(1);
     }
     Ok(0)
+}
+
+/// Checks each file with the defaults `check` picks, one after the other, and
+/// prints the total time and the slowest files; returns how many verdicts differ
+/// from the expected ones.
+fn time_rows(label: &str, rows: &[(PathBuf, String, Option<bool>)]) -> Result<usize> {
+    let mut wrong = 0;
+    let mut times = Vec::new();
+    let start = Instant::now();
+    for (file, _, ok) in rows {
+        let t = Instant::now();
+        let c = check_file(file, &Options::default())?;
+        times.push((t.elapsed(), file));
+        if ok.is_some_and(|ok| (c.verdict.valid == Validity::Valid) != ok) {
+            wrong += 1;
+            println!("  MISMATCH {}: {:?}", file.display(), c.verdict.valid);
+        }
+    }
+    let total = start.elapsed();
+    times.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let slowest: Vec<String> = times
+        .iter()
+        .take(3)
+        .map(|(d, f)| {
+            format!(
+                "{} {}",
+                f.file_name().unwrap_or_default().to_string_lossy(),
+                ms(*d)
+            )
+        })
+        .collect();
+    println!(
+        "{label}: {} files in {} (read + check, one after the other; slowest: {})",
+        rows.len(),
+        ms(total),
+        slowest.join(", ")
+    );
+    Ok(wrong)
 }
 
 /// A kv history cut into one history per key (indexes kept: they name the ops).

@@ -149,28 +149,19 @@ pub struct Checked {
 /// Reads and checks one file. Malformed input (a bad line, an op the model does not
 /// know) is an error with exit code 4 naming the file and where.
 pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
-    if let Some(model @ (ModelKind::Lock | ModelKind::FencedMutex)) = opts.model {
-        let format = match opts.format {
-            Some(f) => f,
-            None => detect_from_head(file)?,
+    if let Some(model) = streamed_lock_model(file, opts)? {
+        let resource = opts.resource.as_deref().map(read_resource).transpose()?;
+        let input = LockInput {
+            resource: resource.as_deref(),
         };
-        if format == Format::Jsonl {
-            // Our own lock histories are read line by line: the lock checker never
-            // needs them whole (a million lines held as `Op`s take about a gigabyte).
-            let resource = opts.resource.as_deref().map(read_resource).transpose()?;
-            let input = LockInput {
-                resource: resource.as_deref(),
-            };
-            let fenced = model == ModelKind::FencedMutex;
-            let (verdict, ops) =
-                crate::check::lock::check_jsonl(file, &input, &opts.limits, fenced)?;
-            return Ok(Checked {
-                verdict,
-                format: Format::Jsonl,
-                model,
-                ops,
-            });
-        }
+        let fenced = model == ModelKind::FencedMutex;
+        let (verdict, ops) = crate::check::lock::check_jsonl(file, &input, &opts.limits, fenced)?;
+        return Ok(Checked {
+            verdict,
+            format: Format::Jsonl,
+            model,
+            ops,
+        });
     }
     let (history, format) = import::read(file, opts.format)?;
     let model = opts
@@ -232,8 +223,42 @@ pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
     })
 }
 
-/// The format of a file, told from its first 64 KiB.
-fn detect_from_head(file: &Path) -> Result<Format, HistoryError> {
+/// The lock model to check `file` against line by line, when it is one of our own
+/// lock histories: jsonl, and `--model lock|fenced-mutex`, or no `--model` and lock
+/// ops among its first lines (the default picks `lock` then, from the whole file
+/// too). The lock checker never needs such a history whole, and a million lines
+/// held as `Op`s take about a gigabyte.
+fn streamed_lock_model(file: &Path, opts: &Options) -> Result<Option<ModelKind>, HistoryError> {
+    let lock_model = matches!(
+        opts.model,
+        None | Some(ModelKind::Lock | ModelKind::FencedMutex)
+    );
+    if !lock_model || !matches!(opts.format, None | Some(Format::Jsonl)) {
+        return Ok(None);
+    }
+    let head = head(file)?;
+    if opts.format.is_none() && Format::detect(&head, file) != Format::Jsonl {
+        return Ok(None);
+    }
+    let lock_op = |line: &str| {
+        serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| {
+            v.get("process").is_some_and(|p| p.is_u64())
+                && matches!(
+                    v.get("f").and_then(|f| f.as_str()),
+                    Some("acquire" | "release" | "renew")
+                )
+        })
+    };
+    // The head's last line may be cut short: only whole lines count.
+    let lines: Vec<&str> = head.lines().collect();
+    let whole = &lines[..lines.len().saturating_sub(1)];
+    Ok(opts
+        .model
+        .or_else(|| whole.iter().any(|l| lock_op(l)).then_some(ModelKind::Lock)))
+}
+
+/// The first 64 KiB of a file.
+fn head(file: &Path) -> Result<String, HistoryError> {
     use std::io::Read;
     let io = |source| HistoryError::Io {
         file: file.display().to_string(),
@@ -245,7 +270,7 @@ fn detect_from_head(file: &Path) -> Result<Format, HistoryError> {
         .take(64 * 1024)
         .read_to_end(&mut head)
         .map_err(io)?;
-    Ok(Format::detect(&String::from_utf8_lossy(&head), file))
+    Ok(String::from_utf8_lossy(&head).into_owned())
 }
 
 /// Reads `resource.jsonl`: one applied write per line, every bad line an error

@@ -63,11 +63,20 @@ pub struct LockOp {
     pub error: Option<u32>,
 }
 
-/// The client ops of a history, in history order (the fault injector's are left out:
-/// the lock checks judge clients and the resource).
+/// A fault the injector started or ended, for the sentences: `pause of client-0`.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    pub index: u64,
+    pub time: u64,
+    pub what: String,
+}
+
+/// The client ops of a history, in history order, and the faults apart (the lock
+/// checks judge clients and the resource; faults only explain).
 #[derive(Debug, Default)]
 pub struct Ops {
     pub ops: Vec<LockOp>,
+    pub faults: Vec<Fault>,
     names: Vec<String>,
     ids: FxHashMap<String, u32>,
 }
@@ -84,6 +93,21 @@ impl Ops {
 
     pub fn push(&mut self, op: &Op) {
         let Process::Client(process) = op.process else {
+            let targets: Vec<&str> = op
+                .value
+                .get("targets")
+                .and_then(|t| t.as_array())
+                .map(|t| t.iter().filter_map(|x| x.as_str()).collect())
+                .unwrap_or_default();
+            let what = match targets.is_empty() {
+                true => op.f.clone(),
+                false => format!("{} of {}", op.f, targets.join(", ")),
+            };
+            self.faults.push(Fault {
+                index: op.index,
+                time: op.time,
+                what,
+            });
             return;
         };
         let lock = op

@@ -131,7 +131,12 @@ fn stale_writes(h: &Ops, s: &Sections, applied: &[Applied], found: &mut Findings
                         ),
                         processes: vec![earlier.process, stale.process],
                         tokens: vec![mt, t],
-                        time: stale.write.map(|w| h.ops[s.writes[w].invoke].time),
+                        // It was applied after both were seen: the latest op involved.
+                        time: positions(s, earlier)
+                            .into_iter()
+                            .chain(positions(s, stale))
+                            .map(|p| h.ops[p].time)
+                            .max(),
                         explanation: format!(
                             "the resource applied {} after it had applied {}: a fenced resource \
                          rejects a token lower than one it has seen",

@@ -115,6 +115,8 @@ pub struct Sections {
     pub locks: Vec<String>,
     /// In order of `begin`.
     pub sections: Vec<Section>,
+    /// For each lock, its sections (indexes into `sections`), in order of `begin`.
+    pub by_lock: Vec<Vec<u32>>,
     /// Positions of `release` oks from processes with no open section.
     pub foreign_releases: Vec<usize>,
     pub writes: Vec<WriteOp>,
@@ -127,7 +129,8 @@ pub struct Sections {
 struct ProcState {
     /// Invoke position of the op in flight.
     inflight: Option<usize>,
-    /// The section a release in flight ends, or the write in flight (index into writes).
+    /// The section a release in flight ends, or the write or read in flight (index
+    /// into `writes` or `reads`).
     inflight_target: Option<usize>,
     /// Sections held, oldest first (several only when holding several locks).
     open: Vec<u32>,
@@ -176,10 +179,13 @@ pub fn build(h: &Ops) -> Sections {
                         section: st.open.last().copied(),
                     });
                 }
-                F::Read => out.reads.push(ReadOp {
-                    invoke: pos,
-                    completion: None,
-                }),
+                F::Read => {
+                    st.inflight_target = Some(out.reads.len());
+                    out.reads.push(ReadOp {
+                        invoke: pos,
+                        completion: None,
+                    });
+                }
                 _ => {}
             }
             continue;
@@ -222,8 +228,8 @@ pub fn build(h: &Ops) -> Sections {
                 }
             }
             F::Read => {
-                if let Some(r) = out.reads.last_mut().filter(|r| r.invoke == invoke) {
-                    r.completion = Some(pos);
+                if let Some(r) = target {
+                    out.reads[r].completion = Some(pos);
                 }
             }
             _ => {}
@@ -243,6 +249,10 @@ pub fn build(h: &Ops) -> Sections {
         for &s in &st.open {
             out.sections[s as usize].end = End::Stopped { last: st.last };
         }
+    }
+    out.by_lock = vec![Vec::new(); out.locks.len()];
+    for (i, s) in out.sections.iter().enumerate() {
+        out.by_lock[s.lock as usize].push(i as u32);
     }
     out
 }

@@ -18,7 +18,7 @@ pub fn check(h: &Ops, s: &Sections, fenced: bool, found: &mut Findings) {
         let mut first_with: FxHashMap<u64, usize> = FxHashMap::default();
         // The greatest token among sections that have ended, and whose it was.
         let mut max_ended: Option<(u64, usize)> = None;
-        let mut sweep = Sweep::new(&s.sections, lock);
+        let mut sweep = Sweep::new(s, lock);
         while let Some(i) = sweep.next_section() {
             for &j in &sweep.ended {
                 if let Some(t) = s.sections[j].token {

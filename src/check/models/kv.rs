@@ -195,7 +195,7 @@ pub fn check(history: &History, limits: &Limits) -> Result<Verdict, ModelError> 
             keys.len()
         ));
     }
-    Ok(tally.finish("kv"))
+    Ok(tally.finish("kv", history))
 }
 
 /// A kv history as the engine's ops, and the key names (ops name keys by number).

@@ -78,12 +78,13 @@ const EVIDENCE_TAIL: usize = 4;
 /// (one anomaly per illegal part, naming its key), unknown if any part gave up.
 pub(crate) fn verdict<M: Model>(
     name: &str,
+    history: &History,
     ops: &[Operation<M::Input, M::Output>],
     parts: &[Part],
 ) -> Verdict {
     let mut tally = Tally::default();
     tally.add(ops, parts);
-    tally.finish(name)
+    tally.finish(name, history)
 }
 
 /// Gathers the outcomes of the parts of one check (possibly run as several
@@ -130,7 +131,15 @@ impl Tally {
         self.anomalies.extend(anomaly);
     }
 
-    pub fn finish(mut self, name: &str) -> Verdict {
+    /// The verdict; each anomaly's time is that of its last op in `history`.
+    pub fn finish(mut self, name: &str, history: &History) -> Verdict {
+        for a in &mut self.anomalies {
+            let last = a.indexes.last().and_then(|&i| {
+                let at = history.ops.binary_search_by_key(&i, |o| o.index).ok()?;
+                Some(&history.ops[at])
+            });
+            a.time = a.time.or(last.map(|o| o.time));
+        }
         let valid = if !self.anomalies.is_empty() {
             Validity::Invalid
         } else if self.undecided {

@@ -74,7 +74,7 @@ impl MultiRegister {
             Ok((txn, ok.map(|_| ())))
         })?;
         let parts = check_partitioned(&model, &ops, limits);
-        Ok(verdict::<Self>("multi-register", &ops, &parts))
+        Ok(verdict::<Self>("multi-register", history, &ops, &parts))
     }
 
     /// `{"txn": [["read", "x", null], ["write", "y", 2]]}` as micro-ops.

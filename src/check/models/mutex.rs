@@ -57,7 +57,7 @@ impl Mutex {
             Ok((input, ok.map(|_| ())))
         })?;
         let parts = check_partitioned(self, &ops, limits);
-        Ok(verdict::<Self>("mutex", &ops, &parts))
+        Ok(verdict::<Self>("mutex", history, &ops, &parts))
     }
 }
 

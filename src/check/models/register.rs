@@ -141,7 +141,7 @@ impl Register {
             Ok((input, output))
         })?;
         let parts = check_partitioned(self, &ops, limits);
-        Ok(verdict::<Self>(self.name(), &ops, &parts))
+        Ok(verdict::<Self>(self.name(), history, &ops, &parts))
     }
 }
 
@@ -199,5 +199,101 @@ mod tests {
         assert!(err
             .reason
             .contains("\"cas\" is not an op of the register model"));
+    }
+
+    /// Every order of every subset of the ops (all finite ones, any open-ended
+    /// ones) that real time allows, tried one by one: the reference.
+    fn brute_force(m: &Register, ops: &[crate::check::model::Operation<RegIn, RegOut>]) -> bool {
+        fn go(
+            m: &Register,
+            ops: &[crate::check::model::Operation<RegIn, RegOut>],
+            used: &mut Vec<bool>,
+            state: Option<i64>,
+        ) -> bool {
+            let all_finite = ops
+                .iter()
+                .zip(used.iter())
+                .all(|(o, &u)| u || o.ret == u64::MAX);
+            if all_finite {
+                return true;
+            }
+            for i in 0..ops.len() {
+                // i may go next if every op that returned before i was called is used.
+                let ready = !used[i]
+                    && ops
+                        .iter()
+                        .zip(used.iter())
+                        .all(|(o, &u)| u || o.ret >= ops[i].call);
+                if !ready {
+                    continue;
+                }
+                if let Some(next) = m.step(&state, &ops[i].input, ops[i].output.as_ref()) {
+                    used[i] = true;
+                    let ok = go(m, ops, used, next);
+                    used[i] = false;
+                    if ok {
+                        return true;
+                    }
+                }
+            }
+            false
+        }
+        go(m, ops, &mut vec![false; ops.len()], m.init())
+    }
+
+    #[test]
+    fn the_search_agrees_with_trying_every_order() {
+        use crate::check::linear::{check_operations, Outcome};
+        use crate::check::model::Operation;
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        let m = Register {
+            initial: Some(0),
+            cas: true,
+        };
+        let mut verdicts = [0; 2];
+        for _ in 0..3000 {
+            let n = rng.gen_range(1..=7);
+            let ops: Vec<Operation<RegIn, RegOut>> = (0..n)
+                .map(|p| {
+                    let call = rng.gen_range(0..20);
+                    let ret = if rng.gen_bool(0.2) {
+                        u64::MAX
+                    } else {
+                        call + rng.gen_range(0..8)
+                    };
+                    let v = rng.gen_range(0..3);
+                    let (input, output) = match rng.gen_range(0..4) {
+                        0 => (RegIn::Read, Some(RegOut::Read(Some(v)))),
+                        1 => (RegIn::Write(v), Some(RegOut::Written)),
+                        2 => (
+                            RegIn::Cas {
+                                from: v,
+                                to: rng.gen_range(0..3),
+                            },
+                            Some(RegOut::Cas(rng.gen_bool(0.5))),
+                        ),
+                        _ => (RegIn::Read, None),
+                    };
+                    Operation {
+                        process: p,
+                        input,
+                        output: if ret == u64::MAX { None } else { output },
+                        call,
+                        ret,
+                        indexes: vec![],
+                    }
+                })
+                .collect();
+            let expected = brute_force(&m, &ops);
+            let got = match check_operations(&m, &ops, &Limits::default()) {
+                Outcome::Linearizable { .. } => true,
+                Outcome::Illegal { .. } => false,
+                o => panic!("{o:?}"),
+            };
+            assert_eq!(got, expected, "{ops:#?}");
+            verdicts[expected as usize] += 1;
+        }
+        assert!(verdicts[0] > 300 && verdicts[1] > 300, "{verdicts:?}");
     }
 }

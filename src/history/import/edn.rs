@@ -184,7 +184,14 @@ impl Parser<'_> {
                     return Err(Fault {
                         line: open_line,
                         field: "edn".into(),
-                        reason: format!("'{}' opened here is never closed", close as char),
+                        reason: format!(
+                            "the {} opened here is never closed",
+                            match close {
+                                b']' => "vector",
+                                b')' => "list",
+                                _ => "map or set",
+                            }
+                        ),
                     })
                 }
                 Some(c) if c == close => {
