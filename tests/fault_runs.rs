@@ -75,3 +75,45 @@ fn etcd_holder_cut_off_past_its_lease_gives_two_holders_and_a_stale_write() {
     );
     r.assert_nothing_left();
 }
+
+/// A clock fault on etcd (Go, reading the vDSO) skews nothing, and the verdict says
+/// so for each member instead of pretending.
+#[test]
+fn a_clock_fault_on_etcd_is_reported_as_not_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("etcd-clock.toml");
+    std::fs::write(
+        &path,
+        r#"duration = "3s"
+resource = "unfenced"
+[backend]
+kind = "etcd"
+lease = "2s"
+[clients]
+count = 2
+[critical_section]
+hold = "100ms"
+writes = 1
+[[faults]]
+kind = "clock"
+nodes = "all"
+offset = "+30s"
+after = "500ms"
+duration = "1s"
+"#,
+    )
+    .unwrap();
+    let r = run(&path, &[]);
+    let missed = r.json["figures"]["unreachable"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(missed.len(), 3, "{}", r.json["figures"]);
+    assert!(
+        missed
+            .iter()
+            .all(|m| m.as_str().unwrap().contains("Go binary")),
+        "{missed:?}"
+    );
+    r.assert_nothing_left();
+}
