@@ -965,6 +965,25 @@ interval = "2s"
     }
 
     #[test]
+    fn the_documented_example_reads() {
+        let example: String = include_str!("workload.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .skip_while(|l| !l.contains("```toml"))
+            .skip(1)
+            .take_while(|l| !l.contains("```"))
+            .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+            .collect();
+        let w = parse(&example).unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+        assert_eq!(w.name, "redis-pause");
+        assert_eq!(
+            w.backend.lease.renew_every,
+            Some(Duration::from_millis(300))
+        );
+        assert_eq!(w.faults.len(), 1);
+    }
+
+    #[test]
     fn durations_need_their_unit() {
         assert_eq!(
             "250ms".parse::<Dur>().unwrap().0,
