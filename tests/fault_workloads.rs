@@ -187,3 +187,32 @@ fn a_schedule_lays_the_faults_out_from_the_seed() {
     );
     assert!(e.contains("schedule"), "{e}");
 }
+
+/// The fault catalogue's example in the workload docs reads, every kind of it.
+#[test]
+fn the_documented_fault_catalogue_reads() {
+    let source = include_str!("../src/run/workload.rs");
+    let example: String = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .skip_while(|l| !l.contains("The fault catalogue"))
+        .skip_while(|l| !l.contains("```toml"))
+        .skip(1)
+        .take_while(|l| !l.contains("```"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let w = Workload::parse(&format!("{BASE}\n{example}"), Path::new("w.toml"))
+        .unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+    let kinds: Vec<FaultKind> = w.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::PauseNode,
+            FaultKind::Kill,
+            FaultKind::Clock,
+            FaultKind::Partition,
+            FaultKind::Latency
+        ]
+    );
+    assert!(w.schedule.is_some());
+}

@@ -37,7 +37,12 @@
 //! duration = "2500ms"
 //! after = "1s"                  # optional, 1s: quiet period at the start
 //! interval = "1s"               # optional: gap between occurrences; none = once
+//! ```
 //!
+//! The fault catalogue (each entry also takes `duration`, and `after` /
+//! `interval` unless a `[schedule]` lays the faults out):
+//!
+//! ```toml
 //! # Optional: lay all faults out from the seed instead (then no after/interval)
 //! [schedule]
 //! mix = "random"                # random (seeded) | interval (in turn)
