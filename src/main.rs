@@ -26,6 +26,10 @@ enum Command {
     Report(cli::report::Args),
     /// Re-check a stored run (other --allow, a newer checker) without running anything.
     Analyze(cli::analyze::Args),
+    /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
+    Doctor(cli::doctor::Args),
+    /// Undo what a run killed with -9 left behind (stopped processes, skewed clocks, servers).
+    Recover(cli::recover::Args),
     /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
     Bench(cli::bench::Args),
     /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
+        Command::Recover(args) => cli::recover::main(args),
         Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
         Command::Report(args) => cli::report::main(args),

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod check;
 pub mod doctor;
 pub mod report;
+pub mod recover;
 pub mod run;
 pub mod worker;
 

@@ -98,6 +98,8 @@ pub mod f {
     pub const HEAL: &str = "heal";
     pub const CLOCK_SKEW: &str = "clock-skew";
     pub const CLOCK_RESET: &str = "clock-reset";
+    /// Links slowed (delay ± jitter); ends with a `heal`.
+    pub const LATENCY: &str = "latency";
 }
 
 /// One line of `history.jsonl`.

@@ -97,26 +97,26 @@ pub struct Pipes {
 }
 
 impl Workers {
-    /// Starts `count` workers (`exe worker --config ...`), each in its own process
+    /// Starts one worker per config (`exe worker --config ...`; they differ where
+    /// each client reaches the nodes through links of its own), each in its own process
     /// group (a Ctrl-C at the terminal reaches the controller, which stops them in
     /// order), killed by the kernel if the controller dies, logging to
     /// `clients/client-N.log`. Waits until each has connected.
     pub async fn start(
         exe: &Path,
-        config: &worker::Config,
-        count: usize,
+        configs: &[worker::Config],
         dir: &Path,
         ready_timeout: Duration,
     ) -> Result<(Workers, Vec<Pipes>)> {
         let logs = dir.join("clients");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-        let config = serde_json::to_string(config)?;
         let mut workers = Workers {
             children: Vec::new(),
             procs: Vec::new(),
         };
         let mut pipes = Vec::new();
-        for i in 0..count {
+        for (i, config) in configs.iter().enumerate() {
+            let config = serde_json::to_string(config)?;
             let name = client_name(i);
             let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
             let mut cmd = tokio::process::Command::new(exe);

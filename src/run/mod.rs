@@ -235,6 +235,13 @@ async fn execute(
 ) -> Result<()> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
+    // Nodes a clock fault may skew start with lockcheck's clock interposer.
+    if w.faults
+        .iter()
+        .any(|f| f.kind == workload::FaultKind::Clock)
+    {
+        spec.prepare = Some(crate::fault::clock::prepare_hook(dir.to_path_buf()));
+    }
     let servers = LocalCluster::start(spec).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
@@ -246,25 +253,65 @@ async fn execute(
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
-    let config = worker::Config {
-        backend: w.backend.kind,
-        endpoints: servers.lock().await.endpoints(),
-        lock: LockConfig {
-            name: LOCK_NAME.to_string(),
-            lease: w.backend.lease.ttl,
-            acquire_timeout: w.backend.acquire_timeout,
-            fencing_token: w.backend.fencing_token,
-        },
-        resource: res.addr(),
+    // With link faults planned, each client reaches each node through a proxy of
+    // its own (`client-0->n1`, ...) that the faults cut or slow.
+    let linked = w.faults.iter().any(|f| {
+        matches!(
+            f.kind,
+            workload::FaultKind::Partition | workload::FaultKind::Latency
+        )
+    });
+    let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
+    let (_proxies, endpoints) = if linked {
+        let nodes: Vec<_> = servers
+            .lock()
+            .await
+            .nodes()
+            .iter()
+            .map(|n| (n.name.clone(), n.client_listen))
+            .collect();
+        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &clients, &nodes, seed).await?;
+        (Some(p), e)
+    } else {
+        let direct = servers.lock().await.endpoints();
+        (None, vec![direct; clients.len()])
     };
-    let (workers, pipes) = Workers::start(
-        &opts.worker_exe,
-        &config,
-        w.clients.count,
-        dir,
-        Duration::from_secs(20),
-    )
-    .await?;
+    let configs: Vec<worker::Config> = endpoints
+        .into_iter()
+        .map(|endpoints| worker::Config {
+            backend: w.backend.kind,
+            endpoints,
+            lock: LockConfig {
+                name: LOCK_NAME.to_string(),
+                lease: w.backend.lease.ttl,
+                acquire_timeout: w.backend.acquire_timeout,
+                fencing_token: w.backend.fencing_token,
+            },
+            resource: res.addr(),
+        })
+        .collect();
+    let (workers, pipes) =
+        Workers::start(&opts.worker_exe, &configs, dir, Duration::from_secs(20)).await?;
+    // Every process of the run goes into its journal, so that `lockcheck recover`
+    // can end what a controller killed with -9 leaves behind.
+    let journal = crate::fault::journal::Journal::for_run(dir)?;
+    {
+        let cluster = servers.lock().await;
+        let nodes = cluster
+            .nodes()
+            .iter()
+            .filter_map(|n| Some((n.name.clone(), cluster.pid(&n.name)? as i32)));
+        let clients = workers
+            .procs()
+            .iter()
+            .map(|p| (p.name.clone(), p.pid.as_raw()));
+        for (name, pid) in nodes.chain(clients) {
+            // One that has already exited cannot be left behind.
+            if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
+                journal.record(crate::fault::journal::Effect::Process(proc))?;
+            }
+        }
+    }
 
     // The run's clock starts here, with everything up.
     let recorder = Arc::new(Recorder::new(HistoryWriter::create(
@@ -280,14 +327,16 @@ async fn execute(
         next_process: AtomicU64::new(w.clients.count as u64),
         acquired: acquired_tx,
     });
+    let plan = w.schedule.map(|s| s.plan(duration));
     let nemesis = nemesis::Nemesis::new(
         &w.faults,
+        plan.as_ref(),
         workers.procs().to_vec(),
         seed,
         recorder.clone(),
         live.clone(),
         servers.clone(),
-    );
+    )?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
     for (i, p) in pipes.into_iter().enumerate() {

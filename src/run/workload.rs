@@ -38,9 +38,58 @@
 //! after = "1s"                  # optional, 1s: quiet period at the start
 //! interval = "1s"               # optional: gap between occurrences; none = once
 //! ```
+//!
+//! The fault catalogue (each entry also takes `duration`, and `after` /
+//! `interval` unless a `[schedule]` lays the faults out):
+//!
+//! ```toml
+//! # Optional: lay all faults out from the seed instead (then no after/interval)
+//! [schedule]
+//! mix = "random"                # random (seeded) | interval (in turn)
+//! gap = "2s"                    # mean gap (random) or gap (interval)
+//! quiet = "1s"                  # optional, 1s: nothing before
+//! heal = "2s"                   # optional, 0: all healed this long before the end
+//!
+//! # Server nodes: `nodes` = one | minority | majority | all | primary | nN
+//! [[faults]]
+//! kind = "pause-node"           # SIGSTOP / SIGCONT server nodes
+//! nodes = "primary"
+//! duration = "3s"
+//!
+//! [[faults]]
+//! kind = "kill"                 # kill -9, restart when it ends
+//! nodes = "minority"
+//! wipe = true                   # optional, false: restart with empty data
+//! duration = "500ms"
+//!
+//! [[faults]]
+//! kind = "clock"                # live, per node (not Go servers: reported)
+//! nodes = "majority"
+//! offset = "+20s"               # a jump; or rate = 2.0; or a strobe:
+//!                               #   offset2 = "-1s", period = "20ms"
+//! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "partition"            # client-to-node links: the holder cut off from
+//! target = "holder"             #   every node, or `nodes = "primary"`: those
+//!                               #   nodes cut off from every client
+//! cut = "blackhole"             # optional: blackhole (hang) | reset (RST)
+//! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "latency"              # the clients' links to the nodes
+//! nodes = "all"
+//! delay = "50ms"                # each way
+//! jitter = "10ms"               # optional, 0
+//! duration = "4s"
+//! ```
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
+use crate::fault::clock::ClockChange;
+use crate::fault::node::NodeTarget;
+use crate::fault::proxy::{Links, Mode as LinkMode};
+use crate::fault::schedule::Mix;
 use crate::fault::Target;
 use crate::resource::Mode;
 use anyhow::{anyhow, bail, Result};
@@ -65,6 +114,31 @@ pub struct Workload {
     pub section: CriticalSection,
     pub resource: Mode,
     pub faults: Vec<FaultEntry>,
+    /// `[schedule]`: the faults laid out from the seed, instead of each entry's
+    /// own `after` / `interval`.
+    pub schedule: Option<Schedule>,
+}
+
+/// How the faults follow one another when a `[schedule]` table is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub mix: Mix,
+    /// Nothing before this (the cluster settles, the history gets a baseline).
+    pub quiet: Duration,
+    /// Every fault has ended this long before the run ends.
+    pub heal: Duration,
+}
+
+impl Schedule {
+    /// The schedule for a run of `run` (the workload's duration, or `--time-limit`).
+    pub fn plan(&self, run: Duration) -> crate::fault::schedule::Plan {
+        crate::fault::schedule::Plan {
+            run,
+            quiet: self.quiet,
+            heal: self.heal,
+            mix: self.mix,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -156,7 +230,19 @@ pub struct CriticalSection {
 #[derive(Debug, Clone)]
 pub struct FaultEntry {
     pub kind: FaultKind,
+    /// The client a client fault hits; `Random` (timed) for node faults, which
+    /// pick their nodes with `nodes`.
     pub target: Target,
+    /// The server nodes a node fault (pause-node, kill, clock) hits.
+    pub nodes: NodeTarget,
+    /// Kill: restart the node with its data directory wiped.
+    pub wipe: bool,
+    /// Clock: what happens to the clocks.
+    pub clock: Option<ClockChange>,
+    /// Partition, latency: what the links between the clients and the nodes do,
+    /// and which links.
+    pub link: Option<LinkMode>,
+    pub links: Option<Links>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -170,6 +256,24 @@ pub struct FaultEntry {
 pub enum FaultKind {
     /// SIGSTOP / SIGCONT a client process.
     Pause,
+    /// SIGSTOP / SIGCONT server nodes.
+    PauseNode,
+    /// Kill -9 server nodes, restart them when the fault ends.
+    Kill,
+    /// Skew the clocks of server nodes: jump, rate or strobe.
+    Clock,
+    /// Cut the links between the clients and server nodes (black hole or reset).
+    Partition,
+    /// Delay the bytes between the clients and server nodes.
+    Latency,
+}
+
+/// How a partition cuts a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutKind {
+    Blackhole,
+    Reset,
 }
 
 impl Workload {
@@ -257,16 +361,27 @@ impl Workload {
             ));
         }
         let mut faults = Vec::new();
+        let raw_timed: Vec<bool> = raw
+            .faults
+            .iter()
+            .map(|f| f.after.is_some() || f.interval.is_some())
+            .collect();
         for (i, f) in raw.faults.into_iter().enumerate() {
             let key = |k: &str| format!("faults[{i}].{k}");
-            if let Target::Client(c) = f.target {
+            if f.kind == FaultKind::Pause && f.target.is_none() {
+                bail!(bad(
+                    &key("target"),
+                    "expected \"holder\", \"random\" or a client name like \"client-0\"".into()
+                ));
+            }
+            if let Some(Target::Client(c)) = f.target {
                 if c >= count {
                     bail!(bad(
                         &key("target"),
                         format!(
                             "there are {count} clients (client-0 .. client-{}): found {}",
                             count - 1,
-                            f.target
+                            Target::Client(c)
                         )
                     ));
                 }
@@ -277,9 +392,40 @@ impl Workload {
                     "expected a duration longer than 0".into()
                 ));
             }
+            let link_fault = matches!(f.kind, FaultKind::Partition | FaultKind::Latency);
+            if link_fault && f.target.is_some() == f.nodes.is_some() {
+                bail!(bad(&key("nodes"), "a link fault cuts either a client off (`target`: \"holder\", \"random\", \"client-N\") or nodes off (`nodes`): give one of them".into()));
+            }
+            let client_fault = f.kind == FaultKind::Pause;
+            if client_fault && f.nodes.is_some() {
+                bail!(bad(
+                    &key("nodes"),
+                    "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
+                ));
+            }
+            if !client_fault && !link_fault && f.target.is_some() {
+                bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
+            }
+            if f.kind != FaultKind::Kill && f.wipe.is_some() {
+                bail!(bad(
+                    &key("wipe"),
+                    "only a kill restarts a node, wiped or not".into()
+                ));
+            }
+            let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
+            let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
+            let links = link_fault.then(|| match (&f.target, &f.nodes) {
+                (Some(t), _) => Links::FromClient(t.clone()),
+                (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
+            });
             faults.push(FaultEntry {
                 kind: f.kind,
-                target: f.target,
+                target: f.target.unwrap_or(Target::Random),
+                nodes: f.nodes.unwrap_or(NodeTarget::One),
+                wipe: f.wipe.unwrap_or(false),
+                clock,
+                link,
+                links,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -306,6 +452,32 @@ impl Workload {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "workload".into()),
+        };
+        let schedule = match raw.schedule {
+            None => None,
+            Some(sch) => {
+                if let Some(i) = raw_timed.iter().position(|t| *t) {
+                    bail!(bad(
+                        &format!("faults[{i}]"),
+                        "with a [schedule], the schedule says when faults happen: drop `after` and `interval`".into()
+                    ));
+                }
+                let schedule = Schedule {
+                    mix: match sch.mix {
+                        raw::MixKind::Interval => Mix::Interval { gap: sch.gap.0 },
+                        raw::MixKind::Random => Mix::Random {
+                            mean_gap: sch.gap.0,
+                        },
+                    },
+                    quiet: sch.quiet.map_or(Duration::from_secs(1), |d| d.0),
+                    heal: sch.heal.map_or(Duration::ZERO, |d| d.0),
+                };
+                let durations: Vec<Duration> = faults.iter().map(|f| f.duration).collect();
+                let plan = schedule.plan(raw.duration.0);
+                crate::fault::schedule::timeline(&durations, &plan, 0)
+                    .map_err(|e| bad("schedule", format!("{e:#}")))?;
+                Some(schedule)
+            }
         };
         Ok(Workload {
             name,
@@ -338,6 +510,7 @@ impl Workload {
             },
             resource,
             faults,
+            schedule,
         })
     }
 }
@@ -390,6 +563,120 @@ fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::
             }
         }
         None => anyhow!("{file}: {message}"),
+    }
+}
+
+/// What a `kind = "clock"` entry does: `rate`, `period` (strobe between
+/// `offset` and `offset2`) or `offset` (a jump); other kinds take none of them.
+fn clock_change(
+    f: &raw::Fault,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Option<ClockChange>> {
+    let given = [
+        ("offset", f.offset.is_some()),
+        ("offset2", f.offset2.is_some()),
+        ("period", f.period.is_some()),
+        ("rate", f.rate.is_some()),
+    ];
+    if f.kind != FaultKind::Clock {
+        return match given.iter().find(|(_, g)| *g) {
+            Some((k, _)) => Err(bad(k, "only a clock fault takes it".into())),
+            None => Ok(None),
+        };
+    }
+    let change = match (f.rate, f.period, f.offset, f.offset2) {
+        (Some(rate), None, None, None) if rate.is_finite() && rate > 0.0 => {
+            ClockChange::Rate { rate }
+        }
+        (Some(rate), None, None, None) => {
+            return Err(bad(
+                "rate",
+                format!("expected a positive number, found {rate}"),
+            ))
+        }
+        (None, Some(period), a, Some(b)) if !period.0.is_zero() => ClockChange::Strobe {
+            offset_ns: a.map_or(0, |a| a.0),
+            offset2_ns: b.0,
+            period: period.0,
+        },
+        (None, None, Some(a), None) => ClockChange::Jump { offset_ns: a.0 },
+        _ => {
+            return Err(bad(
+                "kind",
+                "a clock fault takes `offset` (a jump), or `rate`, or `period` + `offset2` \
+                 (+ `offset`) for a strobe"
+                    .into(),
+            ))
+        }
+    };
+    Ok(Some(change))
+}
+
+/// What a partition or latency entry does to its links; other kinds take none
+/// of `cut`, `delay`, `jitter`.
+fn link_mode(
+    f: &raw::Fault,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Option<LinkMode>> {
+    let only = |k: &str, kind: &str| Err(bad(k, format!("only a {kind} fault takes it")));
+    match f.kind {
+        FaultKind::Partition => {
+            if f.delay.is_some() {
+                return only("delay", "latency");
+            }
+            if f.jitter.is_some() {
+                return only("jitter", "latency");
+            }
+            Ok(Some(match f.cut.unwrap_or(CutKind::Blackhole) {
+                CutKind::Blackhole => LinkMode::Blackhole,
+                CutKind::Reset => LinkMode::Reset,
+            }))
+        }
+        FaultKind::Latency => {
+            if f.cut.is_some() {
+                return only("cut", "partition");
+            }
+            let Some(delay) = f.delay else {
+                return Err(bad(
+                    "delay",
+                    "a latency fault needs its delay, like \"50ms\"".into(),
+                ));
+            };
+            Ok(Some(LinkMode::Latency {
+                delay: delay.0,
+                jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
+            }))
+        }
+        _ => match [
+            ("cut", f.cut.is_some()),
+            ("delay", f.delay.is_some()),
+            ("jitter", f.jitter.is_some()),
+        ]
+        .iter()
+        .find(|(_, g)| *g)
+        {
+            Some((k, _)) => only(k, "partition or latency"),
+            None => Ok(None),
+        },
+    }
+}
+
+/// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SignedDur(pub i64);
+
+impl<'de> Deserialize<'de> for SignedDur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let t = s.trim();
+        let (sign, rest) = match t.strip_prefix('-') {
+            Some(r) => (-1, r),
+            None => (1, t.strip_prefix('+').unwrap_or(t)),
+        };
+        let Dur(d) = rest.parse().map_err(serde::de::Error::custom)?;
+        i64::try_from(d.as_nanos())
+            .map(|n| SignedDur(sign * n))
+            .map_err(|_| serde::de::Error::custom(format!("{s} is too long")))
     }
 }
 
@@ -457,6 +744,23 @@ mod raw {
         pub resource: Option<Mode>,
         #[serde(default)]
         pub faults: Vec<Fault>,
+        pub schedule: Option<Schedule>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Schedule {
+        pub mix: MixKind,
+        pub gap: Dur,
+        pub quiet: Option<Dur>,
+        pub heal: Option<Dur>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum MixKind {
+        Interval,
+        Random,
     }
 
     #[derive(Deserialize)]
@@ -511,7 +815,21 @@ mod raw {
     #[serde(deny_unknown_fields)]
     pub struct Fault {
         pub kind: FaultKind,
-        pub target: Target,
+        pub target: Option<Target>,
+        pub nodes: Option<NodeTarget>,
+        pub wipe: Option<bool>,
+        /// Clock: a jump (`"+20s"`, `"-5s"`), or strobe's first offset.
+        pub offset: Option<SignedDur>,
+        /// Clock, strobe: the other offset, and how often it flips.
+        pub offset2: Option<SignedDur>,
+        pub period: Option<Dur>,
+        /// Clock: how fast it runs (2.0 = twice real speed).
+        pub rate: Option<f64>,
+        /// Partition: `"blackhole"` (the default) or `"reset"`.
+        pub cut: Option<CutKind>,
+        /// Latency: added to each chunk each way, plus or minus `jitter`.
+        pub delay: Option<Dur>,
+        pub jitter: Option<Dur>,
         pub duration: Dur,
         pub after: Option<Dur>,
         pub interval: Option<Dur>,

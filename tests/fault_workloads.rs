@@ -1,0 +1,218 @@
+//! The `[[faults]]` kinds of the fault catalogue, as workload files write them.
+
+use lockcheck::fault::clock::ClockChange;
+use lockcheck::fault::node::NodeTarget;
+use lockcheck::run::workload::{FaultKind, Workload};
+use std::path::Path;
+use std::time::Duration;
+
+const BASE: &str = r#"
+duration = "5s"
+[backend]
+kind = "redlock"
+lease = "1s"
+[clients]
+count = 2
+[critical_section]
+hold = "100ms"
+writes = 1
+"#;
+
+fn parse(faults: &str) -> anyhow::Result<Workload> {
+    Workload::parse(
+        &format!("{BASE}\n[[faults]]\n{faults}"),
+        Path::new("w.toml"),
+    )
+}
+
+#[test]
+fn clock_entries_say_jump_rate_or_strobe() {
+    let w = parse("kind = \"clock\"\nnodes = \"majority\"\noffset = \"+20s\"\nduration = \"1s\"")
+        .unwrap();
+    let f = &w.faults[0];
+    assert_eq!(
+        (f.kind, &f.nodes),
+        (FaultKind::Clock, &NodeTarget::Majority)
+    );
+    assert_eq!(
+        f.clock,
+        Some(ClockChange::Jump {
+            offset_ns: 20_000_000_000
+        })
+    );
+    let w = parse("kind = \"clock\"\nnodes = \"n2\"\nrate = 0.5\nduration = \"1s\"").unwrap();
+    assert_eq!(w.faults[0].clock, Some(ClockChange::Rate { rate: 0.5 }));
+    let w = parse("kind = \"clock\"\nnodes = \"all\"\noffset2 = \"-1500ms\"\nperiod = \"20ms\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].clock,
+        Some(ClockChange::Strobe {
+            offset_ns: 0,
+            offset2_ns: -1_500_000_000,
+            period: Duration::from_millis(20)
+        })
+    );
+}
+
+#[test]
+fn node_faults_name_nodes_and_client_faults_name_clients() {
+    let w = parse("kind = \"kill\"\nnodes = \"primary\"\nwipe = true\nduration = \"1s\"").unwrap();
+    assert!(w.faults[0].wipe);
+    assert_eq!(w.faults[0].nodes, NodeTarget::Primary);
+    for (bad, key) in [
+        (
+            "kind = \"kill\"\ntarget = \"holder\"\nduration = \"1s\"",
+            "faults[0].target",
+        ),
+        (
+            "kind = \"pause\"\nnodes = \"one\"\ntarget = \"holder\"\nduration = \"1s\"",
+            "faults[0].nodes",
+        ),
+        (
+            "kind = \"pause-node\"\nnodes = \"one\"\nwipe = true\nduration = \"1s\"",
+            "faults[0].wipe",
+        ),
+        (
+            "kind = \"clock\"\nnodes = \"one\"\nduration = \"1s\"",
+            "faults[0].kind",
+        ),
+        (
+            "kind = \"clock\"\nnodes = \"one\"\nrate = -1.0\nduration = \"1s\"",
+            "faults[0].rate",
+        ),
+        (
+            "kind = \"kill\"\nnodes = \"one\"\noffset = \"1s\"\nduration = \"1s\"",
+            "faults[0].offset",
+        ),
+        (
+            "kind = \"kill\"\nnodes = \"most\"\nduration = \"1s\"",
+            "\"most\"",
+        ),
+    ] {
+        let e = format!("{:#}", parse(bad).unwrap_err());
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn link_entries_cut_or_slow() {
+    use lockcheck::fault::proxy::{Links, Mode};
+    use lockcheck::fault::Target;
+    let w = parse("kind = \"partition\"\nnodes = \"primary\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].link,
+        Some(Mode::Blackhole),
+        "a black hole unless told"
+    );
+    assert_eq!(w.faults[0].links, Some(Links::ToNodes(NodeTarget::Primary)));
+    let w = parse("kind = \"partition\"\ntarget = \"holder\"\ncut = \"reset\"\nduration = \"1s\"")
+        .unwrap();
+    assert_eq!(w.faults[0].link, Some(Mode::Reset));
+    assert_eq!(w.faults[0].links, Some(Links::FromClient(Target::Holder)));
+    assert_eq!(
+        w.faults[0].target,
+        Target::Holder,
+        "armed on the holder's acquire"
+    );
+    let w = parse("kind = \"latency\"\nnodes = \"all\"\ndelay = \"50ms\"\njitter = \"5ms\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].link,
+        Some(Mode::Latency {
+            delay: Duration::from_millis(50),
+            jitter: Duration::from_millis(5)
+        })
+    );
+    for (bad, key) in [
+        ("kind = \"partition\"\nduration = \"1s\"", "faults[0].nodes"),
+        ("kind = \"partition\"\nnodes = \"all\"\ntarget = \"holder\"\nduration = \"1s\"", "faults[0].nodes"),
+        ("kind = \"latency\"\nnodes = \"all\"\nduration = \"1s\"", "faults[0].delay"),
+        ("kind = \"latency\"\nnodes = \"all\"\ndelay = \"5ms\"\ncut = \"reset\"\nduration = \"1s\"", "faults[0].cut"),
+        ("kind = \"kill\"\nnodes = \"all\"\njitter = \"5ms\"\nduration = \"1s\"", "faults[0].jitter"),
+    ] {
+        let e = format!("{:#}", parse(bad).unwrap_err());
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}
+
+#[test]
+fn the_shipped_fault_workloads_load() {
+    for name in [
+        "redlock-clock-jump",
+        "redis-kill-restart",
+        "etcd-partition-leader",
+    ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("workloads/{name}.toml"));
+        Workload::load(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+    }
+}
+
+#[test]
+fn a_schedule_lays_the_faults_out_from_the_seed() {
+    use lockcheck::fault::schedule::{timeline, Mix};
+    let text = format!(
+        "{BASE}\n[schedule]\nmix = \"random\"\ngap = \"500ms\"\nheal = \"1s\"\n\
+         [[faults]]\nkind = \"kill\"\nnodes = \"one\"\nduration = \"300ms\"\n\
+         [[faults]]\nkind = \"pause-node\"\nnodes = \"minority\"\nduration = \"400ms\"\n"
+    );
+    let w = Workload::parse(&text, Path::new("w.toml")).unwrap();
+    let s = w.schedule.unwrap();
+    assert_eq!(
+        s.mix,
+        Mix::Random {
+            mean_gap: Duration::from_millis(500)
+        }
+    );
+    let plan = s.plan(w.duration);
+    let durations: Vec<Duration> = w.faults.iter().map(|f| f.duration).collect();
+    let slots = timeline(&durations, &plan, w.seed).unwrap();
+    assert!(slots.len() >= 3, "{slots:?}");
+    let last = slots.last().unwrap();
+    assert!(
+        last.at + last.duration <= Duration::from_secs(4),
+        "healed a second before the end"
+    );
+
+    let timed = text.replace(
+        "duration = \"300ms\"",
+        "duration = \"300ms\"\nafter = \"1s\"",
+    );
+    let e = format!(
+        "{:#}",
+        Workload::parse(&timed, Path::new("w.toml")).unwrap_err()
+    );
+    assert!(e.contains("faults[0]") && e.contains("[schedule]"), "{e}");
+    let impossible = text.replace("heal = \"1s\"", "heal = \"9s\"");
+    let e = format!(
+        "{:#}",
+        Workload::parse(&impossible, Path::new("w.toml")).unwrap_err()
+    );
+    assert!(e.contains("schedule"), "{e}");
+}
+
+/// The fault catalogue's example in the workload docs reads, every kind of it.
+#[test]
+fn the_documented_fault_catalogue_reads() {
+    let source = include_str!("../src/run/workload.rs");
+    let example: String = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .skip_while(|l| !l.contains("The fault catalogue"))
+        .skip_while(|l| !l.contains("```toml"))
+        .skip(1)
+        .take_while(|l| !l.contains("```"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let w = Workload::parse(&format!("{BASE}\n{example}"), Path::new("w.toml"))
+        .unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+    let kinds: Vec<FaultKind> = w.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::PauseNode,
+            FaultKind::Kill,
+            FaultKind::Clock,
+            FaultKind::Partition,
+            FaultKind::Latency
+        ]
+    );
+    assert!(w.schedule.is_some());
+}
