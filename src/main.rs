@@ -32,8 +32,6 @@ enum Command {
     Recover(cli::recover::Args),
     /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
     Bench(cli::bench::Args),
-    /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
-    Doctor(cli::doctor::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
