@@ -595,6 +595,21 @@ mod tests {
             r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire"} x"#,
             r#" {"index":1, "time":2 ,"process":3,"type":"ok","f":"acquire"}	"#,
             r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"token":1"#,
+            "{\"index\":1,\"time\":2,\"process\":3,\"type\":\"ok\",\"f\":\"acq\t\",\"value\":null}",
+            "{\"index\":1,\"time\":2,\"process\":3,\"type\":\"ok\",\"f\":\"acquire\",\"value\":{\"d\":\"a\tb\"}}",
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a":[true,false,null,-0.5,0,{}],"b":01}}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a":[1,]}}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a":tru}}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a":-}}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a":1.}}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a" 1}}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":{"a":{"b":[]},"c":[{}]},"node":"x",}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","value":nullx}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","node":"a","node":"a"}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire","":0,"":1}"#,
+            r#"{"time":2,"process":3,"type":"ok","f":"acquire"}"#,
+            r#"{}"#,
+            r#"{"index":1,"time":2,"process":3,"type":"ok","f":"acquire"}}"#,
         ];
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("h.jsonl");
