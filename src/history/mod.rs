@@ -10,11 +10,13 @@ mod write;
 pub mod import;
 pub mod synth;
 
-pub use read::{parse_jsonl, read_jsonl, read_jsonl_each, HistoryError};
+pub use read::{parse_jsonl, read_jsonl, read_jsonl_each, read_jsonl_refs, HistoryError};
 pub use write::HistoryWriter;
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Who performed an operation: a logical client (a worker), or the fault injector.
@@ -129,6 +131,42 @@ impl Op {
     /// `value.seq`: the resource's own order of an applied write.
     pub fn seq(&self) -> Option<u64> {
         self.value.get("seq").and_then(Value::as_u64)
+    }
+}
+
+/// One line of `history.jsonl` as `read_jsonl_refs` hands it over: the fields of an
+/// `Op`, borrowed from the reader's buffer where they can be, and the value left as
+/// raw JSON for the reader of the line to pick from. Building a `serde_json::Value`
+/// map per line costs more than all of a lock check; most checks need two fields.
+#[derive(Debug, Clone)]
+pub struct OpRef<'a> {
+    pub index: u64,
+    pub time: u64,
+    pub process: Process,
+    pub kind: OpType,
+    pub f: Cow<'a, str>,
+    /// `None` where the line has no value or `null`; else an object or a number.
+    pub value: Option<Cow<'a, RawValue>>,
+    pub node: Option<Cow<'a, str>>,
+    pub error: Option<Cow<'a, str>>,
+}
+
+impl OpRef<'_> {
+    /// The owned `Op` of this line, its value parsed whole.
+    pub fn to_op(&self) -> Result<Op, serde_json::Error> {
+        Ok(Op {
+            index: self.index,
+            time: self.time,
+            process: self.process,
+            kind: self.kind,
+            f: self.f.to_string(),
+            value: match &self.value {
+                None => Value::Null,
+                Some(raw) => serde_json::from_str(raw.get())?,
+            },
+            node: self.node.as_deref().map(str::to_string),
+            error: self.error.as_deref().map(str::to_string),
+        })
     }
 }
 

@@ -33,7 +33,7 @@ pub use resource::INCR;
 
 use super::linear::{check_partitioned, Outcome};
 use super::{Anomaly, AnomalyKind, Limits, Validity, Verdict};
-use crate::history::{read_jsonl_each, AppliedWrite, History, HistoryError};
+use crate::history::{read_jsonl_refs, AppliedWrite, History, HistoryError};
 use explain::{at, indexes};
 use ops::Ops;
 use std::path::Path;
@@ -69,9 +69,9 @@ pub fn check_jsonl(
 ) -> Result<(Verdict, usize), HistoryError> {
     let mut ops = Ops::default();
     let mut lines = 0;
-    let warnings = read_jsonl_each(path, |op| {
+    let warnings = read_jsonl_refs(path, |op| {
         lines += 1;
-        ops.push(&op)
+        ops.push_ref(&op)
     })?;
     let mut verdict = run(&ops, input, limits, fenced);
     verdict

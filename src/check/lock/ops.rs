@@ -3,8 +3,12 @@
 //! takes about a gigabyte; as `LockOp`s it takes a tenth of that, and it can be
 //! filled straight from the file, one line at a time (`lock::check_jsonl`).
 
-use crate::history::{History, Op, OpType, Process};
+use crate::history::{History, Op, OpRef, OpType, Process};
 use rustc_hash::FxHashMap;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hasher};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,41 +96,72 @@ impl Ops {
     }
 
     pub fn push(&mut self, op: &Op) {
-        let Process::Client(process) = op.process else {
-            let targets: Vec<&str> = op
-                .value
-                .get("targets")
-                .and_then(|t| t.as_array())
-                .map(|t| t.iter().filter_map(|x| x.as_str()).collect())
-                .unwrap_or_default();
-            let what = match targets.is_empty() {
-                true => op.f.clone(),
-                false => format!("{} of {}", op.f, targets.join(", ")),
-            };
-            self.faults.push(Fault {
-                index: op.index,
-                time: op.time,
-                what,
-            });
-            return;
+        match op.process {
+            Process::Nemesis => self.push_fault(op.index, op.time, &op.f, &op.value),
+            Process::Client(process) => self.push_client(
+                Client {
+                    index: op.index,
+                    time: op.time,
+                    process,
+                    kind: op.kind,
+                    f: &op.f,
+                    error: op.error.as_deref(),
+                },
+                Picked::of_value(&op.value),
+            ),
+        }
+    }
+
+    /// As `push`, from a line as read (`read_jsonl_refs`): of a client op's value
+    /// only the fields the checks use are read.
+    pub fn push_ref(&mut self, op: &OpRef<'_>) {
+        let raw = op.value.as_deref();
+        match op.process {
+            Process::Nemesis => {
+                let value = raw.map_or(Value::Null, parse_again);
+                self.push_fault(op.index, op.time, &op.f, &value)
+            }
+            Process::Client(process) => self.push_client(
+                Client {
+                    index: op.index,
+                    time: op.time,
+                    process,
+                    kind: op.kind,
+                    f: &op.f,
+                    error: op.error.as_deref(),
+                },
+                raw.map_or_else(Picked::default, Picked::of_raw),
+            ),
+        }
+    }
+
+    fn push_fault(&mut self, index: u64, time: u64, f: &str, value: &Value) {
+        let targets: Vec<&str> = value
+            .get("targets")
+            .and_then(|t| t.as_array())
+            .map(|t| t.iter().filter_map(|x| x.as_str()).collect())
+            .unwrap_or_default();
+        let what = match targets.is_empty() {
+            true => f.to_string(),
+            false => format!("{f} of {}", targets.join(", ")),
         };
-        let lock = op
-            .value
-            .get("lock")
-            .and_then(|v| v.as_str())
-            .map(|n| self.intern(n));
-        let error = op.error.as_deref().map(|e| self.intern(e));
+        self.faults.push(Fault { index, time, what });
+    }
+
+    fn push_client(&mut self, op: Client<'_>, value: Picked<'_>) {
+        let lock = value.lock.map(|n| self.intern(&n));
+        let error = op.error.map(|e| self.intern(e));
         self.ops.push(LockOp {
             index: op.index,
             time: op.time,
-            process,
+            process: op.process,
             kind: op.kind,
-            f: F::of(&op.f),
-            token: op.token(),
-            seq: op.seq(),
-            number: op.value.as_u64(),
+            f: F::of(op.f),
+            token: value.token,
+            seq: value.seq,
+            number: value.number,
             lock,
-            data: op.value.get("data").and_then(|d| d.as_str()).map(data_hash),
+            data: value.data,
             error,
         });
     }
@@ -146,6 +181,99 @@ impl Ops {
     }
 }
 
+/// A client op's fields other than its value.
+struct Client<'a> {
+    index: u64,
+    time: u64,
+    process: u64,
+    kind: OpType,
+    f: &'a str,
+    error: Option<&'a str>,
+}
+
+/// What the checks read of an op's value: `token`, `seq`, `lock`, the hash of
+/// `data`, or the value itself where it is a number. A field of another type than
+/// expected reads as absent, as `Value::get(..).and_then(Value::as_u64)` has it.
+#[derive(Default)]
+struct Picked<'a> {
+    token: Option<u64>,
+    seq: Option<u64>,
+    number: Option<u64>,
+    lock: Option<Cow<'a, str>>,
+    data: Option<u64>,
+}
+
+impl<'a> Picked<'a> {
+    fn of_value(v: &'a Value) -> Self {
+        let u = |k| v.get(k).and_then(Value::as_u64);
+        Picked {
+            token: u("token"),
+            seq: u("seq"),
+            number: v.as_u64(),
+            lock: v.get("lock").and_then(Value::as_str).map(Cow::Borrowed),
+            data: v.get("data").and_then(Value::as_str).map(data_hash),
+        }
+    }
+
+    /// From the raw JSON of a value (an object or a number; the reader checked).
+    fn of_raw(raw: &'a RawValue) -> Self {
+        #[derive(Deserialize)]
+        struct Fields<'a> {
+            #[serde(borrow)]
+            token: Option<&'a RawValue>,
+            #[serde(borrow)]
+            seq: Option<&'a RawValue>,
+            #[serde(borrow)]
+            lock: Option<&'a RawValue>,
+            #[serde(borrow)]
+            data: Option<&'a RawValue>,
+        }
+        if !raw.get().starts_with('{') {
+            return Picked {
+                number: raw_u64(raw),
+                ..Picked::default()
+            };
+        }
+        match serde_json::from_str::<Fields>(raw.get()) {
+            Ok(f) => Picked {
+                token: f.token.and_then(raw_u64),
+                seq: f.seq.and_then(raw_u64),
+                number: None,
+                lock: f.lock.and_then(raw_str),
+                data: f.data.and_then(raw_str).map(|d| data_hash(&d)),
+            },
+            // A key given twice: the whole parse keeps the last, as an `Op` has it.
+            Err(_) => {
+                let whole = parse_again(raw);
+                let v = Picked::of_value(&whole);
+                Picked {
+                    lock: v.lock.map(|l| Cow::Owned(l.into_owned())),
+                    ..v
+                }
+            }
+        }
+    }
+}
+
+/// A JSON number of digits only is a non-negative integer: what `as_u64` takes.
+fn raw_u64(raw: &RawValue) -> Option<u64> {
+    raw.get().parse().ok()
+}
+
+/// A JSON string's text, borrowed unless it has escapes to decode.
+fn raw_str(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let s = raw.get();
+    match s.strip_prefix('"')?.strip_suffix('"') {
+        Some(inner) if !inner.contains('\\') => Some(Cow::Borrowed(inner)),
+        _ => serde_json::from_str::<String>(s).ok().map(Cow::Owned),
+    }
+}
+
+/// A value the reader has already parsed as JSON once, parsed whole.
+fn parse_again(raw: &RawValue) -> Value {
+    serde_json::from_str(raw.get()).unwrap_or_default()
+}
+
 /// The hash `LockOp::data` keeps of a write's data.
 pub fn data_hash(data: &str) -> u64 {
     // SipHash with fixed keys: deterministic, and collisions among a run's writes
@@ -153,4 +281,35 @@ pub fn data_hash(data: &str) -> u64 {
     let mut h = DefaultHasher::new();
     h.write(data.as_bytes());
     h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A value read raw gives the checks the same fields as the value parsed whole,
+    /// whatever type each field has and even with a key given twice.
+    #[test]
+    fn raw_and_parsed_values_read_alike() {
+        for text in [
+            r#"{"token":7,"seq":2,"lock":"l","data":"d","other":[1,{"a":null}]}"#,
+            r#"{"token":"7","seq":-1,"lock":5,"data":"a\"b\u00e9"}"#,
+            r#"{"token":1,"token":2,"lock":"a","lock":"b"}"#,
+            r#"{"token":1.0,"seq":null,"data":null}"#,
+            r#"{"token":18446744073709551616,"seq":1e2}"#,
+            "12",
+            "-3",
+            "2.5",
+            "{}",
+        ] {
+            let raw = RawValue::from_string(text.to_string()).unwrap();
+            let value: Value = serde_json::from_str(text).unwrap();
+            let (a, b) = (Picked::of_raw(&raw), Picked::of_value(&value));
+            assert_eq!(
+                (a.token, a.seq, a.number, a.lock, a.data),
+                (b.token, b.seq, b.number, b.lock, b.data),
+                "{text}"
+            );
+        }
+    }
 }
