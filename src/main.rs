@@ -22,6 +22,8 @@ enum Command {
     Check(cli::check::Args),
     /// Run a workload against a real lock service, inject faults, check the history.
     Run(cli::run::Args),
+    /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
+    Doctor(cli::doctor::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
+        Command::Doctor(args) => cli::doctor::main(args),
         Command::Worker(args) => cli::worker::main(args),
     };
     match result {

@@ -30,6 +30,22 @@ pub trait Model: Sync {
             None => format!("{input:?} -> ?"),
         }
     }
+
+    /// True when this op, wherever it leaves the state unchanged, may be taken the
+    /// moment it can be, with no need to try it later: a read (it changes nothing, so
+    /// an earlier point only frees the ops after it), or a write nobody can observe
+    /// any more. The search then takes it without branching, which is what keeps many
+    /// concurrent reads from multiplying the states. Default: false (always branch).
+    fn eager(&self, _input: &Self::Input, _output: Option<&Self::Output>) -> bool {
+        false
+    }
+
+    /// Splits the ops into independent parts (P-compositionality: a history is
+    /// linearizable iff each part is), each named by its key, as positions into
+    /// `ops`. Default: one part holding every op.
+    fn partition(&self, ops: &[Operation<Self::Input, Self::Output>]) -> Vec<(String, Vec<usize>)> {
+        vec![(String::new(), (0..ops.len()).collect())]
+    }
 }
 
 /// One operation as the engine sees it: a call at `call`, a return at `ret`

@@ -3,6 +3,7 @@
 //! input, 5 environment problem (a server binary missing, ...).
 
 pub mod check;
+pub mod doctor;
 pub mod run;
 pub mod worker;
 

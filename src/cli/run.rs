@@ -1,17 +1,194 @@
-//! `lockcheck run WORKLOAD`. (Owned by the run work.)
+//! `lockcheck run WORKLOAD`: start the backend, the resource and the clients, inject
+//! the workload's faults, check the history, write the run directory.
+//! Exit: 0 valid, 1 anomalies, 3 unknown, 5 environment problem, 130 interrupted.
 
-use anyhow::Result;
+use crate::check::{secs, Validity};
+use crate::run::{self, workload::Workload, Interrupted, RunReport, Summary};
+use anyhow::{Context, Result};
+use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The workload file (workloads/*.toml).
     pub workload: PathBuf,
+    /// Run for this long instead of the workload's duration.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
+    /// Seed of the fault schedule instead of the workload's.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Where run directories go.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub results: PathBuf,
+    /// Print one JSON object (the verdict and figures) instead of words.
+    #[arg(long)]
+    pub json: bool,
+    /// Run the workload N times, each on a new cluster, with seeds seed..seed+N-1,
+    /// and end with the detection rate.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub test_count: u64,
 }
 
+/// The exit code of a run stopped by a signal (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
 pub fn main(args: Args) -> Result<u8> {
-    anyhow::bail!(
-        "running {}: the runner is being built",
-        args.workload.display()
-    )
+    let w = Workload::load(&args.workload)?;
+    let time_limit = match args.time_limit {
+        Some(s) => Some(
+            Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .with_context(|| {
+                    format!("--time-limit: expected a positive number of seconds, found {s}")
+                })?,
+        ),
+        None => None,
+    };
+    let base_seed = args.seed.unwrap_or(w.seed);
+    let mut opts = run::Options {
+        time_limit,
+        seed: None,
+        results: args.results.clone(),
+        worker_exe: std::env::current_exe().context("finding the lockcheck program")?,
+        live: !args.json && std::io::stderr().is_terminal(),
+    };
+    let mut reports = Vec::new();
+    for i in 0..args.test_count {
+        let seed = base_seed.wrapping_add(i);
+        opts.seed = Some(seed);
+        if !args.json {
+            let b = &w.backend;
+            eprintln!(
+                "lockcheck: running {} (seed {seed}): {:?} × {} node(s), lease {:.1} s{}, {} clients, {} resource, {:.0} s",
+                w.name,
+                b.kind,
+                b.nodes,
+                b.lease.ttl.as_secs_f64(),
+                b.lease.preset.map(|p| format!(" ({})", p.name)).unwrap_or_default(),
+                w.clients.count,
+                if w.resource == crate::resource::Mode::Fenced { "fenced" } else { "unfenced" },
+                time_limit.unwrap_or(w.duration).as_secs_f64(),
+            );
+        }
+        let report = match run::run(&w, &opts) {
+            Ok(r) => r,
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+                eprintln!("lockcheck: {e:#}");
+                return Ok(EXIT_INTERRUPTED);
+            }
+            Err(e) => return Err(e),
+        };
+        if !args.json {
+            print_report(&report);
+        }
+        reports.push(report);
+    }
+    let summary = Summary::of(&reports);
+    if args.json {
+        let out = if reports.len() == 1 {
+            serde_json::to_value(&reports[0])?
+        } else {
+            serde_json::json!({ "summary": summary, "runs": reports })
+        };
+        println!("{}", serde_json::to_string(&out)?);
+    } else if reports.len() > 1 {
+        print_summary(&summary);
+    }
+    Ok(summary.exit_code())
+}
+
+fn print_report(r: &RunReport) {
+    let v = &r.verdict;
+    let head = match v.valid {
+        Validity::Valid => "VALID",
+        Validity::Invalid => "INVALID",
+        Validity::Unknown => "UNKNOWN",
+    };
+    println!(
+        "{head}: {} seed {} ({:?}, {:?} resource)",
+        r.workload, r.seed, r.backend, r.resource
+    );
+    let mut kinds: Vec<_> = v.anomalies.iter().map(|a| a.kind).collect();
+    kinds.dedup();
+    kinds.sort();
+    kinds.dedup();
+    for kind in kinds {
+        let of_kind: Vec<_> = v.anomalies.iter().filter(|a| a.kind == kind).collect();
+        let allowed = of_kind.iter().all(|a| a.allowed);
+        println!(
+            "  {} {} × {}{}",
+            if allowed { "~" } else { "✗" },
+            kind.name(),
+            of_kind.len(),
+            if allowed {
+                " (allowed by the workload)"
+            } else {
+                ""
+            }
+        );
+        for a in of_kind.iter().take(3) {
+            let at = a
+                .time
+                .map(|t| format!("at {}: ", secs(t)))
+                .unwrap_or_default();
+            println!("      {at}{}", a.explanation);
+            println!("        ops {:?}", a.indexes);
+        }
+        if of_kind.len() > 3 {
+            println!(
+                "      ... and {} more (verdict.json has them all)",
+                of_kind.len() - 3
+            );
+        }
+    }
+    for note in &v.notes {
+        println!("  note: {note}");
+    }
+    let f = &r.figures;
+    let ops: u64 = f.ops.values().flat_map(|o| o.values()).sum();
+    let by_f: Vec<String> = f
+        .ops
+        .iter()
+        .map(|(name, outcomes)| {
+            let o: Vec<String> = outcomes.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            format!("{name} {}", o.join("/"))
+        })
+        .collect();
+    println!("  {ops} ops in {:.1} s: {}", f.run_time_s, by_f.join(", "));
+    if let Some(l) = f.acquire_latency_ms {
+        println!(
+            "  acquire latency: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            l.p50, l.p90, l.p99, l.max
+        );
+    }
+    println!(
+        "  {} critical sections completed, {} faults, {} stale writes rejected by the fence{}",
+        f.critical_sections,
+        f.faults,
+        f.writes_rejected_by_fence,
+        f.first_anomaly_s
+            .map(|s| format!(", first anomaly at {s:.3} s"))
+            .unwrap_or_default()
+    );
+    println!("  run directory: {}", r.run_dir.display());
+}
+
+fn print_summary(s: &Summary) {
+    println!(
+        "summary: {} of {} runs found anomalies{}",
+        s.runs_with_anomalies,
+        s.runs,
+        if s.runs_unknown > 0 {
+            format!(" ({} unknown)", s.runs_unknown)
+        } else {
+            String::new()
+        }
+    );
+    if let (Some(m), Some(w)) = (s.median_first_anomaly_s, s.worst_first_anomaly_s) {
+        println!("  time to the first anomaly: median {m:.3} s, worst {w:.3} s");
+    }
 }

@@ -1,1 +1,113 @@
-//! fault (being built)
+//! What lockcheck breaks. Each fault is one small type behind the [`Fault`] trait:
+//! it applies itself to a target and undoes itself, and says how the history records
+//! both. *When* faults happen is the run's schedule (`run::nemesis`), not theirs.
+//!
+//! A fault that changes anything outside the run's own processes (a clock, a link)
+//! must also undo it in `Drop`, so that a panic leaves nothing behind; the run stops
+//! and resumes its processes itself.
+
+pub mod pause;
+
+use anyhow::Result;
+use async_trait::async_trait;
+use nix::unistd::Pid;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+use std::fmt;
+
+/// One kind of fault, started and stopped by the run's schedule.
+#[async_trait]
+pub trait Fault: Send {
+    /// The history's `f` when it starts and when it ends (`pause` / `resume`).
+    fn ops(&self) -> (&'static str, &'static str);
+
+    /// Whom it hits. `Target::Holder` makes the schedule start it right after a
+    /// client acquires the lock, before that client's next op.
+    fn target(&self) -> &Target;
+
+    /// Applies the fault. Returns the history `value` naming the targets and
+    /// parameters (`{"targets": ["client-3"], "duration_ms": 3000}`), or `None` when
+    /// there is nothing to hit right now (the schedule tries again later).
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>>;
+
+    /// Undoes what `start` did; returns the history `value` of the end record.
+    async fn stop(&mut self) -> Result<Value>;
+}
+
+/// What a fault can aim at, as the controller sees it when the fault starts.
+pub struct Scene<'a> {
+    /// The client processes, in slot order.
+    pub clients: &'a [ClientProc],
+    /// The slot that has just acquired the lock, for holder-targeted faults.
+    pub holder: Option<usize>,
+    /// The run's seeded generator: the same seed picks the same victims.
+    pub rng: &'a mut ChaCha8Rng,
+}
+
+/// A lock client's OS process.
+#[derive(Debug, Clone)]
+pub struct ClientProc {
+    /// `client-N`, the name faults and the status line use.
+    pub name: String,
+    pub pid: Pid,
+}
+
+/// Whom a fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The client that has just acquired the lock: the fault starts right after its
+    /// acquire succeeds, before it can write (the adversarial schedule).
+    Holder,
+    /// A client chosen with the run's seeded random generator.
+    Random,
+    /// One client by slot, named `client-N` (N from 0).
+    Client(usize),
+}
+
+impl Target {
+    /// The client slot this target picks in `scene`, if any.
+    pub fn pick_client(&self, scene: &mut Scene<'_>) -> Option<usize> {
+        use rand::Rng;
+        match *self {
+            Target::Holder => scene.holder,
+            Target::Random if scene.clients.is_empty() => None,
+            Target::Random => Some(scene.rng.gen_range(0..scene.clients.len())),
+            Target::Client(i) => (i < scene.clients.len()).then_some(i),
+        }
+    }
+}
+
+/// The name of client slot `i` in nemesis records, workloads and the status line.
+pub fn client_name(i: usize) -> String {
+    format!("client-{i}")
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Holder => f.write_str("holder"),
+            Target::Random => f.write_str("random"),
+            Target::Client(i) => f.write_str(&client_name(*i)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "holder" => Ok(Target::Holder),
+            "random" => Ok(Target::Random),
+            other => other
+                .strip_prefix("client-")
+                .and_then(|n| n.parse().ok())
+                .map(Target::Client)
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "expected \"holder\", \"random\" or a client name like \"client-0\", found \"{s}\""
+                    ))
+                }),
+        }
+    }
+}

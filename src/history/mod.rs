@@ -8,6 +8,7 @@ mod read;
 mod write;
 
 pub mod import;
+pub mod synth;
 
 pub use read::{parse_jsonl, read_jsonl, HistoryError};
 pub use write::HistoryWriter;

@@ -1,1 +1,448 @@
-//! run (being built)
+//! Where everything meets: a workload (`workload`) starts a backend cluster
+//! (`cluster`), the protected resource (`resource`), one worker process per client
+//! (`worker`, driven by `controller`), and the fault schedule (`nemesis`); the run
+//! records the history, stops everything, checks it (`check::lock`) and writes the
+//! run directory with the figures (`figures`).
+//!
+//! Whatever happens (normal end, Ctrl-C, SIGTERM, an error, a panic) every paused
+//! process is resumed and every process the run started is stopped before `run`
+//! returns: workers, the servers and the faults are guards that undo themselves.
+
+pub mod controller;
+pub mod figures;
+pub mod nemesis;
+pub mod worker;
+pub mod workload;
+
+use crate::backend::{BackendKind, LockConfig};
+use crate::check::{self, Verdict};
+use crate::cluster::{self, ClusterError, ClusterSpec, LocalCluster};
+use crate::fault::client_name;
+use crate::history::{self, AppliedWrite, HistoryWriter};
+use crate::resource::{self, Mode};
+use anyhow::{anyhow, Context, Result};
+use controller::{Recorder, Shared, Slot, Workers};
+use figures::Figures;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use workload::Workload;
+
+/// The lock every client of a run competes for.
+pub const LOCK_NAME: &str = "lockcheck";
+
+/// How a run is carried out, besides its workload.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Overrides the workload's duration.
+    pub time_limit: Option<Duration>,
+    /// Overrides the workload's seed.
+    pub seed: Option<u64>,
+    /// Where run directories go (`results/`).
+    pub results: PathBuf,
+    /// The program re-executed as `lockcheck worker` (normally this one).
+    pub worker_exe: PathBuf,
+    /// Show the live status line on stderr.
+    pub live: bool,
+}
+
+/// What `verdict.json` holds: the checker's verdict and the run's figures.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunReport {
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    pub workload: String,
+    pub seed: u64,
+    pub backend: BackendKind,
+    pub resource: Mode,
+    pub figures: Figures,
+    pub run_dir: PathBuf,
+}
+
+/// The run was stopped by a signal: everything was cleaned up, nothing was checked.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {signal} after {secs:.1} s; everything the run started was stopped; the history so far is in {dir}")]
+pub struct Interrupted {
+    pub signal: &'static str,
+    pub secs: f64,
+    pub dir: String,
+}
+
+/// What people watch while a run goes: updated by the clients and the nemesis.
+#[derive(Default)]
+pub struct Live {
+    pub ops: AtomicU64,
+    state: Mutex<LiveState>,
+}
+
+#[derive(Default)]
+struct LiveState {
+    /// Slots inside a critical section, as the controller has seen their acquires.
+    holding: BTreeSet<usize>,
+    latest: Option<usize>,
+    /// Acquires that succeeded while another slot was still inside its section.
+    overlaps: u64,
+    faults: Vec<String>,
+}
+
+impl Live {
+    fn with<T>(&self, f: impl FnOnce(&mut LiveState) -> T) -> T {
+        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    pub fn acquired(&self, slot: usize) {
+        self.with(|s| {
+            if s.holding.iter().any(|&h| h != slot) {
+                s.overlaps += 1;
+            }
+            s.holding.insert(slot);
+            s.latest = Some(slot);
+        })
+    }
+
+    pub fn release(&self, slot: usize) {
+        self.with(|s| {
+            s.holding.remove(&slot);
+            if s.latest == Some(slot) {
+                s.latest = None;
+            }
+        })
+    }
+
+    /// The slot that acquired most recently and has not finished its section.
+    pub fn holder(&self) -> Option<usize> {
+        self.with(|s| s.latest)
+    }
+
+    pub fn set_faults(&self, faults: Vec<String>) {
+        self.with(|s| s.faults = faults)
+    }
+
+    fn line(&self, elapsed: Duration, total: Duration, res: resource::Stats) -> String {
+        self.with(|s| {
+            let holder = s.latest.map_or("-".to_string(), client_name);
+            let faults = if s.faults.is_empty() {
+                "-".to_string()
+            } else {
+                s.faults.join(", ")
+            };
+            format!(
+                "[{:5.1}/{:.0} s] ops {} | holder {holder} | faults {faults} | overlapping holders {} | stale writes accepted {}, rejected {}",
+                elapsed.as_secs_f64(),
+                total.as_secs_f64(),
+                self.ops.load(Ordering::Relaxed),
+                s.overlaps,
+                res.stale_accepted,
+                res.stale_rejected
+            )
+        })
+    }
+}
+
+/// Runs a workload once: a fresh cluster, the clients, the faults; then the check.
+/// Writes the run directory and points `results/latest` at it.
+pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
+    // A missing server is an environment problem, found before anything starts.
+    cluster::server_binary(w.backend.kind)
+        .resolve(None)
+        .map_err(environment)?;
+    let seed = opts.seed.unwrap_or(w.seed);
+    let duration = opts.time_limit.unwrap_or(w.duration);
+    let dir = new_run_dir(&opts.results, &w.name)?;
+    std::fs::write(dir.join("workload.toml"), &w.text).context("copying the workload")?;
+    point_latest(&opts.results, &dir)?;
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let w = Arc::new(w.clone());
+    let started = std::time::Instant::now();
+    runtime.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut term = signal(SignalKind::terminate())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        let interrupted = |signal| {
+            anyhow!(Interrupted {
+                signal,
+                secs: started.elapsed().as_secs_f64(),
+                dir: dir.display().to_string(),
+            })
+        };
+        // A signal drops the run future: its guards stop the workers, the faults
+        // and the servers on the way out.
+        tokio::select! {
+            r = execute(w.clone(), opts, seed, duration, &dir) => r,
+            _ = int.recv() => Err(interrupted("SIGINT")),
+            _ = term.recv() => Err(interrupted("SIGTERM")),
+            _ = hup.recv() => Err(interrupted("SIGHUP")),
+        }
+    })?;
+    drop(runtime);
+
+    let history = history::read_jsonl(&dir.join("history.jsonl"))?;
+    let applied = read_applied(&dir.join("resource.jsonl"))?;
+    let mut verdict = check::lock::check(
+        &history,
+        &check::lock::LockInput {
+            resource: Some(&applied),
+        },
+        &check::Limits::default(),
+    );
+    verdict.apply_allow(&w.allow);
+    verdict.notes.extend(history.warnings.iter().cloned());
+    let report = RunReport {
+        figures: Figures::of(&history, &verdict),
+        verdict,
+        workload: w.name.clone(),
+        seed,
+        backend: w.backend.kind,
+        resource: w.resource,
+        run_dir: dir.clone(),
+    };
+    let json = serde_json::to_vec_pretty(&report)?;
+    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
+    Ok(report)
+}
+
+/// The body of a run, inside the runtime. Every process it starts is owned by a
+/// guard local to this future, so dropping it (a signal) stops them all.
+async fn execute(
+    w: Arc<Workload>,
+    opts: &Options,
+    seed: u64,
+    duration: Duration,
+    dir: &Path,
+) -> Result<()> {
+    let mut spec = ClusterSpec::new(w.backend.kind, dir);
+    spec.nodes = w.backend.nodes;
+    let mut servers = LocalCluster::start(spec).await.map_err(|e| {
+        match e.downcast::<ClusterError>() {
+            Ok(ce) if ce.is_environment() => environment(ce),
+            Ok(ce) => anyhow!(ce),
+            Err(e) => e,
+        }
+        .context(format!("starting the {:?} cluster", w.backend.kind))
+    })?;
+    let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
+    let config = worker::Config {
+        backend: w.backend.kind,
+        endpoints: servers.endpoints(),
+        lock: LockConfig {
+            name: LOCK_NAME.to_string(),
+            lease: w.backend.lease.ttl,
+            acquire_timeout: w.backend.acquire_timeout,
+            fencing_token: w.backend.fencing_token,
+        },
+        resource: res.addr(),
+    };
+    let (workers, pipes) = Workers::start(
+        &opts.worker_exe,
+        &config,
+        w.clients.count,
+        dir,
+        Duration::from_secs(20),
+    )
+    .await?;
+
+    // The run's clock starts here, with everything up.
+    let recorder = Arc::new(Recorder::new(HistoryWriter::create(
+        &dir.join("history.jsonl"),
+    )?));
+    let live = Arc::new(Live::default());
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let (acquired_tx, acquired_rx) = tokio::sync::mpsc::unbounded_channel();
+    let shared = Arc::new(Shared {
+        recorder: recorder.clone(),
+        live: live.clone(),
+        workload: w.clone(),
+        next_process: AtomicU64::new(w.clients.count as u64),
+        acquired: acquired_tx,
+    });
+    let nemesis = nemesis::Nemesis::new(
+        &w.faults,
+        workers.procs().to_vec(),
+        seed,
+        recorder.clone(),
+        live.clone(),
+    );
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
+    for (i, p) in pipes.into_iter().enumerate() {
+        tasks.spawn(Slot::new(i, p, shared.clone()).run(stopped.clone()));
+    }
+    drop(shared);
+
+    let status = opts.live.then(|| {
+        let live = live.clone();
+        let start = recorder.started();
+        let stats = res.stats_handle();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                let line = live.line(start.elapsed(), duration, stats.get());
+                let mut err = std::io::stderr().lock();
+                let _ = write!(err, "\r\x1b[2K{line}");
+                let _ = err.flush();
+            }
+        })
+    });
+
+    let ended = tokio::time::sleep(duration);
+    tokio::pin!(ended);
+    let mut failure = None;
+    // Until the duration is over, the first task to fail ends the run.
+    loop {
+        tokio::select! {
+            _ = &mut ended => break,
+            done = tasks.join_next() => match done {
+                Some(Ok(Ok(()))) => continue,
+                Some(Ok(Err(e))) => { failure = Some(e); break }
+                Some(Err(e)) => { failure = Some(anyhow!("a run task failed: {e}")); break }
+                None => break,
+            },
+        }
+    }
+    let _ = stop.send(true);
+    // Clients finish the section under way; a hung op is bounded by its timeout.
+    let finish = w.section.hold + w.clients.op_timeout + w.backend.acquire_timeout * 2;
+    let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
+        while let Some(done) = tasks.join_next().await {
+            let err = match done {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e,
+                Err(e) => anyhow!("a run task failed: {e}"),
+            };
+            failure.get_or_insert(err);
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+        failure.get_or_insert(anyhow!(
+            "the clients did not finish within {finish:?} of the end"
+        ));
+    }
+    if let Some(status) = status {
+        status.abort();
+        eprint!("\r\x1b[2K");
+    }
+    workers.stop(Duration::from_secs(2)).await;
+    drop(res);
+    servers.stop();
+    recorder.sync()?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Resolves once the run's stop flag is raised (or its sender is gone).
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    // The guard `wait_for` returns is dropped here, not held across an await.
+    let _ = stop.wait_for(|s| *s).await.map(|_| ());
+}
+
+fn environment(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow!(crate::cli::Exit {
+        code: crate::cli::EXIT_ENVIRONMENT,
+        message: e.to_string(),
+    })
+}
+
+/// `results/<workload>-<UTC timestamp>`, made unique if two runs start in one second.
+fn new_run_dir(results: &Path, name: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(results).with_context(|| format!("creating {}", results.display()))?;
+    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+    for n in 1.. {
+        let dir = match n {
+            1 => results.join(format!("{name}-{stamp}")),
+            n => results.join(format!("{name}-{stamp}-{n}")),
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("creating {}", dir.display())),
+        }
+    }
+    unreachable!("some suffix is free")
+}
+
+/// Points `results/latest` at `dir`, replacing the link atomically.
+fn point_latest(results: &Path, dir: &Path) -> Result<()> {
+    let name = dir.file_name().context("run directory name")?;
+    let tmp = results.join(format!(".latest-{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(name, &tmp)
+        .and_then(|()| std::fs::rename(&tmp, results.join("latest")))
+        .with_context(|| format!("pointing {}/latest at {}", results.display(), dir.display()))
+}
+
+/// Reads `resource.jsonl`.
+pub fn read_applied(path: &Path) -> Result<Vec<AppliedWrite>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1))
+        })
+        .collect()
+}
+
+/// The summary of `--test-count N`: how often the workload found an anomaly, and
+/// how quickly: the detection rate users compare backends and settings by.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    pub runs: usize,
+    pub runs_with_anomalies: usize,
+    pub runs_unknown: usize,
+    /// Run time of the first anomaly (allowed ones excluded), over the runs that had one.
+    pub median_first_anomaly_s: Option<f64>,
+    pub worst_first_anomaly_s: Option<f64>,
+}
+
+impl Summary {
+    pub fn of(reports: &[RunReport]) -> Summary {
+        let mut firsts: Vec<f64> = reports
+            .iter()
+            .filter_map(|r| r.figures.first_anomaly_s)
+            .collect();
+        firsts.sort_by(f64::total_cmp);
+        let median = match firsts.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(firsts[n / 2]),
+            n => Some((firsts[n / 2 - 1] + firsts[n / 2]) / 2.0),
+        };
+        Summary {
+            runs: reports.len(),
+            runs_with_anomalies: reports
+                .iter()
+                .filter(|r| r.verdict.valid == check::Validity::Invalid)
+                .count(),
+            runs_unknown: reports
+                .iter()
+                .filter(|r| r.verdict.valid == check::Validity::Unknown)
+                .count(),
+            median_first_anomaly_s: median,
+            worst_first_anomaly_s: firsts.last().copied(),
+        }
+    }
+
+    /// 1 if any run found anomalies, else 3 if any was unknown, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.runs_with_anomalies > 0 {
+            1
+        } else if self.runs_unknown > 0 {
+            3
+        } else {
+            0
+        }
+    }
+}

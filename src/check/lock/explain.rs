@@ -1,0 +1,74 @@
+//! Sentences for the evidence: who did what, when, with which token.
+
+use super::sections::{End, Section, Sections};
+use crate::check::secs;
+use crate::history::{History, OpType};
+
+/// `at 1.011 s`.
+pub fn at(h: &History, pos: usize) -> String {
+    format!("at {}", secs(h.ops[pos].time))
+}
+
+/// ` with token 5` / ` without a token`.
+pub fn with_token(token: Option<u64>) -> String {
+    match token {
+        Some(t) => format!(" with token {t}"),
+        None => " without a token".into(),
+    }
+}
+
+/// `the lock` or `lock "orders"`.
+pub fn lock_name(s: &Sections, lock: u32) -> String {
+    match s.locks[lock as usize].as_str() {
+        "" => "the lock".into(),
+        name => format!("lock \"{name}\""),
+    }
+}
+
+/// How a section's hold ended, from the client's side: `invoked its release at 11.002 s,
+/// which failed (not held)`.
+pub fn how_it_ended(h: &History, s: &Section) -> String {
+    match s.end {
+        End::Released {
+            invoke,
+            completion,
+            kind,
+        } => {
+            let outcome = match (kind, completion) {
+                (OpType::Ok, Some(c)) => format!("acknowledged {}", at(h, c)),
+                (OpType::Fail, Some(c)) => format!(
+                    "which failed {}{} — the service no longer counted it as the holder",
+                    at(h, c),
+                    reason(h, c)
+                ),
+                _ => "never answered".into(),
+            };
+            format!("invoked its release {}, {outcome}", at(h, invoke))
+        }
+        End::Retired { at: p } => format!(
+            "was retired after its {} invoked {} went unanswered (info)",
+            h.ops[p].f,
+            at(h, p)
+        ),
+        End::Stopped { last } => format!(
+            "never released; its last op as holder ended {}",
+            at(h, last)
+        ),
+        End::Reacquired { at: p } => format!("acquired again {} without releasing", at(h, p)),
+    }
+}
+
+fn reason(h: &History, pos: usize) -> String {
+    match &h.ops[pos].error {
+        Some(e) => format!(" (\"{e}\")"),
+        None => String::new(),
+    }
+}
+
+/// History `index`es of positions, sorted and without repeats.
+pub fn indexes(h: &History, positions: impl IntoIterator<Item = usize>) -> Vec<u64> {
+    let mut v: Vec<u64> = positions.into_iter().map(|p| h.ops[p].index).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}

@@ -1,0 +1,232 @@
+//! Mutual exclusion: the owner-aware mutex, and the sweep that decides it fast.
+//!
+//! The model (for the general engine): `acquire` by p needs the lock free and leaves
+//! it held by p; `release` by p needs it held by p and frees it. Only the owner's
+//! release frees it — a lease that expired in the service does not end the hold a
+//! client still believes in, which is the whole point of checking a lease lock.
+//!
+//! Why a sweep decides it exactly. Each section turns into two ops: its acquire,
+//! which takes effect somewhere in [acquire invoke, acquire ok], and its end, which
+//! takes effect somewhere in [release invoke, release ack] (or any time after, for a
+//! hold that may end unseen). An order is legal iff the chosen hold spans of
+//! different processes are disjoint. Every span contains its *core* [acquire ok,
+//! release invoke], and shrinking a span towards its core never creates an overlap,
+//! so a legal order exists iff the cores of different processes are disjoint — and
+//! then the order of sections is forced: it is the order of their cores. This is why
+//! a late release ack, a blocked waiter, or an ok that arrives after the previous
+//! holder's release was invoked are fine, while a holder that paused past its lease
+//! and never released is not. `tests/lock_props.rs` checks this against the engine's
+//! search and against a brute force that tries every order.
+
+use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
+use super::sections::{Section, Sections};
+use super::Findings;
+use crate::check::model::{Model, Operation};
+use crate::check::{secs, Anomaly, AnomalyKind};
+use crate::history::History;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One op of the owner-aware mutex.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutexOp {
+    Acquire { process: u64, token: Option<u64> },
+    Release { process: u64 },
+}
+
+/// The owner-aware mutex; with `tokens`, also a fencing service: each acquire's token
+/// must be greater than the last one handed out (equal only for the same process
+/// acquiring again).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OwnerMutex {
+    pub tokens: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MutexState {
+    pub holder: Option<u64>,
+    /// The last token handed out, and to whom.
+    pub last_token: Option<(u64, u64)>,
+}
+
+impl Model for OwnerMutex {
+    type State = MutexState;
+    type Input = MutexOp;
+    type Output = ();
+
+    fn init(&self) -> MutexState {
+        MutexState {
+            holder: None,
+            last_token: None,
+        }
+    }
+
+    fn step(&self, state: &MutexState, input: &MutexOp, _: Option<&()>) -> Option<MutexState> {
+        match *input {
+            MutexOp::Acquire { process, token } => {
+                if state.holder.is_some() {
+                    return None;
+                }
+                let mut last_token = state.last_token;
+                if let (true, Some(t)) = (self.tokens, token) {
+                    if let Some((m, q)) = last_token {
+                        if t < m || (t == m && q != process) {
+                            return None;
+                        }
+                    }
+                    last_token = Some((t, process));
+                }
+                Some(MutexState {
+                    holder: Some(process),
+                    last_token,
+                })
+            }
+            MutexOp::Release { process } => (state.holder == Some(process)).then_some(MutexState {
+                holder: None,
+                last_token: state.last_token,
+            }),
+        }
+    }
+
+    fn describe(&self, input: &MutexOp, _: Option<&()>) -> String {
+        match *input {
+            MutexOp::Acquire { process, token } => {
+                format!("process {process} acquires{}", with_token(token))
+            }
+            MutexOp::Release { process } => format!("process {process} releases"),
+        }
+    }
+}
+
+/// The ops the engine searches for one lock, `call`/`ret` being history positions.
+pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
+    let mut ops = Vec::new();
+    for sec in s.sections.iter().filter(|x| x.lock == lock) {
+        ops.push(Operation {
+            process: sec.process,
+            input: MutexOp::Acquire {
+                process: sec.process,
+                token: sec.token,
+            },
+            output: Some(()),
+            call: sec.acquire_invoke as u64,
+            ret: sec.begin as u64,
+            indexes: indexes(h, [sec.acquire_invoke, sec.begin]),
+        });
+        let (from, to) = sec.end_window();
+        ops.push(Operation {
+            process: sec.process,
+            input: MutexOp::Release {
+                process: sec.process,
+            },
+            output: to.map(|_| ()),
+            call: from as u64,
+            ret: to.map_or(u64::MAX, |t| t as u64),
+            indexes: indexes(h, [from].into_iter().chain(to)),
+        });
+    }
+    ops
+}
+
+/// Walks one lock's sections in order of their begin, keeping those still held (by
+/// their cores). `next` returns the next section, with `active` = sections of other
+/// processes it overlaps and `ended` = sections whose core ended since the last step.
+pub struct Sweep<'a> {
+    sections: &'a [Section],
+    lock: u32,
+    next: usize,
+    held: BinaryHeap<Reverse<(usize, usize)>>,
+    pub ended: Vec<usize>,
+    pub active: Vec<usize>,
+}
+
+impl<'a> Sweep<'a> {
+    pub fn new(sections: &'a [Section], lock: u32) -> Self {
+        Sweep {
+            sections,
+            lock,
+            next: 0,
+            held: BinaryHeap::new(),
+            ended: Vec::new(),
+            active: Vec::new(),
+        }
+    }
+
+    pub fn next_section(&mut self) -> Option<usize> {
+        let i = (self.next..self.sections.len()).find(|&i| self.sections[i].lock == self.lock)?;
+        self.next = i + 1;
+        let s = &self.sections[i];
+        self.ended.clear();
+        while let Some(&Reverse((end, j))) = self.held.peek() {
+            if end >= s.begin {
+                break;
+            }
+            self.held.pop();
+            self.ended.push(j);
+        }
+        self.active.clear();
+        self.active.extend(
+            self.held
+                .iter()
+                .map(|Reverse((_, j))| *j)
+                .filter(|&j| self.sections[j].process != s.process),
+        );
+        self.active.sort_unstable();
+        self.held.push(Reverse((s.core_end(), i)));
+        Some(i)
+    }
+}
+
+/// Reports every pair of sections of different processes whose cores overlap.
+pub fn double_holders(h: &History, s: &Sections, found: &mut Findings) {
+    for lock in 0..s.locks.len() as u32 {
+        let mut sweep = Sweep::new(&s.sections, lock);
+        while let Some(i) = sweep.next_section() {
+            for &j in &sweep.active {
+                found.report(AnomalyKind::DoubleHolder, || overlap(h, s, j, i));
+            }
+        }
+    }
+}
+
+/// `first` held the lock when `second` acquired it.
+fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
+    let (first, second) = (&s.sections[first_id], &s.sections[second_id]);
+    let until = first.core_end().min(second.core_end());
+    let explanation = format!(
+        "process {p} acquired {lock} {a}{ta} and had not released; process {q} acquired it {b}{tb} — \
+         both held it from {from} to {to}. Then process {p} {end}.",
+        p = first.process,
+        q = second.process,
+        lock = lock_name(s, first.lock),
+        a = at(h, first.begin),
+        ta = with_token(first.token),
+        b = at(h, second.begin),
+        tb = with_token(second.token),
+        from = secs(h.ops[second.begin].time),
+        to = secs(h.ops[until].time),
+        end = how_it_ended(h, first),
+    );
+    // The first holder's writes while the second held: its acts as holder.
+    let from = s.writes.partition_point(|w| w.invoke <= second.begin);
+    let acts = s.writes[from..]
+        .iter()
+        .take_while(|w| w.invoke <= until)
+        .filter(|w| w.section == Some(first_id as u32))
+        .take(3)
+        .map(|w| w.invoke);
+    Anomaly {
+        kind: AnomalyKind::DoubleHolder,
+        indexes: indexes(
+            h,
+            [first.begin, second.begin, first.core_end()]
+                .into_iter()
+                .chain(acts),
+        ),
+        processes: vec![first.process, second.process],
+        tokens: first.token.into_iter().chain(second.token).collect(),
+        time: Some(h.ops[second.begin].time),
+        explanation,
+        allowed: false,
+    }
+}

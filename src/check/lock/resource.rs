@@ -1,0 +1,233 @@
+//! The protected resource's side: what it applied, in its own order (`seq`).
+//!
+//! The applied writes come from `resource.jsonl` when there is one (it also knows
+//! which `info` writes landed), else from the `seq` in write oks. Each applied write
+//! is matched to the history's write by process and data, which ties it to the
+//! critical section it was invoked in.
+//!
+//! A counter history (for `lost-update`): a `write` whose data is `"incr"` adds one
+//! to a counter the resource keeps; a `read` whose ok value is an integer reads that
+//! counter. A read that returns less than the number of increments acknowledged
+//! before it was invoked lost updates (two holders read-modify-wrote it at once).
+
+use super::explain::{at, indexes};
+use super::sections::Sections;
+use super::Findings;
+use crate::check::{secs, Anomaly, AnomalyKind};
+use crate::history::{AppliedWrite, History, OpType};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+
+/// The data of a counter increment.
+pub const INCR: &str = "incr";
+
+struct Applied {
+    seq: u64,
+    process: u64,
+    token: Option<u64>,
+    /// Index into `Sections::writes`, when matched.
+    write: Option<usize>,
+    section: Option<usize>,
+}
+
+pub fn check(h: &History, s: &Sections, log: Option<&[AppliedWrite]>, found: &mut Findings) {
+    let applied = applied(h, s, log);
+    stale_writes(h, s, &applied, found);
+    interleaved(h, s, &applied, found);
+    lost_updates(h, s, found);
+}
+
+fn applied(h: &History, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Applied> {
+    let data = |w: usize| {
+        h.ops[s.writes[w].invoke]
+            .value
+            .get("data")
+            .and_then(|d| d.as_str())
+            .unwrap_or("")
+    };
+    let client = |w: usize| h.ops[s.writes[w].invoke].process.client().unwrap_or(0);
+    let section_of = |w: Option<usize>| w.and_then(|w| s.writes[w].section.map(|x| x as usize));
+    let mut out: Vec<Applied> = match log {
+        Some(log) => {
+            let mut by_key: FxHashMap<(u64, &str), VecDeque<usize>> = FxHashMap::default();
+            for w in 0..s.writes.len() {
+                by_key.entry((client(w), data(w))).or_default().push_back(w);
+            }
+            // Unmatched entries still count for the resource's own order; their
+            // section is found by (process, token) where the data did not match.
+            let mut by_token: FxHashMap<(u64, u64), usize> = FxHashMap::default();
+            for (i, sec) in s.sections.iter().enumerate() {
+                if let Some(t) = sec.token {
+                    by_token.entry((sec.process, t)).or_insert(i);
+                }
+            }
+            log.iter()
+                .map(|a| {
+                    let write = by_key
+                        .get_mut(&(a.process, a.data.as_str()))
+                        .and_then(|q| q.pop_front());
+                    let section = section_of(write)
+                        .or_else(|| a.token.and_then(|t| by_token.get(&(a.process, t)).copied()));
+                    Applied {
+                        seq: a.seq,
+                        process: a.process,
+                        token: a.token,
+                        write,
+                        section,
+                    }
+                })
+                .collect()
+        }
+        None => (0..s.writes.len())
+            .filter(|&w| s.writes[w].completed(h, OpType::Ok))
+            .filter_map(|w| {
+                let ok = &h.ops[s.writes[w].completion?];
+                Some(Applied {
+                    seq: ok.seq()?,
+                    process: client(w),
+                    token: ok.token().or_else(|| h.ops[s.writes[w].invoke].token()),
+                    write: Some(w),
+                    section: section_of(Some(w)),
+                })
+            })
+            .collect(),
+    };
+    out.sort_by_key(|a| a.seq);
+    out
+}
+
+/// History positions of an applied write (invoke and completion), where matched.
+fn positions(s: &Sections, a: &Applied) -> Vec<usize> {
+    a.write
+        .map(|w| {
+            [Some(s.writes[w].invoke), s.writes[w].completion]
+                .into_iter()
+                .flatten()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn describe(h: &History, s: &Sections, a: &Applied) -> String {
+    let token = a.token.map_or("no token".into(), |t| format!("token {t}"));
+    let when = a
+        .write
+        .map(|w| format!(", invoked {}", at(h, s.writes[w].invoke)))
+        .unwrap_or_default();
+    format!(
+        "process {}'s write (seq {}, {token}{when})",
+        a.process, a.seq
+    )
+}
+
+fn stale_writes(h: &History, s: &Sections, applied: &[Applied], found: &mut Findings) {
+    let mut max: Option<usize> = None;
+    for (i, a) in applied.iter().enumerate() {
+        let Some(t) = a.token else { continue };
+        match max.map(|m| (m, applied[m].token.unwrap_or(0))) {
+            Some((m, mt)) if t < mt => found.report(AnomalyKind::StaleWriteAccepted, || {
+                let (earlier, stale) = (&applied[m], a);
+                Anomaly {
+                    kind: AnomalyKind::StaleWriteAccepted,
+                    indexes: indexes(
+                        h,
+                        positions(s, earlier).into_iter().chain(positions(s, stale)),
+                    ),
+                    processes: vec![earlier.process, stale.process],
+                    tokens: vec![mt, t],
+                    time: stale.write.map(|w| h.ops[s.writes[w].invoke].time),
+                    explanation: format!(
+                        "the resource applied {} after it had applied {}: a fenced resource \
+                         rejects a token lower than one it has seen",
+                        describe(h, s, stale),
+                        describe(h, s, earlier)
+                    ),
+                    allowed: false,
+                }
+            }),
+            Some((_, mt)) if t <= mt => {}
+            _ => max = Some(i),
+        }
+    }
+}
+
+fn interleaved(h: &History, s: &Sections, applied: &[Applied], found: &mut Findings) {
+    // The last applied write of each section seen so far, and the last applied write
+    // whose section is known.
+    let mut last_of: FxHashMap<usize, usize> = FxHashMap::default();
+    let mut prev: Option<usize> = None;
+    for (i, a) in applied.iter().enumerate() {
+        let Some(sec) = a.section else { continue };
+        if let (Some(&earlier), Some(b)) = (last_of.get(&sec), prev) {
+            if applied[b].section != Some(sec) {
+                // The section resumes after another section's write `b`.
+                let b = &applied[b];
+                found.report(AnomalyKind::InterleavedWrites, || Anomaly {
+                    kind: AnomalyKind::InterleavedWrites,
+                    indexes: indexes(
+                        h,
+                        positions(s, &applied[earlier])
+                            .into_iter()
+                            .chain(positions(s, b))
+                            .chain(positions(s, a)),
+                    ),
+                    processes: vec![a.process, b.process],
+                    tokens: a.token.into_iter().chain(b.token).collect(),
+                    time: a.write.map(|w| h.ops[s.writes[w].invoke].time),
+                    explanation: format!(
+                        "in the resource's order, {} and {} of one critical section are split by {} \
+                         of another: two holders wrote at once",
+                        describe(h, s, &applied[earlier]),
+                        describe(h, s, a),
+                        describe(h, s, b)
+                    ),
+                    allowed: false,
+                });
+            }
+        }
+        last_of.insert(sec, i);
+        prev = Some(i);
+    }
+}
+
+fn lost_updates(h: &History, s: &Sections, found: &mut Findings) {
+    let is_incr = |pos: usize| h.ops[pos].value.get("data").and_then(|d| d.as_str()) == Some(INCR);
+    let mut acked: Vec<usize> = s
+        .writes
+        .iter()
+        .filter(|w| is_incr(w.invoke) && w.completed(h, OpType::Ok))
+        .filter_map(|w| w.completion)
+        .collect();
+    acked.sort_unstable();
+    for r in &s.reads {
+        let Some(c) = r.completion.filter(|&c| h.ops[c].kind == OpType::Ok) else {
+            continue;
+        };
+        let Some(value) = h.ops[c].value.as_u64() else {
+            continue;
+        };
+        let before = acked.partition_point(|&p| p < r.invoke);
+        if (value as usize) < before {
+            found.report(AnomalyKind::LostUpdate, || {
+                let last = acked[before - 1];
+                Anomaly {
+                    kind: AnomalyKind::LostUpdate,
+                    indexes: indexes(h, [last, r.invoke, c]),
+                    processes: h.ops[c].process.client().into_iter().collect(),
+                    tokens: vec![],
+                    time: Some(h.ops[c].time),
+                    explanation: format!(
+                        "{} read the counter as {value} {}, but {before} increments had been \
+                         acknowledged before it asked (the last {} by {}): {} updates were lost",
+                        h.ops[c].process,
+                        at(h, c),
+                        secs(h.ops[last].time),
+                        h.ops[last].process,
+                        before - value as usize
+                    ),
+                    allowed: false,
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,298 @@
+//! Critical sections, read off the history one process at a time.
+//!
+//! A critical section of process p runs from its `acquire` ok to the invoke of its
+//! next `release` (or its last op, if it never releases). Everything the lock checks
+//! rest on this: who believed they held which lock, from when to when.
+//!
+//! How each op shapes a section (the semantics the fast sweep, the full search and
+//! the brute force in `tests/lock_props.rs` all share):
+//! - `acquire` ok opens a section; `fail` did not happen; `info` may or may not have
+//!   happened, but its process is retired at once, so a hold it took has no later op
+//!   and may end at any time (lease expiry): it constrains nobody and is left out.
+//! - `release` (ok, fail or info) ends the section at its invoke: from then on the
+//!   client no longer acts as holder. A failed release ("not held") means the service
+//!   had already let go (a lease expired); the client still held it in its own mind
+//!   until it asked, which is exactly what makes a paused holder a double holder.
+//! - a process retired by an `info` completion (or an invoke never answered) ends its
+//!   section at that op's invoke; its hold may end any time after.
+//! - a process that simply stops holding the lock at the end of the history holds it
+//!   to the completion of its last op (its writes are part of its section).
+//! - an `acquire` invoked while already holding ends the previous section there.
+//! - a `release` ok from a process with no open section is a foreign release.
+//!
+//! Positions (into `History::ops`) serve as the timeline: lines are in observation
+//! order, so position order refines time order and has no ties.
+
+use crate::history::{f, History, Op, OpType, Process};
+use rustc_hash::FxHashMap;
+
+/// A section's end, as far as the lock is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The client invoked a release at `invoke`, answered at `completion` (`None` when
+    /// it was never answered or answered `info`: the release may land any time after).
+    Released {
+        invoke: usize,
+        completion: Option<usize>,
+        kind: OpType,
+    },
+    /// The process was retired by an `info` (or unanswered) op invoked at `at`.
+    Retired { at: usize },
+    /// The history ends with the process holding; its last op completed at `last`.
+    Stopped { last: usize },
+    /// The process invoked another `acquire` at `at` while holding.
+    Reacquired { at: usize },
+}
+
+#[derive(Debug, Clone)]
+pub struct Section {
+    pub lock: u32,
+    pub process: u64,
+    pub acquire_invoke: usize,
+    /// Position of the acquire's ok: the section begins here.
+    pub begin: usize,
+    pub token: Option<u64>,
+    pub end: End,
+}
+
+impl Section {
+    /// The last position at which the client surely still held the lock: the
+    /// invoke of its release, or its last act as holder.
+    pub fn core_end(&self) -> usize {
+        match self.end {
+            End::Released { invoke, .. } => invoke,
+            End::Retired { at } | End::Reacquired { at } => at,
+            End::Stopped { last } => last,
+        }
+    }
+
+    /// The window in which the hold may really have ended: `(from, to)`, `to` =
+    /// `None` when it may end at any later time.
+    pub fn end_window(&self) -> (usize, Option<usize>) {
+        match self.end {
+            End::Released {
+                invoke,
+                completion,
+                kind,
+            } => (
+                invoke,
+                completion.filter(|_| matches!(kind, OpType::Ok | OpType::Fail)),
+            ),
+            End::Retired { at } => (at, None),
+            End::Stopped { last } => (last, None),
+            End::Reacquired { at } => (at, Some(at)),
+        }
+    }
+}
+
+/// A `write` op, with the section it was invoked in (if any).
+#[derive(Debug, Clone)]
+pub struct WriteOp {
+    pub invoke: usize,
+    pub completion: Option<usize>,
+    pub section: Option<u32>,
+}
+
+impl WriteOp {
+    pub fn completed(&self, h: &History, kind: OpType) -> bool {
+        self.completion.is_some_and(|c| h.ops[c].kind == kind)
+    }
+}
+
+/// A `read` op: positions of its invoke and completion.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadOp {
+    pub invoke: usize,
+    pub completion: Option<usize>,
+}
+
+/// Everything the lock checks need, read off the history in one pass.
+#[derive(Debug, Default)]
+pub struct Sections {
+    /// Lock names; `Section::lock` indexes this. The default lock (an acquire with no
+    /// `lock`) is named "".
+    pub locks: Vec<String>,
+    /// In order of `begin`.
+    pub sections: Vec<Section>,
+    /// Positions of `release` oks from processes with no open section.
+    pub foreign_releases: Vec<usize>,
+    pub writes: Vec<WriteOp>,
+    pub reads: Vec<ReadOp>,
+    /// Acquires that completed `info` or were never answered (for the notes).
+    pub uncertain_acquires: usize,
+}
+
+#[derive(Default)]
+struct ProcState {
+    /// Invoke position of the op in flight.
+    inflight: Option<usize>,
+    /// The section a release in flight ends, or the write in flight (index into writes).
+    inflight_target: Option<usize>,
+    /// Sections held, oldest first (several only when holding several locks).
+    open: Vec<u32>,
+    last: usize,
+}
+
+pub fn build(h: &History) -> Sections {
+    let mut out = Sections::default();
+    let mut lock_ids: FxHashMap<String, u32> = FxHashMap::default();
+    let mut procs: FxHashMap<u64, ProcState> = FxHashMap::default();
+    for (pos, op) in h.ops.iter().enumerate() {
+        let Process::Client(p) = op.process else {
+            continue;
+        };
+        let st = procs.entry(p).or_default();
+        st.last = pos;
+        if op.kind == OpType::Invoke {
+            st.inflight = Some(pos);
+            st.inflight_target = None;
+            match op.f.as_str() {
+                f::ACQUIRE => {
+                    let lock = lock_id(&mut out.locks, &mut lock_ids, lock_name(op));
+                    if let Some(k) = st
+                        .open
+                        .iter()
+                        .position(|&s| out.sections[s as usize].lock == lock)
+                    {
+                        let s = st.open.remove(k);
+                        out.sections[s as usize].end = End::Reacquired { at: pos };
+                    }
+                }
+                f::RELEASE => {
+                    if let Some(k) = release_target(&out, &lock_ids, &st.open, op) {
+                        let s = st.open.remove(k);
+                        out.sections[s as usize].end = End::Released {
+                            invoke: pos,
+                            completion: None,
+                            kind: OpType::Info,
+                        };
+                        st.inflight_target = Some(s as usize);
+                    }
+                }
+                f::WRITE => {
+                    st.inflight_target = Some(out.writes.len());
+                    out.writes.push(WriteOp {
+                        invoke: pos,
+                        completion: None,
+                        section: st.open.last().copied(),
+                    });
+                }
+                f::READ => out.reads.push(ReadOp {
+                    invoke: pos,
+                    completion: None,
+                }),
+                _ => {}
+            }
+            continue;
+        }
+        let Some(invoke) = st.inflight.take() else {
+            continue; // the reader rejects this; imported histories may not
+        };
+        let target = st.inflight_target.take();
+        match op.f.as_str() {
+            f::ACQUIRE => match op.kind {
+                OpType::Ok => {
+                    let lock = lock_id(&mut out.locks, &mut lock_ids, lock_name(&h.ops[invoke]));
+                    st.open.push(out.sections.len() as u32);
+                    out.sections.push(Section {
+                        lock,
+                        process: p,
+                        acquire_invoke: invoke,
+                        begin: pos,
+                        token: op.token(),
+                        end: End::Stopped { last: pos },
+                    });
+                }
+                OpType::Info => out.uncertain_acquires += 1,
+                _ => {}
+            },
+            f::RELEASE => match target {
+                Some(s) => {
+                    out.sections[s].end = End::Released {
+                        invoke,
+                        completion: Some(pos),
+                        kind: op.kind,
+                    }
+                }
+                None if op.kind == OpType::Ok => out.foreign_releases.push(pos),
+                None => {}
+            },
+            f::WRITE => {
+                if let Some(w) = target {
+                    out.writes[w].completion = Some(pos);
+                }
+            }
+            f::READ => {
+                if let Some(r) = out.reads.last_mut().filter(|r| r.invoke == invoke) {
+                    r.completion = Some(pos);
+                }
+            }
+            _ => {}
+        }
+        if op.kind == OpType::Info {
+            retire(&mut out, st, invoke);
+        }
+    }
+    // An invoke never answered counts as info: its process is retired there.
+    for st in procs.values_mut() {
+        if let Some(invoke) = st.inflight.take() {
+            if h.ops[invoke].f == f::ACQUIRE {
+                out.uncertain_acquires += 1;
+            }
+            retire(&mut out, st, invoke);
+        }
+        for &s in &st.open {
+            out.sections[s as usize].end = End::Stopped { last: st.last };
+        }
+    }
+    out
+}
+
+fn retire(out: &mut Sections, st: &mut ProcState, at: usize) {
+    for s in st.open.drain(..) {
+        out.sections[s as usize].end = End::Retired { at };
+    }
+}
+
+fn lock_name(invoke: &Op) -> &str {
+    invoke
+        .value
+        .get("lock")
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+}
+
+fn lock_id(locks: &mut Vec<String>, ids: &mut FxHashMap<String, u32>, name: &str) -> u32 {
+    if let Some(&id) = ids.get(name) {
+        return id;
+    }
+    let id = locks.len() as u32;
+    locks.push(name.to_string());
+    ids.insert(name.to_string(), id);
+    id
+}
+
+/// Which open section a release ends: the lock it names, else the section whose
+/// token it carries, else the most recent one.
+fn release_target(
+    out: &Sections,
+    ids: &FxHashMap<String, u32>,
+    open: &[u32],
+    release: &Op,
+) -> Option<usize> {
+    if let Some(name) = release.value.get("lock").and_then(|v| v.as_str()) {
+        let id = ids.get(name)?;
+        return open
+            .iter()
+            .position(|&s| out.sections[s as usize].lock == *id);
+    }
+    if let Some(t) = release.token() {
+        if let Some(k) = open
+            .iter()
+            .position(|&s| out.sections[s as usize].token == Some(t))
+        {
+            return Some(k);
+        }
+    }
+    open.len().checked_sub(1)
+}

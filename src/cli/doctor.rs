@@ -1,0 +1,106 @@
+//! `lockcheck doctor`: what this machine can run — backends (server found, version),
+//! faults and runtimes — and the command that installs what is missing.
+
+use crate::cluster;
+use anyhow::Result;
+use std::path::Path;
+use std::process::Command;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Print one JSON object instead of words.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One thing lockcheck may need, and whether it is here.
+#[derive(Debug, serde::Serialize)]
+struct Item {
+    area: &'static str,
+    name: String,
+    ok: bool,
+    /// The version or what was found; why not, when missing.
+    detail: String,
+    /// The Debian package that provides it, when missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    install: Option<&'static str>,
+}
+
+pub fn main(args: Args) -> Result<u8> {
+    let mut items = Vec::new();
+    for a in cluster::available_backends() {
+        let name = format!("{:?}", a.kind).to_lowercase();
+        items.push(match &a.found {
+            Ok(path) => Item {
+                area: "backend",
+                name,
+                ok: true,
+                detail: format!("{} ({})", version_of(path), path.display()),
+                install: None,
+            },
+            Err(e) => Item {
+                area: "backend",
+                name,
+                ok: false,
+                detail: e.to_string(),
+                install: Some(a.binary.package),
+            },
+        });
+    }
+    // The pause signals the run's own children: it needs nothing but Linux.
+    items.push(Item {
+        area: "fault",
+        name: "pause".into(),
+        ok: true,
+        detail: "SIGSTOP / SIGCONT of client processes".into(),
+        install: None,
+    });
+    items.push(Item {
+        area: "runtime",
+        name: "local processes".into(),
+        ok: true,
+        detail: "servers run as local processes on loopback (the default)".into(),
+        install: None,
+    });
+    let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
+    packages.sort();
+    packages.dedup();
+    let install = (!packages.is_empty()).then(|| {
+        format!(
+            "apt-get install {}   (or scripts/setup, which installs everything the tests use)",
+            packages.join(" ")
+        )
+    });
+    if args.json {
+        let out = serde_json::json!({ "items": items, "install": install });
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        let mut area = "";
+        for i in &items {
+            if i.area != area {
+                area = i.area;
+                println!("{area}s:");
+            }
+            let mark = if i.ok { "ok     " } else { "MISSING" };
+            println!("  {mark} {:<16} {}", i.name, i.detail);
+        }
+        match &install {
+            Some(cmd) => println!("to install what is missing: {cmd}"),
+            None => println!("everything lockcheck knows how to run is here"),
+        }
+    }
+    Ok(u8::from(install.is_some()))
+}
+
+/// The first line of `PROGRAM --version`, or why there is none.
+fn version_of(program: &Path) -> String {
+    match Command::new(program).arg("--version").output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+        Err(e) => format!("version unknown: {e}"),
+    }
+}

@@ -1,0 +1,139 @@
+//! The pause: SIGSTOP a client process, SIGCONT it later. The process, its lock
+//! client and its keep-alive all stop at once, like a long GC pause or a VM stall;
+//! when it wakes it still believes it holds the lock and carries on with its
+//! critical section. Recorded as nemesis `pause` / `resume`.
+
+use super::{ClientProc, Fault, Scene, Target};
+use crate::history::f;
+use anyhow::{Context, Result};
+use async_trait::async_trait;
+use nix::sys::signal::{kill, Signal};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub struct Pause {
+    target: Target,
+    duration: Duration,
+    /// The processes this fault stopped and has not resumed yet.
+    paused: Vec<ClientProc>,
+}
+
+impl Pause {
+    pub fn new(target: Target, duration: Duration) -> Pause {
+        Pause {
+            target,
+            duration,
+            paused: Vec::new(),
+        }
+    }
+
+    fn names(&self) -> Vec<&str> {
+        self.paused.iter().map(|p| p.name.as_str()).collect()
+    }
+}
+
+#[async_trait]
+impl Fault for Pause {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::PAUSE, f::RESUME)
+    }
+
+    fn target(&self) -> &Target {
+        &self.target
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some(slot) = self.target.pick_client(scene) else {
+            return Ok(None);
+        };
+        let proc = scene.clients[slot].clone();
+        kill(proc.pid, Signal::SIGSTOP)
+            .with_context(|| format!("pausing {} (pid {})", proc.name, proc.pid))?;
+        self.paused.push(proc);
+        Ok(Some(json!({
+            "targets": self.names(),
+            "duration_ms": self.duration.as_millis() as u64,
+        })))
+    }
+
+    async fn stop(&mut self) -> Result<Value> {
+        let value = json!({ "targets": self.names() });
+        resume_all(&mut self.paused)?;
+        Ok(value)
+    }
+}
+
+/// Resumes every process in `paused`, emptying it; the first error is returned
+/// after all were tried.
+fn resume_all(paused: &mut Vec<ClientProc>) -> Result<()> {
+    let mut first_error = None;
+    for p in paused.drain(..) {
+        if let Err(e) = kill(p.pid, Signal::SIGCONT) {
+            first_error
+                .get_or_insert_with(|| anyhow::anyhow!("resuming {} (pid {}): {e}", p.name, p.pid));
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+impl Drop for Pause {
+    /// A panic or an early return must not leave a client stopped.
+    fn drop(&mut self) {
+        let _ = resume_all(&mut self.paused);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        // The state follows the command name in parentheses.
+        stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
+    }
+
+    #[tokio::test]
+    async fn pauses_the_holder_and_resumes_it_on_stop_or_drop() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let clients = vec![ClientProc {
+            name: "client-0".into(),
+            pid: nix::unistd::Pid::from_raw(child.id() as i32),
+        }];
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+        let mut pause = Pause::new(Target::Holder, Duration::from_secs(1));
+        let mut scene = Scene {
+            clients: &clients,
+            holder: None,
+            rng: &mut rng,
+        };
+        assert!(
+            pause.start(&mut scene).await.unwrap().is_none(),
+            "no holder, nothing to pause"
+        );
+        scene.holder = Some(0);
+        let v = pause.start(&mut scene).await.unwrap().unwrap();
+        assert_eq!(v["targets"], json!(["client-0"]));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(state(child.id()), 'T');
+        assert_eq!(pause.stop().await.unwrap()["targets"], json!(["client-0"]));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(state(child.id()), 'S');
+        // Dropped while active: the process is resumed all the same.
+        let mut scene = Scene {
+            clients: &clients,
+            holder: Some(0),
+            rng: &mut rng,
+        };
+        pause.start(&mut scene).await.unwrap().unwrap();
+        drop(pause);
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(state(child.id()), 'S');
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,421 @@
+//! The controller's side of the clients: one worker process per client slot, and the
+//! generator loop that hands it ops one at a time (acquire → writes → release →
+//! think), stamping every invoke and completion on the controller's own clock.
+//!
+//! A reply that does not come in time is `info`, and the slot's process id is retired
+//! (as in Jepsen): the same worker goes on under a fresh id, and any late reply to
+//! the old op is recognised by its request id and dropped.
+
+use super::worker::{self, Command, Reply};
+use super::workload::Workload;
+use super::Live;
+use crate::fault::{client_name, ClientProc};
+use crate::history::{HistoryWriter, Op, OpType, Process};
+use anyhow::{anyhow, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// Appends ops to the history, stamped on the controller's monotonic clock. The
+/// stamp is taken under the same lock as the append, so file order is time order.
+pub struct Recorder {
+    start: Instant,
+    writer: Mutex<HistoryWriter>,
+}
+
+impl Recorder {
+    pub fn new(writer: HistoryWriter) -> Recorder {
+        Recorder {
+            start: Instant::now(),
+            writer: Mutex::new(writer),
+        }
+    }
+
+    /// Nanoseconds since the run started.
+    pub fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    pub fn started(&self) -> Instant {
+        self.start
+    }
+
+    /// Forces the history to disk (every line already reached the OS when written).
+    pub fn sync(&self) -> Result<()> {
+        self.writer
+            .lock()
+            .map_err(|_| anyhow!("the history writer was poisoned by a panic"))?
+            .sync()
+    }
+
+    pub fn record(
+        &self,
+        process: Process,
+        kind: OpType,
+        f: &str,
+        value: Value,
+        node: Option<String>,
+        error: Option<String>,
+    ) -> Result<()> {
+        let mut w = self
+            .writer
+            .lock()
+            .map_err(|_| anyhow!("the history writer was poisoned by a panic"))?;
+        w.append(Op {
+            index: 0,
+            time: self.now(),
+            process,
+            kind,
+            f: f.to_string(),
+            value,
+            node,
+            error,
+        })?;
+        Ok(())
+    }
+}
+
+/// The worker processes of a run. Dropping this resumes and kills any still there,
+/// so an error or a panic anywhere in the run leaves no client running or stopped.
+pub struct Workers {
+    children: Vec<Child>,
+    procs: Vec<ClientProc>,
+}
+
+/// One started worker: its pipes, handed to the slot that drives it.
+pub struct Pipes {
+    stdin: ChildStdin,
+    replies: mpsc::UnboundedReceiver<Reply>,
+}
+
+impl Workers {
+    /// Starts `count` workers (`exe worker --config ...`), each in its own process
+    /// group (a Ctrl-C at the terminal reaches the controller, which stops them in
+    /// order), killed by the kernel if the controller dies, logging to
+    /// `clients/client-N.log`. Waits until each has connected.
+    pub async fn start(
+        exe: &Path,
+        config: &worker::Config,
+        count: usize,
+        dir: &Path,
+        ready_timeout: Duration,
+    ) -> Result<(Workers, Vec<Pipes>)> {
+        let logs = dir.join("clients");
+        std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
+        let config = serde_json::to_string(config)?;
+        let mut workers = Workers {
+            children: Vec::new(),
+            procs: Vec::new(),
+        };
+        let mut pipes = Vec::new();
+        for i in 0..count {
+            let name = client_name(i);
+            let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
+            let mut cmd = tokio::process::Command::new(exe);
+            cmd.arg("worker")
+                .arg("--config")
+                .arg(&config)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::from(log))
+                .process_group(0)
+                .kill_on_drop(true);
+            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = cmd
+                .spawn()
+                .with_context(|| format!("starting worker {name} ({})", exe.display()))?;
+            let pid = Pid::from_raw(child.id().context("the worker exited at once")? as i32);
+            let stdin = child.stdin.take().context("worker stdin")?;
+            let stdout = child.stdout.take().context("worker stdout")?;
+            workers.children.push(child);
+            workers.procs.push(ClientProc { name, pid });
+            let (tx, replies) = mpsc::unbounded_channel();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    match serde_json::from_str::<Reply>(&line) {
+                        Ok(r) => {
+                            if tx.send(r).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => tracing::warn!("worker said something odd ({e}): {line}"),
+                    }
+                }
+            });
+            pipes.push(Pipes { stdin, replies });
+        }
+        for (i, p) in pipes.iter_mut().enumerate() {
+            let hello = tokio::time::timeout(ready_timeout, p.replies.recv()).await;
+            match hello {
+                Ok(Some(r)) if r.id == 0 && r.kind == OpType::Ok => {}
+                Ok(Some(r)) => {
+                    return Err(anyhow!(
+                        "worker {} could not start: {}",
+                        client_name(i),
+                        r.error.unwrap_or_default()
+                    ))
+                }
+                Ok(None) => {
+                    return Err(anyhow!(
+                        "worker {} exited while starting (see {})",
+                        client_name(i),
+                        logs.join(format!("{}.log", client_name(i))).display()
+                    ))
+                }
+                Err(_) => {
+                    return Err(anyhow!(
+                        "worker {} did not connect within {:?}",
+                        client_name(i),
+                        ready_timeout
+                    ))
+                }
+            }
+        }
+        Ok((workers, pipes))
+    }
+
+    pub fn procs(&self) -> &[ClientProc] {
+        &self.procs
+    }
+
+    /// Waits up to `grace` for the workers to exit (their stdin is closed once the
+    /// slots are done), then resumes and kills what is left, and reaps them all.
+    pub async fn stop(mut self, grace: Duration) {
+        let deadline = tokio::time::Instant::now() + grace;
+        for child in &mut self.children {
+            if tokio::time::timeout_at(deadline, child.wait())
+                .await
+                .is_err()
+            {
+                resume_and_kill(child);
+                let _ = child.wait().await;
+            }
+        }
+    }
+}
+
+fn resume_and_kill(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+    }
+    let _ = child.start_kill();
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            resume_and_kill(child);
+        }
+    }
+}
+
+/// Sent to the nemesis when a client has just acquired the lock; the client waits
+/// for the ack before its next op, so a holder-targeted fault lands before it writes.
+pub struct Acquired {
+    pub slot: usize,
+    pub ack: oneshot::Sender<()>,
+}
+
+/// What every slot shares.
+pub struct Shared {
+    pub recorder: Arc<Recorder>,
+    pub live: Arc<Live>,
+    pub workload: Arc<Workload>,
+    /// The next unused process id: slots start as 0..count, retired ids are replaced.
+    pub next_process: AtomicU64,
+    pub acquired: mpsc::UnboundedSender<Acquired>,
+}
+
+/// One client slot: a worker process driven through the ops of the workload.
+pub struct Slot {
+    index: usize,
+    process: u64,
+    next_request: u64,
+    /// Writes this slot made, to make every write's data unique.
+    writes: u64,
+    pipes: Pipes,
+    shared: Arc<Shared>,
+    /// False once the worker is gone: the slot stops.
+    alive: bool,
+}
+
+/// What came back from one op.
+struct Outcome {
+    kind: OpType,
+    value: Value,
+}
+
+impl Slot {
+    pub fn new(index: usize, pipes: Pipes, shared: Arc<Shared>) -> Slot {
+        Slot {
+            index,
+            process: index as u64,
+            next_request: 1,
+            writes: 0,
+            pipes,
+            shared,
+            alive: true,
+        }
+    }
+
+    /// Runs critical sections until `stop` turns true, then finishes the one under
+    /// way (its writes and its release) and closes the worker's stdin.
+    pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<()> {
+        let think = self.shared.workload.section.think;
+        while self.alive && !*stop.borrow() {
+            let acquired = self.call(Command::Acquire).await?;
+            if acquired.kind == OpType::Ok {
+                let token = acquired.value.get("token").and_then(Value::as_u64);
+                self.shared.live.acquired(self.index);
+                let (ack, wait) = oneshot::channel();
+                if self
+                    .shared
+                    .acquired
+                    .send(Acquired {
+                        slot: self.index,
+                        ack,
+                    })
+                    .is_ok()
+                {
+                    let _ = wait.await;
+                }
+                self.section(token).await?;
+                self.shared.live.release(self.index);
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(think) => {}
+                _ = super::stopped(&mut stop) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes with the token, renewing when the lease needs it, then releases. Ends
+    /// early when the process id is retired (an `info`): the new id holds nothing.
+    async fn section(&mut self, mut token: Option<u64>) -> Result<()> {
+        let w = self.shared.workload.clone();
+        let process = self.process;
+        let pause = w.section.hold / w.section.writes;
+        let mut granted = Instant::now();
+        for _ in 0..w.section.writes {
+            if w.backend
+                .lease
+                .renew_every
+                .is_some_and(|r| granted.elapsed() >= r)
+            {
+                let renewed = self.call(Command::Renew { token }).await?;
+                if self.process != process || !self.alive {
+                    return Ok(());
+                }
+                if renewed.kind != OpType::Ok {
+                    // The backend says the lease is gone: a correct holder stops writing.
+                    break;
+                }
+                granted = Instant::now();
+                token = renewed.value.get("token").and_then(Value::as_u64).or(token);
+            }
+            self.writes += 1;
+            let data = format!("{}:{}", self.process, self.writes);
+            self.call(Command::Write { token, data }).await?;
+            if self.process != process || !self.alive {
+                return Ok(());
+            }
+            tokio::time::sleep(pause).await;
+        }
+        self.call(Command::Release { token }).await?;
+        Ok(())
+    }
+
+    /// Sends one op to the worker and records its invoke and completion.
+    async fn call(&mut self, cmd: Command) -> Result<Outcome> {
+        let w = &self.shared.workload;
+        let invoke_value = match &cmd {
+            Command::Acquire => json!({ "lock": super::LOCK_NAME }),
+            Command::Renew { token } | Command::Release { token } => json!({ "token": token }),
+            Command::Write { token, data } => json!({ "token": token, "data": data }),
+            Command::Read => Value::Null,
+        };
+        let f = cmd.f();
+        // An acquire may wait for the lock itself before the reply is due.
+        let wait = w.clients.op_timeout
+            + if cmd == Command::Acquire {
+                w.backend.acquire_timeout
+            } else {
+                Duration::ZERO
+            };
+        let id = self.next_request;
+        self.next_request += 1;
+        let process = Process::Client(self.process);
+        let rec = self.shared.recorder.clone();
+        rec.record(process, OpType::Invoke, f, invoke_value.clone(), None, None)?;
+        self.shared.live.ops.fetch_add(1, Ordering::Relaxed);
+        let reply = self
+            .exchange(
+                worker::Request {
+                    id,
+                    process: self.process,
+                    op: cmd,
+                },
+                wait,
+            )
+            .await;
+        let (kind, value, node, error) = match reply {
+            Ok(r) => {
+                // A completion carries its result; a fail or info repeats what was tried.
+                let value = if r.kind == OpType::Ok {
+                    r.value
+                } else {
+                    invoke_value
+                };
+                (r.kind, value, r.node, r.error)
+            }
+            Err(why) => (OpType::Info, invoke_value, None, Some(why)),
+        };
+        rec.record(process, kind, f, value.clone(), node, error)?;
+        if kind == OpType::Info {
+            // The op may still take effect: this id must never act again.
+            self.process = self.shared.next_process.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Outcome { kind, value })
+    }
+
+    /// Writes the request and waits for the reply with its id, dropping late replies
+    /// to ops already given up on. `Err` says why no reply came.
+    async fn exchange(&mut self, req: worker::Request, wait: Duration) -> Result<Reply, String> {
+        let mut line = serde_json::to_vec(&req).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        if let Err(e) = self.pipes.stdin.write_all(&line).await {
+            self.alive = false;
+            return Err(format!("the worker is gone: {e}"));
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, self.pipes.replies.recv()).await {
+                Ok(Some(r)) if r.id == req.id => return Ok(r),
+                Ok(Some(_late)) => continue,
+                Ok(None) => {
+                    self.alive = false;
+                    return Err("the worker exited".into());
+                }
+                Err(_) => return Err(format!("no reply within {:.1} s", wait.as_secs_f64())),
+            }
+        }
+    }
+}

@@ -1,0 +1,200 @@
+//! The run's figures, for `verdict.json` and the summary: ops by kind and outcome,
+//! acquire latency, critical sections completed, and when the first anomaly happened.
+//! A pure function of the history and the verdict.
+
+use crate::check::Verdict;
+use crate::history::{f, History, OpType, Process};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// From the first op to the last, in seconds.
+    pub run_time_s: f64,
+    /// Completed client ops: `f` → outcome (`ok`, `fail`, `info`) → count. An invoke
+    /// left without completion counts as `info`, as the spec says.
+    pub ops: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Latency of successful acquires (invoke to ok), in milliseconds.
+    pub acquire_latency_ms: Option<Percentiles>,
+    /// Acquires followed by a successful release by the same process.
+    pub critical_sections: u64,
+    /// Faults started (nemesis start records).
+    pub faults: u64,
+    /// Writes the resource's fence rejected (`stale-token`).
+    pub writes_rejected_by_fence: u64,
+    /// Run time of the earliest anomaly that makes the run invalid (allowed kinds
+    /// do not count), in seconds.
+    pub first_anomaly_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Nearest-rank percentiles; `None` for no samples.
+    pub fn of(mut samples: Vec<f64>) -> Option<Percentiles> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_by(f64::total_cmp);
+        let rank = |p: f64| {
+            let i = ((p / 100.0) * samples.len() as f64).ceil() as usize;
+            samples[i.clamp(1, samples.len()) - 1]
+        };
+        Some(Percentiles {
+            p50: rank(50.0),
+            p90: rank(90.0),
+            p99: rank(99.0),
+            max: samples[samples.len() - 1],
+        })
+    }
+}
+
+fn outcome_name(kind: OpType) -> &'static str {
+    match kind {
+        OpType::Ok => "ok",
+        OpType::Fail => "fail",
+        OpType::Info | OpType::Invoke => "info",
+    }
+}
+
+impl Figures {
+    pub fn of(history: &History, verdict: &Verdict) -> Figures {
+        let ops = &history.ops;
+        let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut latencies = Vec::new();
+        for (invoke, done) in history.pairs() {
+            let inv = &ops[invoke];
+            let outcome = done.map_or(OpType::Info, |d| ops[d].kind);
+            *counts
+                .entry(inv.f.clone())
+                .or_default()
+                .entry(outcome_name(outcome).into())
+                .or_default() += 1;
+            if let (Some(d), true) = (done, inv.f == f::ACQUIRE && outcome == OpType::Ok) {
+                latencies.push(ops[d].time.saturating_sub(inv.time) as f64 / 1e6);
+            }
+        }
+        // A section counts once its holder's release succeeds.
+        let mut holding = std::collections::HashSet::new();
+        let mut sections = 0;
+        let mut faults = 0;
+        let mut rejected = 0;
+        for op in ops.iter().filter(|o| o.kind.is_completion()) {
+            match (op.process, op.f.as_str(), op.kind) {
+                (Process::Nemesis, _, _) => {
+                    faults += u64::from(matches!(
+                        op.f.as_str(),
+                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW
+                    ))
+                }
+                (Process::Client(p), f::ACQUIRE, OpType::Ok) => {
+                    holding.insert(p);
+                }
+                (Process::Client(p), f::RELEASE, OpType::Ok) => {
+                    sections += u64::from(holding.remove(&p));
+                }
+                (Process::Client(_), f::WRITE, OpType::Fail) => {
+                    rejected += u64::from(op.error.as_deref() == Some(crate::resource::STALE_TOKEN))
+                }
+                _ => {}
+            }
+        }
+        let span = match (ops.first(), ops.last()) {
+            (Some(a), Some(b)) => b.time.saturating_sub(a.time),
+            _ => 0,
+        };
+        Figures {
+            run_time_s: span as f64 / 1e9,
+            ops: counts,
+            acquire_latency_ms: Percentiles::of(latencies),
+            critical_sections: sections,
+            faults,
+            writes_rejected_by_fence: rejected,
+            first_anomaly_s: verdict
+                .anomalies
+                .iter()
+                .filter(|a| !a.allowed)
+                .filter_map(|a| a.time)
+                .min()
+                .map(|t| t as f64 / 1e9),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{Anomaly, AnomalyKind, Validity};
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let p = Percentiles::of((1..=100).map(f64::from).collect()).unwrap();
+        assert_eq!((p.p50, p.p90, p.p99, p.max), (50.0, 90.0, 99.0, 100.0));
+        let p = Percentiles::of(vec![3.0]).unwrap();
+        assert_eq!((p.p50, p.max), (3.0, 3.0));
+        assert!(Percentiles::of(vec![]).is_none());
+    }
+
+    #[test]
+    fn figures_count_outcomes_sections_faults_and_the_first_anomaly() {
+        let text = [
+            r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","value":null}"#,
+            r#"{"index":1,"time":2000000,"process":0,"type":"ok","f":"acquire","value":{"token":1,"lease_ms":1000}}"#,
+            r#"{"index":2,"time":2000001,"process":"nemesis","type":"info","f":"pause","value":{"targets":["client-0"]}}"#,
+            r#"{"index":3,"time":3000000,"process":1,"type":"invoke","f":"acquire","value":null}"#,
+            r#"{"index":4,"time":7000000,"process":1,"type":"ok","f":"acquire","value":{"token":2,"lease_ms":1000}}"#,
+            r#"{"index":5,"time":7000001,"process":1,"type":"invoke","f":"release","value":{"token":2}}"#,
+            r#"{"index":6,"time":8000000,"process":1,"type":"ok","f":"release","value":null}"#,
+            r#"{"index":7,"time":9000000,"process":"nemesis","type":"info","f":"resume","value":{"targets":["client-0"]}}"#,
+            r#"{"index":8,"time":9000001,"process":0,"type":"invoke","f":"write","value":{"token":1,"data":"0:1"}}"#,
+            r#"{"index":9,"time":9500000,"process":0,"type":"fail","f":"write","value":{"token":1,"data":"0:1"},"error":"stale-token"}"#,
+            r#"{"index":10,"time":9600000,"process":0,"type":"invoke","f":"release","value":{"token":1}}"#,
+        ]
+        .join("\n")
+            + "\n";
+        let history = crate::history::parse_jsonl(&text, "t").unwrap();
+        let anomaly = |kind, time, allowed| Anomaly {
+            kind,
+            indexes: vec![],
+            processes: vec![],
+            tokens: vec![],
+            time: Some(time),
+            explanation: String::new(),
+            allowed,
+        };
+        let verdict = Verdict {
+            valid: Validity::Invalid,
+            model: "lock".into(),
+            anomalies: vec![
+                anomaly(AnomalyKind::DoubleHolder, 4_000_000_000, true),
+                anomaly(AnomalyKind::StaleWriteAccepted, 9_000_000_000, false),
+            ],
+            notes: vec![],
+        };
+        let fig = Figures::of(&history, &verdict);
+        assert_eq!(fig.ops["acquire"]["ok"], 2);
+        assert_eq!(fig.ops["write"]["fail"], 1);
+        assert_eq!(fig.ops["release"]["ok"], 1);
+        assert_eq!(
+            fig.ops["release"]["info"], 1,
+            "an invoke without completion is info"
+        );
+        assert_eq!(fig.critical_sections, 1);
+        assert_eq!(fig.faults, 1);
+        assert_eq!(fig.writes_rejected_by_fence, 1);
+        let lat = fig.acquire_latency_ms.unwrap();
+        assert_eq!((lat.p50, lat.max), (2.0, 4.0));
+        assert_eq!(
+            fig.first_anomaly_s,
+            Some(9.0),
+            "the allowed anomaly does not count"
+        );
+        assert!((fig.run_time_s - 0.0096).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,230 @@
+//! The fault schedule (Jepsen's nemesis generator): when each `[[faults]]` entry
+//! starts and stops, and the history records of both. A fault aimed at the holder
+//! waits, once its quiet period is over, for the next client to acquire the lock and
+//! hits it before that client's next op: the adversarial schedule that finds a
+//! lease's hole in seconds instead of waiting for luck.
+
+use super::controller::{Acquired, Recorder};
+use super::workload::{FaultEntry, FaultKind};
+use super::Live;
+use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
+use crate::history::{OpType, Process};
+use anyhow::Result;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// Builds the fault a workload entry describes.
+pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
+    match entry.kind {
+        FaultKind::Pause => Box::new(Pause::new(entry.target.clone(), entry.duration)),
+    }
+}
+
+enum Phase {
+    /// Nothing until then; then start (or, for the holder, arm).
+    Quiet(Instant),
+    /// Waiting for the next acquire.
+    Armed,
+    /// Applied; stop at the instant.
+    Active(Instant),
+    /// Happened once and has no interval.
+    Done,
+}
+
+struct Scheduled {
+    entry: FaultEntry,
+    fault: Box<dyn Fault>,
+    phase: Phase,
+    /// What the status line shows while it is active.
+    label: String,
+}
+
+/// How long a timed fault that found nothing to hit waits before it tries again.
+const RETRY: Duration = Duration::from_millis(100);
+
+pub struct Nemesis {
+    faults: Vec<Scheduled>,
+    clients: Vec<ClientProc>,
+    rng: ChaCha8Rng,
+    recorder: Arc<Recorder>,
+    live: Arc<Live>,
+}
+
+impl Nemesis {
+    pub fn new(
+        entries: &[FaultEntry],
+        clients: Vec<ClientProc>,
+        seed: u64,
+        recorder: Arc<Recorder>,
+        live: Arc<Live>,
+    ) -> Nemesis {
+        let start = Instant::from_std(recorder.started());
+        let faults = entries
+            .iter()
+            .map(|e| Scheduled {
+                entry: e.clone(),
+                fault: build(e),
+                phase: Phase::Quiet(start + e.after),
+                label: String::new(),
+            })
+            .collect();
+        Nemesis {
+            faults,
+            clients,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            recorder,
+            live,
+        }
+    }
+
+    /// Runs the schedule until `stop`, then ends every active fault (resumes every
+    /// paused client) before returning, whatever the outcome.
+    pub async fn run(
+        mut self,
+        mut acquired: mpsc::UnboundedReceiver<Acquired>,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<()> {
+        let result = self.schedule(&mut acquired, &mut stop).await;
+        // Clients finishing their sections still report acquires: let them through.
+        acquired.close();
+        let healed = self.stop_all().await;
+        result.and(healed)
+    }
+
+    async fn schedule(
+        &mut self,
+        acquired: &mut mpsc::UnboundedReceiver<Acquired>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<()> {
+        loop {
+            let next = self
+                .faults
+                .iter()
+                .filter_map(|s| match s.phase {
+                    Phase::Quiet(t) | Phase::Active(t) => Some(t),
+                    Phase::Armed | Phase::Done => None,
+                })
+                .min();
+            let timer = async {
+                match next {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = super::stopped(stop) => return Ok(()),
+                _ = timer => self.advance().await?,
+                event = acquired.recv() => {
+                    let Some(Acquired { slot, ack }) = event else { return Ok(()) };
+                    self.on_acquired(slot).await?;
+                    let _ = ack.send(());
+                }
+            }
+        }
+    }
+
+    /// Moves every fault whose time has come.
+    async fn advance(&mut self) -> Result<()> {
+        let now = Instant::now();
+        for i in 0..self.faults.len() {
+            match self.faults[i].phase {
+                Phase::Quiet(t) if t <= now => {
+                    if self.faults[i].entry.target == Target::Holder {
+                        self.faults[i].phase = Phase::Armed;
+                    } else {
+                        let holder = self.live.holder();
+                        if !self.start(i, holder).await? {
+                            self.faults[i].phase = Phase::Quiet(now + RETRY);
+                        }
+                    }
+                }
+                Phase::Active(t) if t <= now => self.stop(i).await?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_acquired(&mut self, slot: usize) -> Result<()> {
+        for i in 0..self.faults.len() {
+            if matches!(self.faults[i].phase, Phase::Armed) {
+                self.start(i, Some(slot)).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts fault `i`; false if it found nothing to hit.
+    async fn start(&mut self, i: usize, holder: Option<usize>) -> Result<bool> {
+        let mut scene = Scene {
+            clients: &self.clients,
+            holder,
+            rng: &mut self.rng,
+        };
+        let s = &mut self.faults[i];
+        let Some(value) = s.fault.start(&mut scene).await? else {
+            return Ok(false);
+        };
+        let (start_f, _) = s.fault.ops();
+        s.label = format!("{start_f} {}", targets_of(&value));
+        s.phase = Phase::Active(Instant::now() + s.entry.duration);
+        self.recorder
+            .record(Process::Nemesis, OpType::Info, start_f, value, None, None)?;
+        self.live.set_faults(self.active_labels());
+        Ok(true)
+    }
+
+    async fn stop(&mut self, i: usize) -> Result<()> {
+        let s = &mut self.faults[i];
+        let value = s.fault.stop().await?;
+        let (_, stop_f) = s.fault.ops();
+        s.phase = match s.entry.interval {
+            Some(gap) => Phase::Quiet(Instant::now() + gap),
+            None => Phase::Done,
+        };
+        self.recorder
+            .record(Process::Nemesis, OpType::Info, stop_f, value, None, None)?;
+        self.live.set_faults(self.active_labels());
+        Ok(())
+    }
+
+    /// Ends every active fault; tries them all and returns the first error.
+    async fn stop_all(&mut self) -> Result<()> {
+        let mut first = Ok(());
+        for i in 0..self.faults.len() {
+            if matches!(self.faults[i].phase, Phase::Active(_)) {
+                let r = self.stop(i).await;
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            self.faults[i].phase = Phase::Done;
+        }
+        first
+    }
+
+    fn active_labels(&self) -> Vec<String> {
+        self.faults
+            .iter()
+            .filter(|s| matches!(s.phase, Phase::Active(_)))
+            .map(|s| s.label.clone())
+            .collect()
+    }
+}
+
+fn targets_of(value: &serde_json::Value) -> String {
+    value
+        .get("targets")
+        .and_then(|t| t.as_array())
+        .map(|t| {
+            t.iter()
+                .filter_map(|x| x.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}

@@ -1,0 +1,218 @@
+//! One lock client in its own OS process (`lockcheck worker`), so that a SIGSTOP to
+//! it stops exactly that client: its lock connection, its keep-alive, its writes.
+//!
+//! Protocol, JSON lines: the controller writes one [`Request`] to the worker's stdin,
+//! the worker answers one [`Reply`] on stdout, in order. The worker's first line is
+//! the reply with id 0: `ok` once it is connected, or `fail` with the reason. The
+//! worker's own clock stamps nothing: the controller times every op itself.
+
+use crate::backend::{self, BackendKind, Grant, LockClient, LockConfig, LockError};
+use crate::history::OpType;
+use crate::resource::{self, WriteOutcome};
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// What a worker is started with (one JSON argument).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Config {
+    pub backend: BackendKind,
+    pub endpoints: Vec<String>,
+    pub lock: LockConfig,
+    pub resource: SocketAddr,
+}
+
+/// One op for the worker to perform, as logical process `process`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    pub id: u64,
+    pub process: u64,
+    #[serde(flatten)]
+    pub op: Command,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "f", rename_all = "lowercase")]
+pub enum Command {
+    Acquire,
+    /// `token` is what the holder believes it holds (for the history; the lock
+    /// client knows its own lock).
+    Renew {
+        token: Option<u64>,
+    },
+    Release {
+        token: Option<u64>,
+    },
+    Write {
+        token: Option<u64>,
+        data: String,
+    },
+    Read,
+}
+
+impl Command {
+    /// The history's `f`.
+    pub fn f(&self) -> &'static str {
+        use crate::history::f;
+        match self {
+            Command::Acquire => f::ACQUIRE,
+            Command::Renew { .. } => f::RENEW,
+            Command::Release { .. } => f::RELEASE,
+            Command::Write { .. } => f::WRITE,
+            Command::Read => f::READ,
+        }
+    }
+}
+
+/// The outcome of one request, in the history's words.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub kind: OpType,
+    #[serde(default)]
+    pub value: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    fn ok(id: u64, value: Value) -> Reply {
+        Reply {
+            id,
+            kind: OpType::Ok,
+            value,
+            node: None,
+            error: None,
+        }
+    }
+
+    fn failed(id: u64, kind: OpType, error: String) -> Reply {
+        Reply {
+            id,
+            kind,
+            value: Value::Null,
+            node: None,
+            error: Some(error),
+        }
+    }
+
+    fn from_lock_error(id: u64, e: LockError) -> Reply {
+        match e {
+            LockError::Denied(m) => Reply::failed(id, OpType::Fail, m),
+            LockError::Indeterminate(m) => Reply::failed(id, OpType::Info, m),
+        }
+    }
+}
+
+fn grant_value(g: Grant) -> Value {
+    json!({ "token": g.token, "lease_ms": g.lease_ms })
+}
+
+/// Runs the worker until stdin closes.
+pub async fn serve(config: Config) -> Result<()> {
+    let mut out = tokio::io::stdout();
+    let connected = async {
+        let lock = backend::connect(config.backend, &config.endpoints, &config.lock)
+            .await
+            .context("connecting to the lock service")?;
+        let res = resource::Client::connect(config.resource).await?;
+        anyhow::Ok((lock, res))
+    }
+    .await;
+    let (mut lock, mut res) = match connected {
+        Ok(c) => {
+            send(&mut out, &Reply::ok(0, Value::Null)).await?;
+            c
+        }
+        Err(e) => {
+            send(&mut out, &Reply::failed(0, OpType::Fail, format!("{e:#}"))).await?;
+            return Err(e);
+        }
+    };
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        let req: Request = serde_json::from_str(&line)
+            .with_context(|| format!("bad request from the controller: {line}"))?;
+        let mut reply = perform(lock.as_mut(), &mut res, &req).await;
+        reply.node = lock.node();
+        send(&mut out, &reply).await?;
+    }
+    Ok(())
+}
+
+async fn perform(lock: &mut dyn LockClient, res: &mut resource::Client, req: &Request) -> Reply {
+    let id = req.id;
+    match &req.op {
+        Command::Acquire => match lock.acquire().await {
+            Ok(g) => Reply::ok(id, grant_value(g)),
+            Err(e) => Reply::from_lock_error(id, e),
+        },
+        Command::Renew { .. } => match lock.renew().await {
+            Ok(g) => Reply::ok(id, grant_value(g)),
+            Err(e) => Reply::from_lock_error(id, e),
+        },
+        Command::Release { .. } => match lock.release().await {
+            Ok(()) => Reply::ok(id, Value::Null),
+            Err(e) => Reply::from_lock_error(id, e),
+        },
+        Command::Write { token, data } => match res.write(req.process, *token, data).await {
+            Ok(WriteOutcome::Applied { seq }) => {
+                Reply::ok(id, json!({ "token": token, "data": data, "seq": seq }))
+            }
+            Ok(WriteOutcome::Rejected(why)) => Reply::failed(id, OpType::Fail, why),
+            // The write may or may not have reached the resource.
+            Err(e) => Reply::failed(id, OpType::Info, format!("{e:#}")),
+        },
+        Command::Read => match res.read().await {
+            Ok((seq, data)) => Reply::ok(id, json!({ "data": data, "seq": seq })),
+            Err(e) => Reply::failed(id, OpType::Fail, format!("{e:#}")),
+        },
+    }
+}
+
+async fn send(out: &mut tokio::io::Stdout, reply: &Reply) -> Result<()> {
+    let mut line = serde_json::to_vec(reply)?;
+    line.push(b'\n');
+    out.write_all(&line).await?;
+    out.flush().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_replies_are_one_json_line_each() {
+        let req = Request {
+            id: 4,
+            process: 7,
+            op: Command::Write {
+                token: Some(3),
+                data: "7:1".into(),
+            },
+        };
+        let line = serde_json::to_string(&req).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":4,"process":7,"f":"write","token":3,"data":"7:1"}"#
+        );
+        let back: Request = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.op, req.op);
+        let acquire: Request =
+            serde_json::from_str(r#"{"id":1,"process":0,"f":"acquire"}"#).unwrap();
+        assert_eq!(acquire.op.f(), "acquire");
+        let reply = Reply::from_lock_error(5, LockError::Indeterminate("timed out".into()));
+        let line = serde_json::to_string(&reply).unwrap();
+        assert_eq!(
+            line,
+            r#"{"id":5,"type":"info","value":null,"error":"timed out"}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), reply);
+    }
+}

@@ -1,0 +1,127 @@
+//! `lockcheck run` against a real Redis: the paused holder finds the hole in the
+//! unfenced design, fencing closes it, and a run without faults is valid. After
+//! every run nothing the run started is left running or stopped.
+
+mod run_support;
+use run_support::*;
+
+#[test]
+fn unfenced_redis_with_the_holder_paused_past_its_ttl_shows_two_holders_and_a_stale_write() {
+    let r = run(&workload("redis-pause-unfenced.toml"), &[]);
+    assert_eq!(r.code, 1, "anomalies exit 1; stderr: {}", r.stderr);
+    assert_eq!(r.json["valid"], false);
+    for kind in ["double-holder", "stale-write-accepted"] {
+        let found = r.anomalies(kind);
+        assert!(!found.is_empty(), "no {kind} in {}", r.json["anomalies"]);
+        let a = found[0];
+        assert!(
+            a["indexes"].as_array().is_some_and(|i| i.len() >= 2),
+            "evidence: {a}"
+        );
+        assert!(!a["explanation"].as_str().unwrap_or("").is_empty(), "{a}");
+        assert_eq!(a["allowed"], false);
+    }
+    // The stale write is one the resource applied: resource.jsonl has its seq.
+    let dir = r.run_dir();
+    let applied = lockcheck::run::read_applied(&dir.join("resource.jsonl")).unwrap();
+    let stale = r.anomalies("stale-write-accepted")[0];
+    let tokens: Vec<u64> = stale["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_u64())
+        .collect();
+    let low = *tokens.iter().min().unwrap();
+    let high = *tokens.iter().max().unwrap();
+    let first_high = applied.iter().position(|w| w.token == Some(high)).unwrap();
+    assert!(
+        applied[first_high..].iter().any(|w| w.token == Some(low)),
+        "token {low} applied after {high}"
+    );
+    // The pause is in the history as nemesis ops.
+    let history = lockcheck::history::read_jsonl(&dir.join("history.jsonl")).unwrap();
+    assert!(history
+        .ops
+        .iter()
+        .any(|o| o.f == "pause" && o.value["targets"].as_array().is_some_and(|t| !t.is_empty())));
+    assert!(history.ops.iter().any(|o| o.f == "resume"));
+    let f = &r.json["figures"];
+    assert!(f["critical_sections"].as_u64().unwrap() > 0, "{f}");
+    assert!(f["first_anomaly_s"].as_f64().unwrap() > 0.0, "{f}");
+    assert!(f["acquire_latency_ms"]["p99"].as_f64().is_some(), "{f}");
+    r.assert_nothing_left();
+}
+
+#[test]
+fn fenced_redis_rejects_every_stale_write_and_is_valid() {
+    let r = run(&workload("redis-pause-fenced.toml"), &[]);
+    assert_eq!(r.code, 0, "valid exits 0: {}\n{}", r.json, r.stderr);
+    assert_eq!(r.json["valid"], true);
+    assert!(r.anomalies("stale-write-accepted").is_empty());
+    // The lease still expired under the pause: two holders, tolerated by design.
+    let doubles = r.anomalies("double-holder");
+    assert!(
+        !doubles.is_empty(),
+        "the pause should still make two holders"
+    );
+    assert!(doubles.iter().all(|a| a["allowed"] == true));
+    assert!(
+        r.json["figures"]["writes_rejected_by_fence"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let applied = lockcheck::run::read_applied(&r.run_dir().join("resource.jsonl")).unwrap();
+    assert!(
+        applied.windows(2).all(|w| w[0].token <= w[1].token),
+        "a fenced resource applies tokens in order"
+    );
+    r.assert_nothing_left();
+}
+
+#[test]
+fn redis_without_faults_is_valid_and_the_run_directory_is_complete() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&no_fault_workload(dir.path(), "redis"), &["--seed", "9"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    assert_eq!(r.json["valid"], true);
+    assert!(r.json["anomalies"].as_array().unwrap().is_empty());
+    assert_eq!(r.json["seed"], 9);
+    let run_dir = r.run_dir();
+    for file in [
+        "history.jsonl",
+        "resource.jsonl",
+        "verdict.json",
+        "workload.toml",
+        "nodes/n1.log",
+    ] {
+        assert!(
+            run_dir.join(file).is_file(),
+            "{file} missing in {}",
+            run_dir.display()
+        );
+    }
+    let verdict: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("verdict.json")).unwrap())
+            .unwrap();
+    assert_eq!(verdict, r.json);
+    let latest = std::fs::canonicalize(r.results.path().join("latest")).unwrap();
+    assert_eq!(latest, std::fs::canonicalize(&run_dir).unwrap());
+    assert!(r.json["figures"]["ops"]["write"]["ok"].as_u64().unwrap() > 0);
+    r.assert_nothing_left();
+}
+
+#[test]
+fn a_missing_server_program_is_an_environment_problem_naming_its_package() {
+    let results = tempfile::tempdir().unwrap();
+    let out = lockcheck()
+        .args(["run", "--results"])
+        .arg(results.path())
+        .arg(workload("redis-pause-unfenced.toml"))
+        .env("LOCKCHECK_REDIS_SERVER", "/nonexistent/redis-server")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("apt-get install redis-server"), "{stderr}");
+}
