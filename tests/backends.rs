@@ -479,3 +479,56 @@ async fn cluster_files_go_under_the_run_directory_and_servers_stop_on_drop() {
         assert!(gone, "pid {pid} still there after drop");
     }
 }
+
+#[tokio::test]
+async fn etcd_names_its_leader_and_a_paused_leader_is_replaced() {
+    let r = start(BackendKind::Etcd).await;
+    let leader = r.cluster.leader().await.expect("a leader");
+    let pid = Pid::from_raw(r.cluster.pid(&leader).unwrap() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    let t = Instant::now();
+    let mut next = None;
+    while t.elapsed() < Duration::from_secs(10) && next.is_none() {
+        next = r.cluster.leader().await.filter(|l| *l != leader);
+    }
+    kill(pid, Signal::SIGCONT).unwrap();
+    let next = next.expect("a new leader while the old one is paused");
+    eprintln!("{leader} paused: {next} leads after {:?}", t.elapsed());
+}
+
+/// The prepare hook's change reaches the server, at its first start and at a restart
+/// (here: a `maxclients` per node, read back with CONFIG GET).
+#[tokio::test]
+async fn prepare_runs_before_every_start_of_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ClusterSpec {
+        prepare: Some(lockcheck::cluster::Prepare(std::sync::Arc::new(
+            |node, cmd| {
+                cmd.arg("--maxclients")
+                    .arg(format!("40{}", &node.name[1..]));
+                Ok(())
+            },
+        ))),
+        ..ClusterSpec::new(BackendKind::Redlock, dir.path())
+    };
+    let mut cluster = LocalCluster::start(spec).await.unwrap();
+    async fn maxclients(addr: &str) -> String {
+        let client = redis::Client::open(format!("redis://{addr}/")).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let reply: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxclients")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        reply[1].clone()
+    }
+    let endpoints = cluster.endpoints();
+    assert_eq!(maxclients(&endpoints[1]).await, "402");
+    cluster.kill("n4").unwrap();
+    cluster.wipe("n4").unwrap();
+    assert!(!cluster.nodes()[3].data_dir.exists());
+    cluster.restart("n4").await.unwrap();
+    assert_eq!(maxclients(&endpoints[3]).await, "404");
+    assert!(cluster.wipe("n4").is_err(), "wiping a running node");
+}

@@ -27,7 +27,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -45,6 +45,23 @@ pub struct ClusterSpec {
     pub ready_timeout: Duration,
     /// How long a node may take to exit after SIGTERM before it gets SIGKILL.
     pub stop_grace: Duration,
+    /// Adjusts each node's command before every start, restarts included.
+    pub prepare: Option<Prepare>,
+}
+
+/// A change to a node's command line made just before it starts, for what must be in
+/// place from the server's first instruction: a clock interposer in its environment,
+/// a time namespace, a wrapper. Runs again at each restart of the node.
+#[derive(Clone)]
+pub struct Prepare(pub Arc<PrepareFn>);
+
+/// What a [`Prepare`] runs: the node about to start, and its command.
+pub type PrepareFn = dyn Fn(&NodeSpec, &mut Command) -> Result<()> + Send + Sync;
+
+impl std::fmt::Debug for Prepare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepare(..)")
+    }
 }
 
 impl ClusterSpec {
@@ -57,6 +74,7 @@ impl ClusterSpec {
             binary: None,
             ready_timeout: Duration::from_secs(20),
             stop_grace: Duration::from_secs(5),
+            prepare: None,
         }
     }
 }
@@ -300,6 +318,59 @@ impl LocalCluster {
         self.wait_ready(&[i]).await
     }
 
+    /// Empties the data directory of a node that is down, so that its restart comes
+    /// back with nothing: a Redis without its keys, an etcd member without its log.
+    pub fn wipe(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        self.reap(i);
+        if let Some(child) = &self.children[i] {
+            bail!(
+                "node {node} is still running (pid {}): kill it before wiping its data",
+                child.id()
+            );
+        }
+        let data = &self.plan.nodes[i].data_dir;
+        match fs::remove_dir_all(data) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("wiping {}", data.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The node that currently leads, where the backend has one: the etcd member
+    /// that a quorum of members names as leader, the one Redis of `redis`; none for
+    /// Redlock's independent servers or while etcd elects.
+    pub async fn leader(&self) -> Option<String> {
+        match self.kind() {
+            BackendKind::Redis => self.plan.nodes.first().map(|n| n.name.clone()),
+            BackendKind::Redlock => None,
+            BackendKind::Etcd => self.etcd_leader().await,
+        }
+    }
+
+    /// Asks every running member for its status: its own member id and its leader's.
+    async fn etcd_leader(&self) -> Option<String> {
+        let mut ids = Vec::new();
+        let mut votes: Vec<String> = Vec::new();
+        for (i, node) in self.plan.nodes.iter().enumerate() {
+            if self.children[i].is_none() {
+                continue;
+            }
+            if let Some((id, leader)) = etcd_status(node.client_listen).await {
+                ids.push((id, node.name.clone()));
+                votes.push(leader);
+            }
+        }
+        let quorum = self.plan.nodes.len() / 2 + 1;
+        let named = votes
+            .iter()
+            .find(|v| votes.iter().filter(|w| w == v).count() >= quorum)?;
+        ids.into_iter()
+            .find(|(id, _)| id == named)
+            .map(|(_, name)| name)
+    }
+
     /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
     /// SIGKILL for any still there after the grace. Also what drop does.
     pub fn stop(&mut self) {
@@ -379,6 +450,10 @@ impl LocalCluster {
             .open(&node.log_path)
             .with_context(|| format!("opening {}", node.log_path.display()))?;
         let mut cmd = self.plan.command(i);
+        if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
+            prepare(node, &mut cmd)
+                .with_context(|| format!("preparing node {} to start", node.name))?;
+        }
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -476,6 +551,33 @@ async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
         tokio::time::timeout(Duration::from_secs(1), ask).await,
         Ok(Some(true))
     )
+}
+
+/// One etcd member's status over its HTTP gateway: (its member id, its leader's id),
+/// both as etcd prints them (decimal strings); none if it does not answer in time or
+/// has no leader.
+async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        let body = "{}";
+        let request = format!(
+            "POST /v3/maintenance/status HTTP/1.0\r\nHost: {addr}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(request.as_bytes()).await.ok()?;
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).await.ok()?;
+        let reply = String::from_utf8_lossy(&reply);
+        let json: serde_json::Value = serde_json::from_str(reply.split("\r\n\r\n").nth(1)?).ok()?;
+        let id = json["header"]["member_id"].as_str()?.to_string();
+        let leader = json["leader"].as_str().filter(|l| *l != "0")?.to_string();
+        Some((id, leader))
+    };
+    tokio::time::timeout(Duration::from_secs(1), ask)
+        .await
+        .ok()
+        .flatten()
 }
 
 /// Ports handed out by this process and not yet reused: the kernel may give the same

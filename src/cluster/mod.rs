@@ -7,7 +7,7 @@
 
 pub mod local;
 
-pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec};
+pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec, Prepare};
 
 use crate::backend::BackendKind;
 use std::path::{Path, PathBuf};
