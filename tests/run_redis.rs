@@ -125,3 +125,67 @@ fn a_missing_server_program_is_an_environment_problem_naming_its_package() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("apt-get install redis-server"), "{stderr}");
 }
+
+#[test]
+fn a_client_that_does_not_answer_in_time_is_info_and_goes_on_under_a_new_process_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("slow-client.toml");
+    std::fs::write(
+        &path,
+        r#"duration = "3s"
+resource = "fenced"
+allow = ["double-holder"]
+
+[backend]
+kind = "redis"
+lease = "500ms"
+acquire_timeout = "200ms"
+
+[clients]
+count = 2
+op_timeout = "300ms"
+
+[critical_section]
+hold = "100ms"
+writes = 2
+
+[[faults]]
+kind = "pause"
+target = "client-0"
+after = "500ms"
+duration = "1500ms"
+"#,
+    )
+    .unwrap();
+    let r = run(&path, &[]);
+    assert!(r.code == 0 || r.code == 1, "{}\n{}", r.json, r.stderr);
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    use lockcheck::history::{OpType, Process};
+    let retired = history
+        .ops
+        .iter()
+        .position(|o| o.process == Process::Client(0) && o.kind == OpType::Info)
+        .expect("the paused client's op timed out as info");
+    assert!(
+        history.ops[retired]
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("no reply"),
+        "{:?}",
+        history.ops[retired]
+    );
+    assert!(
+        history.ops[retired + 1..]
+            .iter()
+            .all(|o| o.process != Process::Client(0)),
+        "process 0 never acts again after its info"
+    );
+    assert!(
+        history.ops[retired + 1..]
+            .iter()
+            .any(|o| o.process == Process::Client(2) && o.kind == OpType::Invoke),
+        "the worker goes on as process 2"
+    );
+    r.assert_nothing_left();
+}

@@ -35,7 +35,12 @@ pub fn main(args: Args) -> Result<u8> {
                 area: "backend",
                 name,
                 ok: true,
-                detail: format!("{} ({})", version_of(path), path.display()),
+                detail: format!(
+                    "{} {} ({})",
+                    a.binary.name,
+                    version_of(path),
+                    path.display()
+                ),
                 install: None,
             },
             Err(e) => Item {
@@ -92,15 +97,16 @@ pub fn main(args: Args) -> Result<u8> {
     Ok(u8::from(install.is_some()))
 }
 
-/// The first line of `PROGRAM --version`, or why there is none.
+/// The version `PROGRAM --version` prints (`Redis server v=7.0.15 ...` → `7.0.15`,
+/// `etcd Version: 3.4.23` → `3.4.23`), or why there is none.
 fn version_of(program: &Path) -> String {
-    match Command::new(program).arg("--version").output() {
-        Ok(out) => String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .next()
-            .unwrap_or("")
-            .trim()
-            .to_string(),
-        Err(e) => format!("version unknown: {e}"),
-    }
+    let out = match Command::new(program).arg("--version").output() {
+        Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
+        Err(e) => return format!("(version unknown: {e})"),
+    };
+    out.split_whitespace()
+        .map(|w| w.trim_start_matches("v=").trim_start_matches('v'))
+        .find(|w| w.contains('.') && w.starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or("(version unknown)")
+        .to_string()
 }

@@ -63,14 +63,15 @@ pub fn main(args: Args) -> Result<u8> {
         if !args.json {
             let b = &w.backend;
             eprintln!(
-                "lockcheck: running {} (seed {seed}): {:?} × {} node(s), lease {:.1} s{}, {} clients, {} resource, {:.0} s",
+                "lockcheck: running {} (seed {seed}): {} × {} node{}, lease {:.1} s{}, {} clients, {} resource, {:.0} s",
                 w.name,
-                b.kind,
+                kind_name(b.kind),
                 b.nodes,
+                if b.nodes == 1 { "" } else { "s" },
                 b.lease.ttl.as_secs_f64(),
                 b.lease.preset.map(|p| format!(" ({})", p.name)).unwrap_or_default(),
                 w.clients.count,
-                if w.resource == crate::resource::Mode::Fenced { "fenced" } else { "unfenced" },
+                mode_name(w.resource),
                 time_limit.unwrap_or(w.duration).as_secs_f64(),
             );
         }
@@ -101,6 +102,20 @@ pub fn main(args: Args) -> Result<u8> {
     Ok(summary.exit_code())
 }
 
+/// Anomalies of one kind shown in words; verdict.json has them all.
+const SHOWN: usize = 2;
+
+fn kind_name(k: crate::backend::BackendKind) -> String {
+    format!("{k:?}").to_lowercase()
+}
+
+fn mode_name(m: crate::resource::Mode) -> &'static str {
+    match m {
+        crate::resource::Mode::Fenced => "fenced",
+        crate::resource::Mode::Unfenced => "unfenced",
+    }
+}
+
 fn print_report(r: &RunReport) {
     let v = &r.verdict;
     let head = match v.valid {
@@ -109,11 +124,13 @@ fn print_report(r: &RunReport) {
         Validity::Unknown => "UNKNOWN",
     };
     println!(
-        "{head}: {} seed {} ({:?}, {:?} resource)",
-        r.workload, r.seed, r.backend, r.resource
+        "{head}: {} seed {} ({}, {} resource)",
+        r.workload,
+        r.seed,
+        kind_name(r.backend),
+        mode_name(r.resource)
     );
     let mut kinds: Vec<_> = v.anomalies.iter().map(|a| a.kind).collect();
-    kinds.dedup();
     kinds.sort();
     kinds.dedup();
     for kind in kinds {
@@ -130,7 +147,7 @@ fn print_report(r: &RunReport) {
                 ""
             }
         );
-        for a in of_kind.iter().take(3) {
+        for a in of_kind.iter().take(SHOWN) {
             let at = a
                 .time
                 .map(|t| format!("at {}: ", secs(t)))

@@ -11,7 +11,8 @@
 //!
 //! Planted anomalies: `overlaps` holders are paused (a nemesis `pause`) right after
 //! their first write, past their lease; the service re-grants to the next waiter; the
-//! paused client resumes just after that grant, still believing it holds the lock,
+//! paused client resumes just after the new holder's first write, still believing it
+//! holds the lock,
 //! writes with its old token (a fenced resource rejects it: `stale-token`) and its
 //! release fails ("not held"). Each plant makes exactly one double holder.
 
@@ -183,8 +184,10 @@ struct Sim<'c> {
     queue: VecDeque<usize>,
     tokens: u64,
     holds: u64,
-    /// A paused worker to resume right after the next grant.
+    /// A paused worker to resume right after the next grant's first write.
     resume_after_grant: Option<usize>,
+    /// (new holder, paused worker): resume the paused one after this write.
+    resume_after_write: Option<(usize, usize)>,
     plants_done: usize,
 }
 
@@ -222,6 +225,7 @@ impl<'c> Sim<'c> {
             tokens: 0,
             holds: 0,
             resume_after_grant: None,
+            resume_after_write: None,
             plants_done: 0,
         }
     }
@@ -282,7 +286,7 @@ impl<'c> Sim<'c> {
         self.at(ok_at, w, Ev::Granted { generation });
         if let Some(paused) = self.resume_after_grant.take() {
             self.workers[w].steady = true;
-            self.at(ok_at + 50 * US, paused, Ev::Resume);
+            self.resume_after_write = Some((w, paused));
         }
     }
 
@@ -503,6 +507,12 @@ impl<'c> Sim<'c> {
         let Some(mut p) = self.workers[w].pending.take() else {
             return;
         };
+        if let Some((holder, paused)) = self.resume_after_write {
+            if holder == w && p.write.is_some() {
+                self.resume_after_write = None;
+                self.at(self.now + 50 * US, paused, Ev::Resume);
+            }
+        }
         if let Some((token, data)) = p.write.take() {
             let stale = self.cfg.fenced
                 && matches!((token, self.resource_max), (Some(t), Some(m)) if t < m);
@@ -534,7 +544,13 @@ impl<'c> Sim<'c> {
             self.at(t, w, Ev::Start);
         } else {
             self.workers[w].phase = Phase::Holding;
-            let t = self.now + self.rng.gen_range(50 * US..500 * US);
+            // A resumed holder goes straight on to its release.
+            let pause = if self.workers[w].pause_after_write && self.workers[w].written > 1 {
+                10 * US
+            } else {
+                self.rng.gen_range(50 * US..500 * US)
+            };
+            let t = self.now + pause;
             self.at(t, w, Ev::Act);
         }
     }

@@ -131,7 +131,7 @@ impl Live {
                 s.faults.join(", ")
             };
             format!(
-                "[{:5.1}/{:.0} s] ops {} | holder {holder} | faults {faults} | overlapping holders {} | stale writes accepted {}, rejected {}",
+                "[{:5.1}/{:.0} s] {} ops | holder {holder} | faults: {faults} | overlapping holders {} | stale writes {} accepted, {} rejected",
                 elapsed.as_secs_f64(),
                 total.as_secs_f64(),
                 self.ops.load(Ordering::Relaxed),
@@ -287,6 +287,11 @@ async fn execute(
             loop {
                 tick.tick().await;
                 let line = live.line(start.elapsed(), duration, stats.get());
+                // A line wider than the terminal wraps, and `\r` no longer erases it.
+                let line: String = line
+                    .chars()
+                    .take(terminal_width().saturating_sub(1))
+                    .collect();
                 let mut err = std::io::stderr().lock();
                 let _ = write!(err, "\r\x1b[2K{line}");
                 let _ = err.flush();
@@ -340,6 +345,18 @@ async fn execute(
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
+    }
+}
+
+/// The width of the terminal on stderr, 80 if it cannot be told.
+fn terminal_width() -> usize {
+    let mut size: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct we pass.
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    if ok && size.ws_col > 0 {
+        size.ws_col as usize
+    } else {
+        80
     }
 }
 

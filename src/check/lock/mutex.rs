@@ -23,7 +23,7 @@ use super::sections::{Section, Sections};
 use super::Findings;
 use crate::check::model::{Model, Operation};
 use crate::check::{secs, Anomaly, AnomalyKind};
-use crate::history::History;
+use crate::history::{History, OpType};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -193,9 +193,16 @@ pub fn double_holders(h: &History, s: &Sections, found: &mut Findings) {
 fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
     let (first, second) = (&s.sections[first_id], &s.sections[second_id]);
     let until = first.core_end().min(second.core_end());
-    let explanation = format!(
+    // The first holder's writes while the second held: its acts as holder.
+    let from = s.writes.partition_point(|w| w.invoke <= second.begin);
+    let acts: Vec<usize> = (from..s.writes.len())
+        .take_while(|&w| s.writes[w].invoke <= until)
+        .filter(|&w| s.writes[w].section == Some(first_id as u32))
+        .take(3)
+        .collect();
+    let mut explanation = format!(
         "process {p} acquired {lock} {a}{ta} and had not released; process {q} acquired it {b}{tb} — \
-         both held it from {from} to {to}. Then process {p} {end}.",
+         both held it from {from} to {to}.",
         p = first.process,
         q = second.process,
         lock = lock_name(s, first.lock),
@@ -205,23 +212,22 @@ fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anom
         tb = with_token(second.token),
         from = secs(h.ops[second.begin].time),
         to = secs(h.ops[until].time),
-        end = how_it_ended(h, first),
     );
-    // The first holder's writes while the second held: its acts as holder.
-    let from = s.writes.partition_point(|w| w.invoke <= second.begin);
-    let acts = s.writes[from..]
-        .iter()
-        .take_while(|w| w.invoke <= until)
-        .filter(|w| w.section == Some(first_id as u32))
-        .take(3)
-        .map(|w| w.invoke);
+    for &w in &acts {
+        explanation += &format!(" Meanwhile process {} {}.", first.process, wrote(h, s, w));
+    }
+    explanation += &format!(
+        " Then process {} {}.",
+        first.process,
+        how_it_ended(h, first)
+    );
     Anomaly {
         kind: AnomalyKind::DoubleHolder,
         indexes: indexes(
             h,
             [first.begin, second.begin, first.core_end()]
                 .into_iter()
-                .chain(acts),
+                .chain(acts.iter().map(|&w| s.writes[w].invoke)),
         ),
         processes: vec![first.process, second.process],
         tokens: first.token.into_iter().chain(second.token).collect(),
@@ -229,4 +235,25 @@ fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anom
         explanation,
         allowed: false,
     }
+}
+
+/// `wrote at 11.001 s with token 1 (rejected: "stale-token")`.
+fn wrote(h: &History, s: &Sections, w: usize) -> String {
+    let invoke = s.writes[w].invoke;
+    let outcome = match s.writes[w].completion.map(|c| &h.ops[c]) {
+        Some(c) if c.kind == OpType::Ok => match c.seq() {
+            Some(seq) => format!(" (applied as seq {seq})"),
+            None => " (acknowledged)".into(),
+        },
+        Some(c) if c.kind == OpType::Fail => match &c.error {
+            Some(e) => format!(" (rejected: \"{e}\")"),
+            None => " (rejected)".into(),
+        },
+        _ => " (unanswered)".into(),
+    };
+    format!(
+        "wrote {}{}{outcome}",
+        at(h, invoke),
+        with_token(h.ops[invoke].token())
+    )
 }

@@ -218,7 +218,7 @@ fn lost_updates(h: &History, s: &Sections, found: &mut Findings) {
                     time: Some(h.ops[c].time),
                     explanation: format!(
                         "{} read the counter as {value} {}, but {before} increments had been \
-                         acknowledged before it asked (the last {} by {}): {} updates were lost",
+                         acknowledged before it asked (the last at {} by {}): {} update(s) lost",
                         h.ops[c].process,
                         at(h, c),
                         secs(h.ops[last].time),

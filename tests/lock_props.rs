@@ -1,0 +1,472 @@
+//! On many random small lock histories (2–3 processes, up to 8 ops each, random
+//! overlaps, `info`, `fail`, unanswered invokes, perturbed tokens), three checkers
+//! must agree on the double-holder verdict and the token verdict:
+//! - the fast path (`lock::check`: the sweep over critical sections);
+//! - the full search (`lock::search`: the engine against the owner-aware mutex);
+//! - a brute force, written here from the raw history, that tries every order.
+
+use lockcheck::check::linear::Outcome;
+use lockcheck::check::{lock, AnomalyKind, Limits};
+use lockcheck::history::{History, Op, OpType, Process};
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+
+// ---------------------------------------------------------------- the generator
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum F {
+    Acquire,
+    Write,
+    Release,
+}
+
+impl F {
+    fn name(self) -> &'static str {
+        match self {
+            F::Acquire => "acquire",
+            F::Write => "write",
+            F::Release => "release",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    f: F,
+    outcome: OpType,
+    /// An `info` left unanswered (no completion line at all).
+    unanswered: bool,
+}
+
+fn pick(rng: &mut ChaCha8Rng, ok: f64, fail: f64) -> OpType {
+    let x: f64 = rng.gen();
+    if x < ok {
+        OpType::Ok
+    } else if x < ok + fail {
+        OpType::Fail
+    } else {
+        OpType::Info
+    }
+}
+
+/// One process's program: acquire → writes → release cycles, until its budget is
+/// spent, it is retired by an `info`, or it stops while holding.
+fn program(rng: &mut ChaCha8Rng) -> Vec<Step> {
+    let budget = rng.gen_range(2..=8);
+    let mut steps = Vec::new();
+    let push = |steps: &mut Vec<Step>, f, outcome, rng: &mut ChaCha8Rng| {
+        let unanswered = outcome == OpType::Info && rng.gen_bool(0.3);
+        steps.push(Step {
+            f,
+            outcome,
+            unanswered,
+        });
+        outcome == OpType::Info
+    };
+    'cycles: while steps.len() < budget {
+        let a = pick(rng, 0.7, 0.15);
+        if push(&mut steps, F::Acquire, a, rng) {
+            break;
+        }
+        if a == OpType::Fail {
+            continue;
+        }
+        for _ in 0..rng.gen_range(0..=2) {
+            if steps.len() >= budget {
+                break 'cycles;
+            }
+            let w = pick(rng, 0.8, 0.1);
+            if push(&mut steps, F::Write, w, rng) {
+                break 'cycles;
+            }
+        }
+        if steps.len() >= budget || rng.gen_bool(0.08) {
+            break; // stops while holding
+        }
+        let r = pick(rng, 0.75, 0.12);
+        if push(&mut steps, F::Release, r, rng) {
+            break;
+        }
+    }
+    steps
+}
+
+/// A random history. Half of them come from a "respectful" scheduler that lets an
+/// acquire's ok through only while no other process is in its critical section (the
+/// ok may still come before the previous holder's release ack); the rest interleave
+/// freely. A third of them get tokens perturbed away from the order of grants.
+fn history(seed: u64) -> History {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = rng.gen_range(2..=3usize);
+    let mut programs: Vec<Vec<Step>> = (0..n).map(|_| program(&mut rng)).collect();
+    let respectful = rng.gen_bool(0.5);
+    let perturb = rng.gen_bool(0.5);
+    // Per process: next step, whether its invoke is out, whether it holds (core).
+    let mut next = vec![0usize; n];
+    let mut invoked = vec![false; n];
+    let mut in_core = vec![false; n];
+    let mut token = vec![None::<u64>; n];
+    let mut counter = 0u64;
+    let mut ops: Vec<Op> = Vec::new();
+    loop {
+        let live: Vec<usize> = (0..n).filter(|&p| next[p] < programs[p].len()).collect();
+        if live.is_empty() {
+            break;
+        }
+        let blocked = |p: usize, in_core: &[bool]| {
+            let s = programs[p][next[p]];
+            respectful
+                && invoked[p]
+                && s.f == F::Acquire
+                && s.outcome == OpType::Ok
+                && (0..n).any(|q| q != p && in_core[q])
+        };
+        let free: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&p| !blocked(p, &in_core))
+            .collect();
+        let p = if free.is_empty() {
+            // Everyone waits on a holder that will never release: one waiter gives up.
+            let p = live[rng.gen_range(0..live.len())];
+            programs[p][next[p]].outcome = OpType::Fail;
+            p
+        } else {
+            free[rng.gen_range(0..free.len())]
+        };
+        let s = programs[p][next[p]];
+        let (kind, value) = if !invoked[p] {
+            invoked[p] = true;
+            if s.f == F::Release {
+                in_core[p] = false;
+            }
+            let v = match s.f {
+                F::Acquire => Value::Null,
+                F::Write => json!({"token": token[p], "data": format!("{p}-{}", ops.len())}),
+                F::Release => json!({"token": token[p]}),
+            };
+            (OpType::Invoke, v)
+        } else {
+            invoked[p] = false;
+            next[p] += 1;
+            if s.unanswered {
+                next[p] = programs[p].len();
+                continue;
+            }
+            let mut v = Value::Null;
+            if s.f == F::Acquire && s.outcome == OpType::Ok {
+                counter += 1;
+                let mut t = Some(counter);
+                if perturb && rng.gen_bool(0.4) {
+                    t = (!rng.gen_bool(0.1)).then(|| rng.gen_range(0..=counter + 1));
+                }
+                token[p] = t;
+                in_core[p] = true;
+                v = json!({"token": t});
+            }
+            if s.outcome == OpType::Info {
+                next[p] = programs[p].len();
+            }
+            (s.outcome, v)
+        };
+        ops.push(Op {
+            index: ops.len() as u64,
+            time: ops.len() as u64 * 1_000_000,
+            process: Process::Client(p as u64),
+            kind,
+            f: s.f.name().into(),
+            value,
+            node: None,
+            error: None,
+        });
+    }
+    History::new(ops)
+}
+
+// ---------------------------------------------------------------- the brute force
+
+#[derive(Clone, Copy, Debug)]
+enum B {
+    /// An acquire ok: must take effect.
+    Acquire(Option<u64>),
+    /// An acquire that may have taken effect (info): its retired hold may end at once.
+    MaybeAcquire,
+    Release,
+    /// An act as holder (a write): the process must hold the lock then.
+    Hold,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct BOp {
+    p: u64,
+    b: B,
+    call: u64,
+    ret: u64,
+    mandatory: bool,
+}
+
+/// The spec's semantics, read straight off the raw history, process by process.
+fn brute_ops(h: &History) -> Vec<BOp> {
+    let mut out = Vec::new();
+    let procs: std::collections::BTreeSet<u64> =
+        h.ops.iter().filter_map(|o| o.process.client()).collect();
+    for p in procs {
+        let mine: Vec<(usize, &Op)> = h
+            .ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.process == Process::Client(p))
+            .collect();
+        let mut holding = false;
+        let mut last_pos = 0u64;
+        let mut retired_at = None;
+        let mut k = 0;
+        while k < mine.len() {
+            let (inv, op) = mine[k];
+            let done = mine.get(k + 1).map(|&(c, o)| (c as u64, o.kind));
+            k += 2;
+            let (ret, kind) = done.unwrap_or((u64::MAX, OpType::Info));
+            let ret = if kind == OpType::Info { u64::MAX } else { ret };
+            let inv = inv as u64;
+            last_pos = done.map_or(inv, |d| d.0);
+            let mut push = |b, ret, mandatory| {
+                out.push(BOp {
+                    p,
+                    b,
+                    call: inv,
+                    ret,
+                    mandatory,
+                })
+            };
+            match (op.f.as_str(), kind) {
+                ("acquire", OpType::Ok) => {
+                    let tok = mine[k - 1].1.token();
+                    push(B::Acquire(tok), ret, true);
+                    holding = true;
+                }
+                ("acquire", OpType::Info) => push(B::MaybeAcquire, ret, false),
+                ("release", _) if holding => {
+                    push(B::Release, ret, true);
+                    holding = false;
+                }
+                ("write", OpType::Ok | OpType::Fail) if holding => push(B::Hold, ret, true),
+                ("write", OpType::Info) if holding => push(B::Hold, ret, false),
+                _ => {}
+            }
+            if kind == OpType::Info {
+                retired_at = Some(inv);
+            }
+        }
+        if holding {
+            // A retired holder's hold ends some time after its last invoke; one that
+            // just stopped holds until after its last op.
+            out.push(BOp {
+                p,
+                b: B::Release,
+                call: retired_at.unwrap_or(last_pos),
+                ret: u64::MAX,
+                mandatory: true,
+            });
+        }
+    }
+    out
+}
+
+type St = (Option<u64>, Option<(u64, u64)>);
+
+fn bstep(s: St, o: &BOp, tokens: bool) -> Option<St> {
+    let (holder, last) = s;
+    match o.b {
+        B::Acquire(t) => {
+            if holder.is_some() {
+                return None;
+            }
+            let mut last = last;
+            if let (true, Some(t)) = (tokens, t) {
+                if let Some((m, q)) = last {
+                    if t < m || (t == m && q != o.p) {
+                        return None;
+                    }
+                }
+                last = Some((t, o.p));
+            }
+            Some((Some(o.p), last))
+        }
+        B::MaybeAcquire => holder.is_none().then_some(s),
+        B::Release => (holder == Some(o.p)).then_some((None, last)),
+        B::Hold => (holder == Some(o.p)).then_some(s),
+    }
+}
+
+/// Tries every order of the ops consistent with real time (x before y when x
+/// returned before y was called); `None` when the budget of nodes runs out.
+fn brute(ops: &[BOp], tokens: bool) -> Option<bool> {
+    fn go(ops: &[BOp], done: u64, s: St, tokens: bool, nodes: &mut u64) -> Option<bool> {
+        *nodes += 1;
+        if *nodes > 3_000_000 {
+            return None;
+        }
+        let all_mandatory = ops
+            .iter()
+            .enumerate()
+            .all(|(i, o)| !o.mandatory || done & (1 << i) != 0);
+        if all_mandatory {
+            return Some(true);
+        }
+        let min_ret = ops
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| done & (1 << i) == 0 && o.mandatory)
+            .map(|(_, o)| o.ret)
+            .min()
+            .unwrap_or(u64::MAX);
+        for (i, o) in ops.iter().enumerate() {
+            if done & (1 << i) != 0 || o.call > min_ret {
+                continue;
+            }
+            if let Some(next) = bstep(s, o, tokens) {
+                if go(ops, done | (1 << i), next, tokens, nodes)? {
+                    return Some(true);
+                }
+            }
+        }
+        Some(false)
+    }
+    assert!(ops.len() < 64);
+    go(ops, 0, (None, None), tokens, &mut 0)
+}
+
+// ---------------------------------------------------------------- the three verdicts
+
+#[derive(Debug, PartialEq)]
+struct Verdicts {
+    double_holder: bool,
+    /// Only meaningful when there is no double holder.
+    bad_tokens: bool,
+}
+
+fn fast(h: &History) -> Verdicts {
+    let v = lock::check(h, &lock::LockInput::default(), &Limits::default());
+    let has = |k: AnomalyKind| v.anomalies.iter().any(|a| a.kind == k);
+    let double_holder = has(AnomalyKind::DoubleHolder);
+    Verdicts {
+        double_holder,
+        bad_tokens: !double_holder
+            && (has(AnomalyKind::TokenNotMonotonic) || has(AnomalyKind::DuplicateToken)),
+    }
+}
+
+fn illegal(h: &History, tokens: bool) -> bool {
+    let limits = Limits {
+        threads: 1,
+        ..Limits::default()
+    };
+    lock::search(h, &limits, tokens)
+        .into_iter()
+        .any(|(name, o)| match o {
+            Outcome::Illegal { .. } => true,
+            Outcome::Linearizable { .. } => false,
+            Outcome::Unknown { reason } => panic!("lock {name:?} undecided: {reason}"),
+        })
+}
+
+fn full(h: &History) -> Verdicts {
+    let double_holder = illegal(h, false);
+    Verdicts {
+        double_holder,
+        bad_tokens: !double_holder && illegal(h, true),
+    }
+}
+
+fn brute_force(h: &History) -> Option<Verdicts> {
+    let ops = brute_ops(h);
+    let double_holder = !brute(&ops, false)?;
+    Some(Verdicts {
+        double_holder,
+        bad_tokens: !double_holder && !brute(&ops, true)?,
+    })
+}
+
+fn dump(h: &History) -> String {
+    h.ops
+        .iter()
+        .map(|o| serde_json::to_string(o).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn fast_path_full_search_and_brute_force_agree(seed in any::<u64>()) {
+        let h = history(seed);
+        let Some(b) = brute_force(&h) else {
+            return Ok(()); // too many orders for the brute force: counted below
+        };
+        let f = fast(&h);
+        prop_assert_eq!(&f, &b, "fast path vs brute force on\n{}", dump(&h));
+        let s = full(&h);
+        prop_assert_eq!(&s, &b, "full search vs brute force on\n{}", dump(&h));
+    }
+}
+
+/// The generator makes every kind of case in good proportion, and the brute force
+/// decides nearly all of them (so the agreement above means something).
+#[test]
+fn the_generator_covers_valid_invalid_and_bad_token_histories() {
+    let (mut n, mut double, mut tokens, mut valid, mut undecided) = (0, 0, 0, 0, 0);
+    let (mut info, mut fail, mut late_ack) = (0, 0, 0);
+    for seed in 0..1500u64 {
+        let h = history(seed);
+        n += 1;
+        info += h.ops.iter().any(|o| o.kind == OpType::Info) as usize;
+        fail += h.ops.iter().any(|o| o.kind == OpType::Fail) as usize;
+        late_ack += late_release_ack(&h) as usize;
+        match brute_force(&h) {
+            None => undecided += 1,
+            Some(v) if v.double_holder => double += 1,
+            Some(v) if v.bad_tokens => tokens += 1,
+            Some(_) => valid += 1,
+        }
+    }
+    eprintln!(
+        "{n} histories: {double} double holders, {tokens} bad tokens, {valid} valid, \
+         {undecided} undecided; with info {info}, with fail {fail}, late release ack {late_ack}"
+    );
+    let share = |k: usize| k as f64 / n as f64;
+    assert!(
+        share(undecided) < 0.02,
+        "brute force undecided on {undecided} of {n}"
+    );
+    assert!(
+        (0.2..0.7).contains(&share(double)),
+        "double holders: {double} of {n}"
+    );
+    assert!(share(tokens) > 0.08, "bad tokens: {tokens} of {n}");
+    assert!(share(valid) > 0.25, "valid: {valid} of {n}");
+    assert!(
+        share(info) > 0.3 && share(fail) > 0.3,
+        "info {info}, fail {fail} of {n}"
+    );
+    assert!(
+        share(late_ack) > 0.05,
+        "acquire ok before the release ack: {late_ack} of {n}"
+    );
+}
+
+/// An acquire's ok that arrives between another process's release invoke and its ack.
+fn late_release_ack(h: &History) -> bool {
+    let mut releasing: Option<Process> = None;
+    for o in &h.ops {
+        match (o.f.as_str(), o.kind) {
+            ("release", OpType::Invoke) => releasing = Some(o.process),
+            ("release", _) if releasing == Some(o.process) => releasing = None,
+            ("acquire", OpType::Ok) if releasing.is_some_and(|r| r != o.process) => return true,
+            _ => {}
+        }
+    }
+    false
+}

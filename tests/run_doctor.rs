@@ -1,0 +1,50 @@
+//! `lockcheck doctor`: what this machine can run, and how to install what is missing.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn doctor(env: &[(&str, &str)]) -> (i32, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+        .args(["doctor", "--json"])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&out.stdout).unwrap();
+    (out.status.code().unwrap_or(-1), json)
+}
+
+fn item<'a>(json: &'a Value, name: &str) -> &'a Value {
+    json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {json}"))
+}
+
+#[test]
+fn doctor_finds_the_installed_servers_with_their_versions() {
+    let (code, json) = doctor(&[]);
+    assert_eq!(code, 0, "{json}");
+    for name in ["redis", "redlock", "etcd"] {
+        let i = item(&json, name);
+        assert_eq!(i["ok"], true, "{i}");
+        let detail = i["detail"].as_str().unwrap();
+        assert!(
+            detail.chars().any(|c| c.is_ascii_digit()) && detail.contains('.'),
+            "a version: {detail}"
+        );
+    }
+    assert_eq!(item(&json, "pause")["ok"], true);
+    assert!(json["install"].is_null());
+}
+
+#[test]
+fn doctor_names_the_package_that_installs_a_missing_server() {
+    let (code, json) = doctor(&[("LOCKCHECK_ETCD", "/nonexistent/etcd")]);
+    assert_eq!(code, 1, "{json}");
+    assert_eq!(item(&json, "etcd")["ok"], false);
+    assert_eq!(item(&json, "redis")["ok"], true);
+    let install = json["install"].as_str().unwrap();
+    assert!(install.contains("apt-get install etcd-server"), "{install}");
+}
