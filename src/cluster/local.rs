@@ -13,7 +13,13 @@
 //! Nodes are named n1..nN. A node keeps its ports and data directory for the
 //! cluster's life, so [`LocalCluster::kill`] then [`LocalCluster::restart`] brings the
 //! same member back (a Redis without persistence comes back empty; an etcd member
-//! replays its WAL).
+//! replays its WAL). [`LocalCluster::wipe`] between the two brings it back with
+//! nothing (an etcd member is then re-admitted as a new member).
+//!
+//! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
+//! lockcheck, which resumes and stops them itself. Faults signal a node through
+//! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
+//! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::{default_nodes, server_binary, ClusterError};
 use crate::backend::BackendKind;
@@ -170,7 +176,7 @@ impl ClusterPlan {
         // All members first, then the wait: an etcd member is not healthy until a
         // quorum of its peers is up.
         for i in 0..cluster.plan.nodes.len() {
-            cluster.spawn(i)?;
+            cluster.spawn(i, false)?;
         }
         let all: Vec<usize> = (0..cluster.plan.nodes.len()).collect();
         cluster.wait_ready(&all).await?;
@@ -178,7 +184,9 @@ impl ClusterPlan {
     }
 
     /// The command line that runs node `i` (after any setup its first start needs).
-    fn command(&self, i: usize) -> Result<Command> {
+    /// `rejoin`: an etcd member that comes back without its data joins the running
+    /// cluster as a new member instead of bootstrapping a new one.
+    fn command(&self, i: usize, rejoin: bool) -> Result<Command> {
         let node = &self.nodes[i];
         let mut cmd = Command::new(&self.binary);
         match self.spec.kind {
@@ -224,10 +232,15 @@ impl ClusterPlan {
                     .arg(url(peer_advertise))
                     .arg("--initial-cluster")
                     .arg(initial_cluster)
-                    .args(["--initial-cluster-state", "new"])
+                    .arg("--initial-cluster-state")
+                    .arg(if rejoin { "existing" } else { "new" })
                     .arg("--initial-cluster-token")
                     .arg(&self.cluster_token)
-                    .args(["--heartbeat-interval", "100", "--election-timeout", "1000"]);
+                    .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+                    // Membership changes are lockcheck's own (re-admitting a wiped
+                    // member right after a crash): the strict check would refuse them
+                    // until the leader has seen its peers healthy for 5 s.
+                    .arg("--strict-reconfig-check=false");
             }
         }
         Ok(cmd)
@@ -327,12 +340,74 @@ impl LocalCluster {
                 child.id()
             );
         }
-        self.spawn(i)?;
+        // An etcd member whose data was wiped cannot restart as itself (etcd refuses:
+        // "member has already been bootstrapped"): the cluster forgets it and takes
+        // it back as a new member, with a new member id, that catches up from the
+        // leader.
+        let rejoin = self.kind() == BackendKind::Etcd
+            && !self.plan.nodes[i].data_dir.join("member").exists();
+        if rejoin {
+            self.etcd_readmit(i)
+                .await
+                .with_context(|| format!("re-admitting wiped member {node}"))?;
+        }
+        self.spawn(i, rejoin)?;
         self.wait_ready(&[i]).await
     }
 
+    /// Removes member `i` from the running etcd cluster and adds it again, empty.
+    /// Membership changes need a leader (a follower without one drops them), so this
+    /// waits for one and tries again until the ready timeout; each try starts from
+    /// the member list, so a change that took effect unseen is not made twice.
+    async fn etcd_readmit(&mut self, i: usize) -> Result<()> {
+        let others: Vec<String> = (0..self.plan.nodes.len())
+            .filter(|&j| j != i && self.children[j].is_some())
+            .map(|j| format!("http://{}", self.plan.nodes[j].client_listen))
+            .collect();
+        let peer = self.plan.nodes[i]
+            .peer_advertise
+            .map(|a| format!("http://{a}"))
+            .context("an etcd member without a peer address")?;
+        let timeout = Duration::from_secs(2);
+        let options = etcd_client::ConnectOptions::new()
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout);
+        let mut etcd = etcd_client::Client::connect(&others, Some(options))
+            .await
+            .with_context(|| format!("connecting to {}", others.join(",")))?;
+        let deadline = Instant::now() + self.plan.spec.ready_timeout;
+        loop {
+            let attempt = async {
+                let members = etcd.member_list().await.context("listing members")?;
+                let old = members
+                    .members()
+                    .iter()
+                    .find(|m| m.peer_urls().contains(&peer));
+                if let Some(old) = old {
+                    etcd.member_remove(old.id())
+                        .await
+                        .context("removing the old member")?;
+                }
+                etcd.member_add([peer.clone()], None)
+                    .await
+                    .context("adding it again")?;
+                anyhow::Ok(())
+            };
+            match attempt.await {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => {
+                    while self.etcd_leader().await.is_none() && Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+    }
+
     /// Empties the data directory of a node that is down, so that its restart comes
-    /// back with nothing: a Redis without its keys, an etcd member without its log.
+    /// back with nothing: a Redis without its keys, an etcd member without its log
+    /// (re-admitted as a new member at restart).
     pub fn wipe(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
         self.reap(i);
@@ -468,7 +543,7 @@ impl LocalCluster {
         }
     }
 
-    fn spawn(&mut self, i: usize) -> Result<()> {
+    fn spawn(&mut self, i: usize, rejoin: bool) -> Result<()> {
         let node = &self.plan.nodes[i];
         fs::create_dir_all(&node.data_dir)
             .with_context(|| format!("creating {}", node.data_dir.display()))?;
@@ -478,7 +553,7 @@ impl LocalCluster {
             .append(true)
             .open(&node.log_path)
             .with_context(|| format!("opening {}", node.log_path.display()))?;
-        let mut cmd = self.plan.command(i)?;
+        let mut cmd = self.plan.command(i, rejoin)?;
         if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
             prepare(node, &mut cmd)
                 .with_context(|| format!("preparing node {} to start", node.name))?;
@@ -548,6 +623,16 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+        // Its servers are gone: their ports may serve the next cluster.
+        let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(seen) = seen.as_mut() {
+            for n in &self.plan.nodes {
+                seen.remove(&n.client_listen.port());
+                if let Some(peer) = n.peer_listen {
+                    seen.remove(&peer.port());
+                }
+            }
+        }
     }
 }
 
@@ -616,8 +701,8 @@ async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
         .flatten()
 }
 
-/// Ports handed out by this process and not yet reused: the kernel may give the same
-/// ephemeral port to two quick `bind(0)`s once the first listener is closed.
+/// Ports handed out by this process to clusters still alive: the kernel may give the
+/// same ephemeral port to two quick `bind(0)`s once the first listener is closed.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A loopback address whose port nothing listens on right now.
