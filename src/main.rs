@@ -24,6 +24,8 @@ enum Command {
     Run(cli::run::Args),
     /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
     Doctor(cli::doctor::Args),
+    /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
+    Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
+        Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
     };
     match result {

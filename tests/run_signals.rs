@@ -87,3 +87,50 @@ fn sigterm_mid_run_leaves_nothing_running_or_stopped() {
 fn ctrl_c_mid_run_leaves_nothing_running_or_stopped() {
     interrupt_while_a_client_is_paused(Signal::SIGINT);
 }
+
+#[test]
+fn a_controller_killed_with_sigkill_leaves_a_readable_history_and_no_worker() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let mut controller = lockcheck()
+        .arg("run")
+        .arg(workload("redis-pause-unfenced.toml"))
+        .arg("--results")
+        .arg(&results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let history = results.join("latest/history.jsonl");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while std::fs::read_to_string(&history).map_or(0, |h| h.lines().count()) < 30 {
+        assert!(Instant::now() < deadline, "the run did not get going");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    controller.kill().unwrap();
+    controller.wait().unwrap();
+    // Workers die with their controller (the kernel's parent-death signal).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let workers = || {
+        leftovers(&results)
+            .into_iter()
+            .filter(|p| p.cmdline.contains(" worker "))
+            .collect::<Vec<_>>()
+    };
+    while !workers().is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "workers outlived the controller: {:?}",
+            workers()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The servers are `lockcheck recover`'s to clean up; this test stops its own.
+    for p in leftovers(&results) {
+        let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGCONT);
+        let _ = kill(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+    }
+    // Every line written before the kill is whole: at most a final partial line.
+    let h = lockcheck::history::read_jsonl(&history).unwrap();
+    assert!(h.ops.len() >= 30);
+}

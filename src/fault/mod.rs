@@ -8,6 +8,7 @@
 
 pub mod pause;
 
+use crate::cluster::LocalCluster;
 use anyhow::Result;
 use async_trait::async_trait;
 use nix::unistd::Pid;
@@ -31,8 +32,9 @@ pub trait Fault: Send {
     /// there is nothing to hit right now (the schedule tries again later).
     async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>>;
 
-    /// Undoes what `start` did; returns the history `value` of the end record.
-    async fn stop(&mut self) -> Result<Value>;
+    /// Undoes what `start` did (resumes, heals, restarts); returns the history
+    /// `value` of the end record.
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value>;
 }
 
 /// What a fault can aim at, as the controller sees it when the fault starts.
@@ -43,6 +45,9 @@ pub struct Scene<'a> {
     pub holder: Option<usize>,
     /// The run's seeded generator: the same seed picks the same victims.
     pub rng: &'a mut ChaCha8Rng,
+    /// The backend's servers, for faults on nodes (kill and restart, pause a node);
+    /// `None` where a fault is exercised without a cluster.
+    pub cluster: Option<&'a tokio::sync::Mutex<LocalCluster>>,
 }
 
 /// A lock client's OS process.
@@ -109,5 +114,51 @@ impl<'de> Deserialize<'de> for Target {
                     ))
                 }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn targets_pick_the_holder_a_named_client_or_a_seeded_random_one() {
+        let clients: Vec<ClientProc> = (0..4)
+            .map(|i| ClientProc {
+                name: client_name(i),
+                pid: Pid::from_raw(1),
+            })
+            .collect();
+        let picks = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut scene = Scene {
+                clients: &clients,
+                holder: Some(2),
+                rng: &mut rng,
+                cluster: None,
+            };
+            (0..16)
+                .map(|_| Target::Random.pick_client(&mut scene).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picks(7), picks(7), "the same seed picks the same victims");
+        assert!(picks(7).iter().all(|&i| i < 4));
+        assert!(
+            picks(7).iter().any(|&i| i != picks(7)[0]),
+            "not always the same one"
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut scene = Scene {
+            clients: &clients,
+            holder: Some(2),
+            rng: &mut rng,
+            cluster: None,
+        };
+        assert_eq!(Target::Holder.pick_client(&mut scene), Some(2));
+        assert_eq!(Target::Client(3).pick_client(&mut scene), Some(3));
+        assert_eq!(Target::Client(4).pick_client(&mut scene), None);
+        scene.holder = None;
+        assert_eq!(Target::Holder.pick_client(&mut scene), None);
     }
 }

@@ -47,8 +47,14 @@ impl Fault for Pause {
             return Ok(None);
         };
         let proc = scene.clients[slot].clone();
-        kill(proc.pid, Signal::SIGSTOP)
-            .with_context(|| format!("pausing {} (pid {})", proc.name, proc.pid))?;
+        match kill(proc.pid, Signal::SIGSTOP) {
+            Ok(()) => {}
+            // A worker that has exited is nothing to pause.
+            Err(nix::errno::Errno::ESRCH) => return Ok(None),
+            Err(e) => {
+                return Err(e).with_context(|| format!("pausing {} (pid {})", proc.name, proc.pid))
+            }
+        }
         self.paused.push(proc);
         Ok(Some(json!({
             "targets": self.names(),
@@ -56,7 +62,7 @@ impl Fault for Pause {
         })))
     }
 
-    async fn stop(&mut self) -> Result<Value> {
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
         let value = json!({ "targets": self.names() });
         resume_all(&mut self.paused)?;
         Ok(value)
@@ -110,6 +116,7 @@ mod tests {
             clients: &clients,
             holder: None,
             rng: &mut rng,
+            cluster: None,
         };
         assert!(
             pause.start(&mut scene).await.unwrap().is_none(),
@@ -120,7 +127,10 @@ mod tests {
         assert_eq!(v["targets"], json!(["client-0"]));
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(state(child.id()), 'T');
-        assert_eq!(pause.stop().await.unwrap()["targets"], json!(["client-0"]));
+        assert_eq!(
+            pause.stop(&mut scene).await.unwrap()["targets"],
+            json!(["client-0"])
+        );
         std::thread::sleep(Duration::from_millis(50));
         assert_eq!(state(child.id()), 'S');
         // Dropped while active: the process is resumed all the same.
@@ -128,6 +138,7 @@ mod tests {
             clients: &clients,
             holder: Some(0),
             rng: &mut rng,
+            cluster: None,
         };
         pause.start(&mut scene).await.unwrap().unwrap();
         drop(pause);

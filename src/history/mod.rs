@@ -10,7 +10,7 @@ mod write;
 pub mod import;
 pub mod synth;
 
-pub use read::{parse_jsonl, read_jsonl, HistoryError};
+pub use read::{parse_jsonl, read_jsonl, read_jsonl_each, HistoryError};
 pub use write::HistoryWriter;
 
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,6 @@
 //! The controller's side of the clients: one worker process per client slot, and the
-//! generator loop that hands it ops one at a time (acquire → writes → release →
-//! think), stamping every invoke and completion on the controller's own clock.
+//! generator loop that hands it ops one at a time (acquire → read → writes →
+//! release → think), stamping every invoke and completion on the controller's own clock.
 //!
 //! A reply that does not come in time is `info`, and the slot's process id is retired
 //! (as in Jepsen): the same worker goes on under a fresh id, and any late reply to
@@ -307,13 +307,18 @@ impl Slot {
         Ok(())
     }
 
-    /// Writes with the token, renewing when the lease needs it, then releases. Ends
+    /// Reads, writes with the token (renewing when the lease needs it), releases. Ends
     /// early when the process id is retired (an `info`): the new id holds nothing.
     async fn section(&mut self, mut token: Option<u64>) -> Result<()> {
         let w = self.shared.workload.clone();
         let process = self.process;
         let pause = w.section.hold / w.section.writes;
         let mut granted = Instant::now();
+        // A holder reads what it is about to change, as a read-modify-write client does.
+        self.call(Command::Read).await?;
+        if self.process != process || !self.alive {
+            return Ok(());
+        }
         for _ in 0..w.section.writes {
             if w.backend
                 .lease

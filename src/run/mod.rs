@@ -126,12 +126,12 @@ impl Live {
         self.with(|s| {
             let holder = s.latest.map_or("-".to_string(), client_name);
             let faults = if s.faults.is_empty() {
-                "-".to_string()
+                "no fault".to_string()
             } else {
                 s.faults.join(", ")
             };
             format!(
-                "[{:5.1}/{:.0} s] {} ops | holder {holder} | faults: {faults} | overlapping holders {} | stale writes {} accepted, {} rejected",
+                "[{:5.1}/{:.0} s] {} ops | holder {holder} | {faults} | {} overlaps | stale writes: {} accepted, {} rejected",
                 elapsed.as_secs_f64(),
                 total.as_secs_f64(),
                 self.ops.load(Ordering::Relaxed),
@@ -162,7 +162,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         .context("starting the async runtime")?;
     let w = Arc::new(w.clone());
     let started = std::time::Instant::now();
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;
@@ -175,16 +175,30 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             })
         };
         // A signal drops the run future: its guards stop the workers, the faults
-        // and the servers on the way out.
+        // and the servers on the way out. The check, once everything is stopped,
+        // stays interruptible too: it runs on a blocking thread left behind.
+        let run_and_check = async {
+            execute(w.clone(), opts, seed, duration, &dir).await?;
+            let (w, dir) = (w.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir)).await?
+        };
         tokio::select! {
-            r = execute(w.clone(), opts, seed, duration, &dir) => r,
+            r = run_and_check => r,
             _ = int.recv() => Err(interrupted("SIGINT")),
             _ = term.recv() => Err(interrupted("SIGTERM")),
             _ = hup.recv() => Err(interrupted("SIGHUP")),
         }
-    })?;
-    drop(runtime);
+    });
+    // Do not wait for a check a signal interrupted.
+    runtime.shutdown_background();
+    let report = outcome?;
+    let json = serde_json::to_vec_pretty(&report)?;
+    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
+    Ok(report)
+}
 
+/// Checks the run's history and resource log and computes the figures.
+fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = read_applied(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
@@ -196,18 +210,15 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     );
     verdict.apply_allow(&w.allow);
     verdict.notes.extend(history.warnings.iter().cloned());
-    let report = RunReport {
+    Ok(RunReport {
         figures: Figures::of(&history, &verdict),
         verdict,
         workload: w.name.clone(),
         seed,
         backend: w.backend.kind,
         resource: w.resource,
-        run_dir: dir.clone(),
-    };
-    let json = serde_json::to_vec_pretty(&report)?;
-    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
-    Ok(report)
+        run_dir: dir.to_path_buf(),
+    })
 }
 
 /// The body of a run, inside the runtime. Every process it starts is owned by a
@@ -221,7 +232,7 @@ async fn execute(
 ) -> Result<()> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
-    let mut servers = LocalCluster::start(spec).await.map_err(|e| {
+    let servers = LocalCluster::start(spec).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
             Ok(ce) => anyhow!(ce),
@@ -229,10 +240,12 @@ async fn execute(
         }
         .context(format!("starting the {:?} cluster", w.backend.kind))
     })?;
+    // Shared with the nemesis, whose node faults kill and restart servers.
+    let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
     let config = worker::Config {
         backend: w.backend.kind,
-        endpoints: servers.endpoints(),
+        endpoints: servers.lock().await.endpoints(),
         lock: LockConfig {
             name: LOCK_NAME.to_string(),
             lease: w.backend.lease.ttl,
@@ -270,6 +283,7 @@ async fn execute(
         seed,
         recorder.clone(),
         live.clone(),
+        servers.clone(),
     );
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
@@ -279,52 +293,63 @@ async fn execute(
     drop(shared);
 
     let status = opts.live.then(|| {
-        let live = live.clone();
-        let start = recorder.started();
-        let stats = res.stats_handle();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(250));
-            loop {
-                tick.tick().await;
-                let line = live.line(start.elapsed(), duration, stats.get());
-                // A line wider than the terminal wraps, and `\r` no longer erases it.
-                let line: String = line
-                    .chars()
-                    .take(terminal_width().saturating_sub(1))
-                    .collect();
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r\x1b[2K{line}");
-                let _ = err.flush();
-            }
-        })
+        show_status(
+            live.clone(),
+            recorder.started(),
+            duration,
+            res.stats_handle(),
+        )
     });
+    // Clients finish the section under way. A stuck worker costs at most an acquire
+    // and one more op timing out (then its id is retired and the section ends).
+    let finish = w.section.hold + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
+    let failure = supervise(&mut tasks, duration, &stop, finish).await;
+    if let Some(status) = status {
+        status.abort();
+        eprint!("\r\x1b[2K");
+    }
+    workers.stop(Duration::from_secs(2)).await;
+    drop(res);
+    servers.lock().await.stop();
+    recorder.sync()?;
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
 
+/// Lets the run go for `duration` (the first task to fail ends it early), raises the
+/// stop flag, and waits up to `finish` for the clients and the nemesis to wind down.
+/// Returns the first failure.
+async fn supervise(
+    tasks: &mut tokio::task::JoinSet<Result<()>>,
+    duration: Duration,
+    stop: &tokio::sync::watch::Sender<bool>,
+    finish: Duration,
+) -> Option<anyhow::Error> {
+    let failed = |done: Result<Result<()>, tokio::task::JoinError>| match done {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(anyhow!("a run task failed: {e}")),
+    };
     let ended = tokio::time::sleep(duration);
     tokio::pin!(ended);
     let mut failure = None;
-    // Until the duration is over, the first task to fail ends the run.
-    loop {
+    while failure.is_none() {
         tokio::select! {
             _ = &mut ended => break,
             done = tasks.join_next() => match done {
-                Some(Ok(Ok(()))) => continue,
-                Some(Ok(Err(e))) => { failure = Some(e); break }
-                Some(Err(e)) => { failure = Some(anyhow!("a run task failed: {e}")); break }
+                Some(done) => failure = failed(done),
                 None => break,
             },
         }
     }
     let _ = stop.send(true);
-    // Clients finish the section under way; a hung op is bounded by its timeout.
-    let finish = w.section.hold + w.clients.op_timeout + w.backend.acquire_timeout * 2;
     let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
         while let Some(done) = tasks.join_next().await {
-            let err = match done {
-                Ok(Ok(())) => continue,
-                Ok(Err(e)) => e,
-                Err(e) => anyhow!("a run task failed: {e}"),
-            };
-            failure.get_or_insert(err);
+            if let Some(e) = failed(done) {
+                failure.get_or_insert(e);
+            }
         }
     })
     .await;
@@ -334,18 +359,31 @@ async fn execute(
             "the clients did not finish within {finish:?} of the end"
         ));
     }
-    if let Some(status) = status {
-        status.abort();
-        eprint!("\r\x1b[2K");
-    }
-    workers.stop(Duration::from_secs(2)).await;
-    drop(res);
-    servers.stop();
-    recorder.sync()?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
-    }
+    failure
+}
+
+/// The live status line on stderr, redrawn four times a second.
+fn show_status(
+    live: Arc<Live>,
+    start: std::time::Instant,
+    duration: Duration,
+    stats: resource::StatsHandle,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tick.tick().await;
+            let line = live.line(start.elapsed(), duration, stats.get());
+            // A line wider than the terminal wraps, and `\r` no longer erases it.
+            let line: String = line
+                .chars()
+                .take(terminal_width().saturating_sub(1))
+                .collect();
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K{line}");
+            let _ = err.flush();
+        }
+    })
 }
 
 /// The width of the terminal on stderr, 80 if it cannot be told.

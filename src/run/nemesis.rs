@@ -7,6 +7,7 @@
 use super::controller::{Acquired, Recorder};
 use super::workload::{FaultEntry, FaultKind};
 use super::Live;
+use crate::cluster::LocalCluster;
 use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
 use crate::history::{OpType, Process};
 use anyhow::Result;
@@ -52,6 +53,7 @@ pub struct Nemesis {
     rng: ChaCha8Rng,
     recorder: Arc<Recorder>,
     live: Arc<Live>,
+    cluster: Arc<tokio::sync::Mutex<LocalCluster>>,
 }
 
 impl Nemesis {
@@ -61,6 +63,7 @@ impl Nemesis {
         seed: u64,
         recorder: Arc<Recorder>,
         live: Arc<Live>,
+        cluster: Arc<tokio::sync::Mutex<LocalCluster>>,
     ) -> Nemesis {
         let start = Instant::from_std(recorder.started());
         let faults = entries
@@ -78,6 +81,7 @@ impl Nemesis {
             rng: ChaCha8Rng::seed_from_u64(seed),
             recorder,
             live,
+            cluster,
         }
     }
 
@@ -164,6 +168,7 @@ impl Nemesis {
             clients: &self.clients,
             holder,
             rng: &mut self.rng,
+            cluster: Some(&self.cluster),
         };
         let s = &mut self.faults[i];
         let Some(value) = s.fault.start(&mut scene).await? else {
@@ -179,8 +184,14 @@ impl Nemesis {
     }
 
     async fn stop(&mut self, i: usize) -> Result<()> {
+        let mut scene = Scene {
+            clients: &self.clients,
+            holder: self.live.holder(),
+            rng: &mut self.rng,
+            cluster: Some(&self.cluster),
+        };
         let s = &mut self.faults[i];
-        let value = s.fault.stop().await?;
+        let value = s.fault.stop(&mut scene).await?;
         let (_, stop_f) = s.fault.ops();
         s.phase = match s.entry.interval {
             Some(gap) => Phase::Quiet(Instant::now() + gap),

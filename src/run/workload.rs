@@ -3,7 +3,41 @@
 //! inject and which anomalies the design tolerates on purpose.
 //!
 //! Every key is checked: an unknown key or a bad value is an error that names the
-//! file, the line, the key and what is expected.
+//! file, the line, the key and what is expected. Durations carry their unit
+//! (`"250ms"`, `"2s"`, `"1m"`).
+//!
+//! ```toml
+//! name = "redis-pause"          # optional: the file's stem; names the run directory
+//! duration = "6s"
+//! seed = 1                      # optional, 0: the fault schedule's random choices
+//! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
+//! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
+//!
+//! [backend]
+//! kind = "redis"                # redis | redlock | etcd
+//! nodes = 1                     # optional: redis 1, redlock 5, etcd 3
+//! lease = "1s"                  # or a preset: client-go, etcd-session, consul,
+//!                               #   curator, redis-docs
+//! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
+//! fencing_token = true          # optional: true, except redlock (it has none)
+//! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
+//!
+//! [clients]
+//! count = 3
+//! op_timeout = "10s"            # optional: no reply by then = info, id retired
+//!
+//! [critical_section]
+//! hold = "300ms"                # acquire to release, spread after each write
+//! writes = 3
+//! think = "50ms"                # optional, 0: between release and next acquire
+//!
+//! [[faults]]
+//! kind = "pause"                # SIGSTOP / SIGCONT
+//! target = "holder"             # holder | random | client-N
+//! duration = "2500ms"
+//! after = "1s"                  # optional, 1s: quiet period at the start
+//! interval = "1s"               # optional: gap between occurrences; none = once
+//! ```
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
@@ -308,6 +342,22 @@ impl Workload {
 fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::Error {
     let message = e.message().trim_end();
     match e.span() {
+        // A missing key's span is the table that lacks it: from its header, or the
+        // whole file for the top level.
+        Some(span) if message.starts_with("missing field") => {
+            let header = text[span.start.min(text.len())..]
+                .lines()
+                .next()
+                .and_then(|l| l.trim().strip_prefix('['))
+                .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            match header {
+                Some(table) => {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    anyhow!("{file}:{line}: [{table}]: {message}")
+                }
+                None => anyhow!("{file}: {message} (at the top level)"),
+            }
+        }
         Some(span) => {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             let source = text.lines().nth(line - 1).unwrap_or("").trim();
@@ -575,6 +625,45 @@ interval = "2s"
             e.contains("allow") && e.contains("stale-write-accepted"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_missing_key_names_the_table_that_lacks_it() {
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("writes = 3\n", "")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml:14: [critical_section]: missing field `writes`"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("duration = \"10s\"\n", "")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml: missing field `duration` (at the top level)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_documented_example_reads() {
+        let example: String = include_str!("workload.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .skip_while(|l| !l.contains("```toml"))
+            .skip(1)
+            .take_while(|l| !l.contains("```"))
+            .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+            .collect();
+        let w = parse(&example).unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+        assert_eq!(w.name, "redis-pause");
+        assert_eq!(
+            w.backend.lease.renew_every,
+            Some(Duration::from_millis(300))
+        );
+        assert_eq!(w.faults.len(), 1);
     }
 
     #[test]
