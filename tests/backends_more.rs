@@ -209,3 +209,34 @@ async fn zookeeper_waiters_take_the_lock_in_turn() {
     );
     b.release().await.unwrap();
 }
+
+// ---- MariaDB ----
+
+#[tokio::test]
+async fn mariadb_one_holder_at_a_time_and_no_token() {
+    let r = start(BackendKind::Mariadb).await;
+    one_holder_at_a_time(&r, 5_000).await;
+    let g = client(&r, &config(BackendKind::Mariadb, 5_000, 300))
+        .await
+        .acquire()
+        .await
+        .unwrap();
+    assert_eq!(g.token, None);
+}
+
+/// The known break of `GET_LOCK`: the holder goes quiet past `wait_timeout`; the
+/// server ends its session, which frees the lock; another session takes it; the
+/// first holder's renew is refused.
+#[tokio::test]
+async fn mariadb_lock_goes_with_an_idle_holders_session() {
+    let r = start(BackendKind::Mariadb).await;
+    let cfg = config(BackendKind::Mariadb, 1_000, 200);
+    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
+    a.acquire().await.unwrap();
+    denied(b.acquire().await);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    b.acquire().await.unwrap();
+    let why = denied(a.renew().await);
+    assert!(why.starts_with("not-held"), "{why}");
+    b.release().await.unwrap();
+}

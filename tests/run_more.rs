@@ -145,3 +145,18 @@ fn zookeeper_fenced_by_czxid_is_safe() {
 fn zookeeper_without_faults_is_valid() {
     valid_without_faults("zookeeper", true);
 }
+
+// ---- MariaDB ----
+
+#[test]
+fn mariadb_holder_paused_past_wait_timeout_shows_the_break() {
+    shows_the_break(
+        "mariadb-pause.toml",
+        &["double-holder", "interleaved-writes"],
+    );
+}
+
+#[test]
+fn mariadb_without_faults_is_valid() {
+    valid_without_faults("mariadb", false);
+}

@@ -10,12 +10,14 @@
 //! | [`postgres`] advisory | `pg_try_advisory_lock` in one session, retried | none | a holder paused past `idle_session_timeout`: its session ends, the lock with it |
 //! | [`postgres`] lease | one conditional `UPDATE` of a lease row (`locked_until`, token + 1) | the row's token | a holder paused past `locked_until` |
 //! | [`zookeeper`] | ephemeral sequential znode under the lock node; the lowest holds; the others watch their predecessor | the znode's czxid | a holder paused past its session timeout: its znode goes with the session |
+//! | [`mariadb`] | `GET_LOCK(name, timeout)` in one session, `RELEASE_LOCK` | none | a holder paused past `wait_timeout`: its session ends, the lock with it |
 //! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision | the key's revision at create | a holder paused past the max age |
 //!
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
 
 pub mod etcd;
+pub mod mariadb;
 pub mod nats;
 pub mod postgres;
 pub mod redis;
@@ -41,10 +43,12 @@ pub enum BackendKind {
     Nats,
     /// ZooKeeper lock recipe: ephemeral sequential znodes, lowest holds.
     Zookeeper,
+    /// MariaDB `GET_LOCK` / `RELEASE_LOCK` (session-scoped).
+    Mariadb,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 7] = [
+    pub const ALL: [BackendKind; 8] = [
         BackendKind::Redis,
         BackendKind::Redlock,
         BackendKind::Etcd,
@@ -52,13 +56,14 @@ impl BackendKind {
         BackendKind::PostgresLease,
         BackendKind::Nats,
         BackendKind::Zookeeper,
+        BackendKind::Mariadb,
     ];
 
     /// Where the backend's fencing token comes from; `None`: it has none.
     pub fn token(self) -> Option<&'static str> {
         match self {
             BackendKind::Redis => Some("INCR of a counter key, in the same script as SET NX PX"),
-            BackendKind::Redlock | BackendKind::PostgresAdvisory => None,
+            BackendKind::Redlock | BackendKind::PostgresAdvisory | BackendKind::Mariadb => None,
             BackendKind::Etcd => Some("the lock key's create revision"),
             BackendKind::PostgresLease => Some("the lease row's token column, +1 on every acquire"),
             BackendKind::Nats => Some("the key's revision when created (the stream sequence)"),
@@ -84,6 +89,10 @@ impl BackendKind {
             }
             BackendKind::Nats => {
                 "a holder paused past the bucket's max age: the key ages out, another creates it"
+            }
+            BackendKind::Mariadb => {
+                "a holder paused past wait_timeout: the server ends its session, which \
+                 releases the lock"
             }
             BackendKind::Zookeeper => {
                 "a holder paused past its session timeout: the session expires, its ephemeral \
@@ -171,6 +180,9 @@ pub async fn connect(
             Box::new(self::nats::KvLease::connect(single(kind, endpoints)?, cfg).await?)
         }
         BackendKind::Zookeeper => Box::new(self::zookeeper::ZkLock::connect(endpoints, cfg).await?),
+        BackendKind::Mariadb => {
+            Box::new(self::mariadb::GetLock::connect(single(kind, endpoints)?, cfg).await?)
+        }
     })
 }
 

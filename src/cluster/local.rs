@@ -194,6 +194,7 @@ impl ClusterPlan {
                 return super::postgres::command(self, i)
             }
             BackendKind::Nats => return Ok(super::nats::command(self, i)),
+            BackendKind::Mariadb => return super::mariadb::command(self, i),
             BackendKind::Zookeeper => return super::zookeeper::command(self, i),
             BackendKind::Redis | BackendKind::Redlock => {
                 // No persistence: a killed instance comes back empty, as the
@@ -436,9 +437,10 @@ impl LocalCluster {
             BackendKind::Etcd => self.etcd_leader().await,
             BackendKind::Zookeeper => self.zookeeper_leader().await,
             // One server: it is the one every client talks to.
-            BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Nats => {
-                self.plan.nodes.first().map(|n| n.name.clone())
-            }
+            BackendKind::PostgresAdvisory
+            | BackendKind::PostgresLease
+            | BackendKind::Nats
+            | BackendKind::Mariadb => self.plan.nodes.first().map(|n| n.name.clone()),
         }
     }
 
@@ -654,6 +656,8 @@ async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
             BackendKind::PostgresAdvisory | BackendKind::PostgresLease => return None,
             // The server greets first: nothing to send.
             BackendKind::Nats => (b"", super::nats::READY),
+            // The server's greeting packet carries its version, MariaDB's included.
+            BackendKind::Mariadb => (b"", "MariaDB"),
             BackendKind::Zookeeper => (b"srvr", super::zookeeper::SERVING),
         };
         s.write_all(request).await.ok()?;

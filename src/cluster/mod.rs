@@ -6,6 +6,7 @@
 //! (the runner exits 5 with it) rather than a failed spawn.
 
 pub mod local;
+mod mariadb;
 mod nats;
 pub mod postgres;
 mod setup;
@@ -53,6 +54,11 @@ pub fn server_binary(kind: BackendKind) -> ServerBinary {
             package: "zookeeper",
             env: "LOCKCHECK_JAVA",
         },
+        BackendKind::Mariadb => ServerBinary {
+            name: "mariadbd",
+            package: "mariadb-server",
+            env: "LOCKCHECK_MARIADBD",
+        },
         BackendKind::Nats => ServerBinary {
             name: "nats-server",
             package: "nats-server",
@@ -68,7 +74,10 @@ pub fn default_nodes(kind: BackendKind) -> usize {
         BackendKind::Redis => 1,
         BackendKind::Redlock => 5,
         BackendKind::Etcd | BackendKind::Zookeeper => 3,
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Nats => 1,
+        BackendKind::PostgresAdvisory
+        | BackendKind::PostgresLease
+        | BackendKind::Nats
+        | BackendKind::Mariadb => 1,
     }
 }
 
