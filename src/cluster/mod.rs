@@ -6,6 +6,11 @@
 //! (the runner exits 5 with it) rather than a failed spawn.
 
 pub mod local;
+mod mariadb;
+mod nats;
+pub mod postgres;
+mod setup;
+mod zookeeper;
 
 pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec, Prepare};
 
@@ -37,6 +42,28 @@ pub fn server_binary(kind: BackendKind) -> ServerBinary {
             package: "etcd-server",
             env: "LOCKCHECK_ETCD",
         },
+        // Not on PATH in Debian: the versioned directory holds initdb beside it.
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => ServerBinary {
+            name: "/usr/lib/postgresql/15/bin/postgres",
+            package: "postgresql",
+            env: "LOCKCHECK_POSTGRES",
+        },
+        // The servers are Java; the jars are checked when a node starts.
+        BackendKind::Zookeeper => ServerBinary {
+            name: "java",
+            package: "zookeeper",
+            env: "LOCKCHECK_JAVA",
+        },
+        BackendKind::Mariadb => ServerBinary {
+            name: "mariadbd",
+            package: "mariadb-server",
+            env: "LOCKCHECK_MARIADBD",
+        },
+        BackendKind::Nats => ServerBinary {
+            name: "nats-server",
+            package: "nats-server",
+            env: "LOCKCHECK_NATS_SERVER",
+        },
     }
 }
 
@@ -46,7 +73,11 @@ pub fn default_nodes(kind: BackendKind) -> usize {
     match kind {
         BackendKind::Redis => 1,
         BackendKind::Redlock => 5,
-        BackendKind::Etcd => 3,
+        BackendKind::Etcd | BackendKind::Zookeeper => 3,
+        BackendKind::PostgresAdvisory
+        | BackendKind::PostgresLease
+        | BackendKind::Nats
+        | BackendKind::Mariadb => 1,
     }
 }
 
@@ -150,7 +181,7 @@ pub struct Availability {
 
 /// Every backend lockcheck knows, and whether its server program is here.
 pub fn available_backends() -> Vec<Availability> {
-    [BackendKind::Redis, BackendKind::Redlock, BackendKind::Etcd]
+    BackendKind::ALL
         .into_iter()
         .map(|kind| {
             let binary = server_binary(kind);

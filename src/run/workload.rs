@@ -291,11 +291,10 @@ impl Workload {
         let bad = |key: &str, what: String| anyhow!("{file}: {key}: {what}");
 
         let kind = raw.backend.kind;
-        let nodes = raw.backend.nodes.unwrap_or(match kind {
-            BackendKind::Redis => 1,
-            BackendKind::Redlock => 5,
-            BackendKind::Etcd => 3,
-        });
+        let nodes = raw
+            .backend
+            .nodes
+            .unwrap_or(crate::cluster::default_nodes(kind));
         if nodes == 0 {
             bail!(bad("backend.nodes", "expected at least 1 node".into()));
         }
@@ -305,14 +304,11 @@ impl Workload {
                 format!("redis is a single instance: expected 1, found {nodes} (use kind = \"redlock\" for several)")
             ));
         }
-        let fencing_token = raw
-            .backend
-            .fencing_token
-            .unwrap_or(kind != BackendKind::Redlock);
-        if kind == BackendKind::Redlock && fencing_token {
+        let fencing_token = raw.backend.fencing_token.unwrap_or(kind.token().is_some());
+        if kind.token().is_none() && fencing_token {
             bail!(bad(
                 "backend.fencing_token",
-                "Redlock hands out no fencing token: expected false".into()
+                format!("{kind:?} hands out no fencing token: expected false")
             ));
         }
         let resource = raw.resource.unwrap_or(Mode::Unfenced);
