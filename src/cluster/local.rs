@@ -13,7 +13,13 @@
 //! Nodes are named n1..nN. A node keeps its ports and data directory for the
 //! cluster's life, so [`LocalCluster::kill`] then [`LocalCluster::restart`] brings the
 //! same member back (a Redis without persistence comes back empty; an etcd member
-//! replays its WAL).
+//! replays its WAL). [`LocalCluster::wipe`] between the two brings it back with
+//! nothing (an etcd member is then re-admitted as a new member).
+//!
+//! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
+//! lockcheck, which resumes and stops them itself. Faults signal a node through
+//! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
+//! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::{default_nodes, server_binary, ClusterError};
 use crate::backend::BackendKind;
@@ -27,7 +33,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -45,6 +51,23 @@ pub struct ClusterSpec {
     pub ready_timeout: Duration,
     /// How long a node may take to exit after SIGTERM before it gets SIGKILL.
     pub stop_grace: Duration,
+    /// Adjusts each node's command before every start, restarts included.
+    pub prepare: Option<Prepare>,
+}
+
+/// A change to a node's command line made just before it starts, for what must be in
+/// place from the server's first instruction: a clock interposer in its environment,
+/// a time namespace, a wrapper. Runs again at each restart of the node.
+#[derive(Clone)]
+pub struct Prepare(pub Arc<PrepareFn>);
+
+/// What a [`Prepare`] runs: the node about to start, and its command.
+pub type PrepareFn = dyn Fn(&NodeSpec, &mut Command) -> Result<()> + Send + Sync;
+
+impl std::fmt::Debug for Prepare {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Prepare(..)")
+    }
 }
 
 impl ClusterSpec {
@@ -57,6 +80,7 @@ impl ClusterSpec {
             binary: None,
             ready_timeout: Duration::from_secs(20),
             stop_grace: Duration::from_secs(5),
+            prepare: None,
         }
     }
 }
@@ -144,7 +168,7 @@ impl ClusterPlan {
         // All members first, then the wait: an etcd member is not healthy until a
         // quorum of its peers is up.
         for i in 0..cluster.plan.nodes.len() {
-            cluster.spawn(i)?;
+            cluster.spawn(i, false)?;
         }
         let all: Vec<usize> = (0..cluster.plan.nodes.len()).collect();
         cluster.wait_ready(&all).await?;
@@ -152,7 +176,9 @@ impl ClusterPlan {
     }
 
     /// The command line that runs node `i`.
-    fn command(&self, i: usize) -> Command {
+    /// `rejoin`: an etcd member that comes back without its data joins the running
+    /// cluster as a new member instead of bootstrapping a new one.
+    fn command(&self, i: usize, rejoin: bool) -> Command {
         let node = &self.nodes[i];
         let mut cmd = Command::new(&self.binary);
         match self.spec.kind {
@@ -193,10 +219,15 @@ impl ClusterPlan {
                     .arg(url(peer_advertise))
                     .arg("--initial-cluster")
                     .arg(initial_cluster)
-                    .args(["--initial-cluster-state", "new"])
+                    .arg("--initial-cluster-state")
+                    .arg(if rejoin { "existing" } else { "new" })
                     .arg("--initial-cluster-token")
                     .arg(&self.cluster_token)
-                    .args(["--heartbeat-interval", "100", "--election-timeout", "1000"]);
+                    .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+                    // Membership changes are lockcheck's own (re-admitting a wiped
+                    // member right after a crash): the strict check would refuse them
+                    // until the leader has seen its peers healthy for 5 s.
+                    .arg("--strict-reconfig-check=false");
             }
         }
         cmd
@@ -296,8 +327,123 @@ impl LocalCluster {
                 child.id()
             );
         }
-        self.spawn(i)?;
+        // An etcd member whose data was wiped cannot restart as itself (etcd refuses:
+        // "member has already been bootstrapped"): the cluster forgets it and takes
+        // it back as a new member, with a new member id, that catches up from the
+        // leader.
+        let rejoin = self.kind() == BackendKind::Etcd
+            && !self.plan.nodes[i].data_dir.join("member").exists();
+        if rejoin {
+            self.etcd_readmit(i)
+                .await
+                .with_context(|| format!("re-admitting wiped member {node}"))?;
+        }
+        self.spawn(i, rejoin)?;
         self.wait_ready(&[i]).await
+    }
+
+    /// Removes member `i` from the running etcd cluster and adds it again, empty.
+    /// Membership changes need a leader (a follower without one drops them), so this
+    /// waits for one and tries again until the ready timeout; each try starts from
+    /// the member list, so a change that took effect unseen is not made twice.
+    async fn etcd_readmit(&mut self, i: usize) -> Result<()> {
+        let others: Vec<String> = (0..self.plan.nodes.len())
+            .filter(|&j| j != i && self.children[j].is_some())
+            .map(|j| format!("http://{}", self.plan.nodes[j].client_listen))
+            .collect();
+        let peer = self.plan.nodes[i]
+            .peer_advertise
+            .map(|a| format!("http://{a}"))
+            .context("an etcd member without a peer address")?;
+        let timeout = Duration::from_secs(2);
+        let options = etcd_client::ConnectOptions::new()
+            .with_timeout(timeout)
+            .with_connect_timeout(timeout);
+        let mut etcd = etcd_client::Client::connect(&others, Some(options))
+            .await
+            .with_context(|| format!("connecting to {}", others.join(",")))?;
+        let deadline = Instant::now() + self.plan.spec.ready_timeout;
+        loop {
+            let attempt = async {
+                let members = etcd.member_list().await.context("listing members")?;
+                let old = members
+                    .members()
+                    .iter()
+                    .find(|m| m.peer_urls().contains(&peer));
+                if let Some(old) = old {
+                    etcd.member_remove(old.id())
+                        .await
+                        .context("removing the old member")?;
+                }
+                etcd.member_add([peer.clone()], None)
+                    .await
+                    .context("adding it again")?;
+                anyhow::Ok(())
+            };
+            match attempt.await {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => return Err(e),
+                Err(_) => {
+                    while self.etcd_leader().await.is_none() && Instant::now() < deadline {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Empties the data directory of a node that is down, so that its restart comes
+    /// back with nothing: a Redis without its keys, an etcd member without its log
+    /// (re-admitted as a new member at restart).
+    pub fn wipe(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        self.reap(i);
+        if let Some(child) = &self.children[i] {
+            bail!(
+                "node {node} is still running (pid {}): kill it before wiping its data",
+                child.id()
+            );
+        }
+        let data = &self.plan.nodes[i].data_dir;
+        match fs::remove_dir_all(data) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("wiping {}", data.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The node that currently leads, where the backend has one: the etcd member
+    /// that a quorum of members names as leader, the one Redis of `redis`; none for
+    /// Redlock's independent servers or while etcd elects.
+    pub async fn leader(&self) -> Option<String> {
+        match self.kind() {
+            BackendKind::Redis => self.plan.nodes.first().map(|n| n.name.clone()),
+            BackendKind::Redlock => None,
+            BackendKind::Etcd => self.etcd_leader().await,
+        }
+    }
+
+    /// Asks every running member for its status: its own member id and its leader's.
+    async fn etcd_leader(&self) -> Option<String> {
+        let mut ids = Vec::new();
+        let mut votes: Vec<String> = Vec::new();
+        for (i, node) in self.plan.nodes.iter().enumerate() {
+            if self.children[i].is_none() {
+                continue;
+            }
+            if let Some((id, leader)) = etcd_status(node.client_listen).await {
+                ids.push((id, node.name.clone()));
+                votes.push(leader);
+            }
+        }
+        let quorum = self.plan.nodes.len() / 2 + 1;
+        let named = votes
+            .iter()
+            .find(|v| votes.iter().filter(|w| w == v).count() >= quorum)?;
+        ids.into_iter()
+            .find(|(id, _)| id == named)
+            .map(|(_, name)| name)
     }
 
     /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
@@ -368,7 +514,7 @@ impl LocalCluster {
         }
     }
 
-    fn spawn(&mut self, i: usize) -> Result<()> {
+    fn spawn(&mut self, i: usize, rejoin: bool) -> Result<()> {
         let node = &self.plan.nodes[i];
         fs::create_dir_all(&node.data_dir)
             .with_context(|| format!("creating {}", node.data_dir.display()))?;
@@ -378,7 +524,11 @@ impl LocalCluster {
             .append(true)
             .open(&node.log_path)
             .with_context(|| format!("opening {}", node.log_path.display()))?;
-        let mut cmd = self.plan.command(i);
+        let mut cmd = self.plan.command(i, rejoin);
+        if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
+            prepare(node, &mut cmd)
+                .with_context(|| format!("preparing node {} to start", node.name))?;
+        }
         cmd.stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -444,6 +594,16 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+        // Its servers are gone: their ports may serve the next cluster.
+        let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(seen) = seen.as_mut() {
+            for n in &self.plan.nodes {
+                seen.remove(&n.client_listen.port());
+                if let Some(peer) = n.peer_listen {
+                    seen.remove(&peer.port());
+                }
+            }
+        }
     }
 }
 
@@ -478,8 +638,35 @@ async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
     )
 }
 
-/// Ports handed out by this process and not yet reused: the kernel may give the same
-/// ephemeral port to two quick `bind(0)`s once the first listener is closed.
+/// One etcd member's status over its HTTP gateway: (its member id, its leader's id),
+/// both as etcd prints them (decimal strings); none if it does not answer in time or
+/// has no leader.
+async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        let body = "{}";
+        let request = format!(
+            "POST /v3/maintenance/status HTTP/1.0\r\nHost: {addr}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(request.as_bytes()).await.ok()?;
+        let mut reply = Vec::new();
+        s.read_to_end(&mut reply).await.ok()?;
+        let reply = String::from_utf8_lossy(&reply);
+        let json: serde_json::Value = serde_json::from_str(reply.split("\r\n\r\n").nth(1)?).ok()?;
+        let id = json["header"]["member_id"].as_str()?.to_string();
+        let leader = json["leader"].as_str().filter(|l| *l != "0")?.to_string();
+        Some((id, leader))
+    };
+    tokio::time::timeout(Duration::from_secs(1), ask)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// Ports handed out by this process to clusters still alive: the kernel may give the
+/// same ephemeral port to two quick `bind(0)`s once the first listener is closed.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A loopback address whose port nothing listens on right now.

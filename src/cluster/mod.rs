@@ -7,7 +7,7 @@
 
 pub mod local;
 
-pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec};
+pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec, Prepare};
 
 use crate::backend::BackendKind;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,16 @@ impl ServerBinary {
     /// The program to run: `explicit` if given, else the environment override, else
     /// the default name, each resolved on `PATH` unless it is a path.
     pub fn resolve(&self, explicit: Option<&Path>) -> Result<PathBuf, ClusterError> {
-        let env = std::env::var_os(self.env).filter(|v| !v.is_empty());
+        self.resolve_from(explicit, std::env::var_os(self.env))
+    }
+
+    /// [`ServerBinary::resolve`] with the environment override's value given.
+    fn resolve_from(
+        &self,
+        explicit: Option<&Path>,
+        env: Option<std::ffi::OsString>,
+    ) -> Result<PathBuf, ClusterError> {
+        let env = env.filter(|v| !v.is_empty());
         let (wanted, hint) = match (explicit, env) {
             (Some(p), _) => (p.to_path_buf(), format!(" (configured as {})", p.display())),
             (None, Some(v)) => {
@@ -167,6 +176,26 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.contains("/nonexistent/etcd-nope"), "{msg}");
         assert!(msg.contains("apt-get install etcd-server"), "{msg}");
+    }
+
+    #[test]
+    fn the_environment_overrides_the_default_and_explicit_overrides_both() {
+        let redis = server_binary(BackendKind::Redis);
+        let env = Some("/nonexistent/from-env".into());
+        let err = redis.resolve_from(None, env.clone()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("$LOCKCHECK_REDIS_SERVER = /nonexistent/from-env"),
+            "{msg}"
+        );
+        assert!(msg.contains("apt-get install redis-server"), "{msg}");
+        assert_eq!(
+            redis.resolve_from(Some(Path::new("/bin/sh")), env).unwrap(),
+            Path::new("/bin/sh")
+        );
+        // Set but empty counts as unset.
+        let found = redis.resolve_from(None, Some("".into()));
+        assert_eq!(found.ok(), find_executable(Path::new("redis-server")));
     }
 
     #[test]
