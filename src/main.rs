@@ -24,6 +24,8 @@ enum Command {
     Run(cli::run::Args),
     /// Show which backends, faults and runtimes this machine can run, and how to install the rest.
     Doctor(cli::doctor::Args),
+    /// Undo what a run killed with -9 left behind (stopped processes, skewed clocks, servers).
+    Recover(cli::recover::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -35,6 +37,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
+        Command::Recover(args) => cli::recover::main(args),
         Command::Worker(args) => cli::worker::main(args),
     };
     match result {

@@ -6,7 +6,12 @@
 //! must also undo it in `Drop`, so that a panic leaves nothing behind; the run stops
 //! and resumes its processes itself.
 
+pub mod clock;
+pub mod journal;
+pub mod node;
 pub mod pause;
+pub mod proxy;
+pub mod schedule;
 
 use crate::cluster::LocalCluster;
 use anyhow::Result;

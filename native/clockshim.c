@@ -1,0 +1,184 @@
+/*
+ * lockcheck's clock interposer: skews the clocks of ONE process (and its
+ * children), live, without touching the machine's clock.
+ *
+ * Loaded with LD_PRELOAD. It replaces clock_gettime, gettimeofday and time,
+ * and reads how to skew them from a small shared page: a file named by
+ * LOCKCHECK_CLOCK_FILE, mapped once, written by the controller (Rust:
+ * lockcheck::fault::clock). Reading the page is a few loads per call; the
+ * file is never re-read (libfaketime's re-reading halves Redis throughput).
+ *
+ * Why not libfaketime: its start-up resolves the real functions with dlsym
+ * while holding a lock, and dlsym mallocs; Redis's jemalloc reads the clock
+ * while it initialises, which calls back into the hook and deadlocks. Here,
+ * any call made before the real functions are known (or while they are being
+ * looked up, from any thread) goes straight to the raw system call, which
+ * needs neither malloc nor a lock.
+ *
+ * Skew, for a clock reading `real` of the realtime or monotonic family:
+ *     skewed = real + offset + (real - base) * (rate - 1)
+ * i.e. base + (real - base) * rate + offset, with `base` taken when the rate
+ * was set so that the clock stays continuous. With strobe on, the offset
+ * flips between `offset` and `offset2` every `strobe_period` ns.
+ *
+ * The page layout is shared with src/fault/clock.rs (keep them in step).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LC_MAGIC 0x314b434f4c43434cULL /* the bytes "LCCLOCK1", little-endian */
+
+struct lc_page {
+    uint64_t magic;
+    uint64_t seq;            /* seqlock: odd while the controller writes */
+    int64_t offset_ns;
+    int64_t offset2_ns;      /* strobe's other offset */
+    int64_t strobe_period_ns;/* 0 = no strobe */
+    uint64_t rate_bits;      /* IEEE-754 double; 1.0 = real speed */
+    int64_t base_realtime_ns;
+    int64_t base_monotonic_ns;
+};
+
+struct lc_skew {
+    int64_t offset, offset2, period, base_rt, base_mono;
+    double rate;
+};
+
+typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
+
+enum { UNINIT = 0, INITIALISING = 1, READY = 2 };
+static int state = UNINIT;
+static clock_gettime_fn real_clock_gettime;
+static const volatile struct lc_page *page;
+
+static int raw_clock_gettime(clockid_t id, struct timespec *ts)
+{
+    return (int)syscall(SYS_clock_gettime, id, ts);
+}
+
+static void lc_init(void)
+{
+    int expected = UNINIT;
+    if (!__atomic_compare_exchange_n(&state, &expected, INITIALISING, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return; /* someone else is at it (maybe us, re-entered): use the syscall */
+    clock_gettime_fn f = (clock_gettime_fn)dlsym(RTLD_NEXT, "clock_gettime");
+    const char *path = getenv("LOCKCHECK_CLOCK_FILE");
+    if (path && *path) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            void *p = mmap(NULL, sizeof(struct lc_page), PROT_READ, MAP_SHARED, fd, 0);
+            close(fd);
+            if (p != MAP_FAILED && ((const struct lc_page *)p)->magic == LC_MAGIC)
+                page = p;
+            else if (p != MAP_FAILED)
+                munmap(p, sizeof(struct lc_page));
+        }
+    }
+    real_clock_gettime = f;
+    __atomic_store_n(&state, READY, __ATOMIC_RELEASE);
+}
+
+static int lc_real(clockid_t id, struct timespec *ts)
+{
+    if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY) {
+        lc_init();
+        if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != READY)
+            return raw_clock_gettime(id, ts);
+    }
+    if (!real_clock_gettime)
+        return raw_clock_gettime(id, ts);
+    return real_clock_gettime(id, ts);
+}
+
+/* A consistent snapshot of the page (seqlock read); 0 when there is nothing to skew. */
+static int lc_read(struct lc_skew *s)
+{
+    if (!page)
+        return 0;
+    for (;;) {
+        uint64_t a = __atomic_load_n(&page->seq, __ATOMIC_ACQUIRE);
+        if (a & 1)
+            continue;
+        s->offset = page->offset_ns;
+        s->offset2 = page->offset2_ns;
+        s->period = page->strobe_period_ns;
+        uint64_t bits = page->rate_bits;
+        s->base_rt = page->base_realtime_ns;
+        s->base_mono = page->base_monotonic_ns;
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(&page->seq, __ATOMIC_RELAXED) == a) {
+            memcpy(&s->rate, &bits, sizeof bits);
+            return s->offset || s->period || s->rate != 1.0;
+        }
+    }
+}
+
+static int is_realtime(clockid_t id)
+{
+    return id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE || id == CLOCK_TAI;
+}
+
+static int is_monotonic(clockid_t id)
+{
+    return id == CLOCK_MONOTONIC || id == CLOCK_MONOTONIC_COARSE ||
+           id == CLOCK_MONOTONIC_RAW || id == CLOCK_BOOTTIME;
+}
+
+static void lc_skew(clockid_t id, struct timespec *ts)
+{
+    struct lc_skew s;
+    if (!(is_realtime(id) || is_monotonic(id)) || !lc_read(&s))
+        return;
+    int64_t real = (int64_t)ts->tv_sec * 1000000000LL + ts->tv_nsec;
+    int64_t base = is_realtime(id) ? s.base_rt : s.base_mono;
+    int64_t since = real - base;
+    int64_t offset = s.offset;
+    if (s.period > 0 && since >= 0 && (since / s.period) % 2 == 1)
+        offset = s.offset2;
+    int64_t skewed = real + offset + (int64_t)((double)since * (s.rate - 1.0));
+    if (skewed < 0)
+        skewed = 0;
+    ts->tv_sec = skewed / 1000000000LL;
+    ts->tv_nsec = skewed % 1000000000LL;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts)
+{
+    int r = lc_real(id, ts);
+    if (r == 0)
+        lc_skew(id, ts);
+    return r;
+}
+
+int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+    if (tz) /* obsolete; glibc reports zeros too */
+        memset(tz, 0, sizeof(struct timezone));
+    struct timespec ts;
+    int r = clock_gettime(CLOCK_REALTIME, &ts);
+    if (r == 0) {
+        tv->tv_sec = ts.tv_sec;
+        tv->tv_usec = ts.tv_nsec / 1000;
+    }
+    return r;
+}
+
+time_t time(time_t *out)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return (time_t)-1;
+    if (out)
+        *out = ts.tv_sec;
+    return ts.tv_sec;
+}

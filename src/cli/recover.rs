@@ -1,0 +1,50 @@
+//! `lockcheck recover [RUN_DIR]`: undoes what a run killed with -9 left behind,
+//! from the journal the controller kept in its run directory: resumes the
+//! processes it stopped, resets the clocks it skewed, kills the servers and
+//! workers it started (those still running, recognised by pid and start time).
+
+use crate::fault::journal;
+use anyhow::{Context, Result};
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The run directory (default: results/latest).
+    #[arg(default_value = "results/latest")]
+    pub run_dir: PathBuf,
+    /// Print one JSON object instead of words.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn main(args: Args) -> Result<u8> {
+    let dir = &args.run_dir;
+    if !dir.join(journal::JOURNAL_FILE).exists() {
+        anyhow::bail!(
+            "{} has no {}: not a run directory, or its run changed nothing",
+            dir.display(),
+            journal::JOURNAL_FILE
+        );
+    }
+    let (done, warnings) =
+        journal::recover(dir).with_context(|| format!("recovering {}", dir.display()))?;
+    if args.json {
+        println!(
+            "{}",
+            json!({ "run_dir": dir, "undone": done, "warnings": warnings })
+        );
+    } else {
+        if done.is_empty() {
+            println!("{}: nothing left to undo", dir.display());
+        }
+        for u in &done {
+            println!("{}: {}", u.effect, u.action);
+        }
+        for w in &warnings {
+            eprintln!("warning: {w}");
+        }
+    }
+    // Anything we could not undo is a problem the user must look at.
+    Ok(if warnings.is_empty() { 0 } else { 1 })
+}

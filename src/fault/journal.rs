@@ -1,0 +1,321 @@
+//! The journal: what the controller changed outside itself, written down before
+//! (or as) it changes it, so that `lockcheck recover` can undo whatever a
+//! controller killed with -9 left behind: a server still running, a process
+//! still stopped, a clock still skewed.
+//!
+//! `<run_dir>/journal.jsonl`, one JSON object per line, each written with one
+//! `write` on an append-only file (so a kill loses at most the line being
+//! written): `{"id": 3, "do": {"effect": "stopped", ...}}` when an effect is
+//! applied, `{"undo": 3}` when it has been undone.
+//!
+//! Processes are named by pid *and* start time (field 22 of /proc/<pid>/stat):
+//! a pid the kernel has since given to another program is never signalled.
+
+use crate::fault::clock;
+use anyhow::{Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+pub const JOURNAL_FILE: &str = "journal.jsonl";
+
+/// A process, named so that it cannot be mistaken for a later one with its pid.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proc {
+    /// What the run calls it: `n1`, `client-3`, `resource`.
+    pub name: String,
+    pub pid: i32,
+    /// Clock ticks after boot at which it started (/proc/<pid>/stat field 22).
+    pub start_time: u64,
+}
+
+impl Proc {
+    /// The live process `pid`, named `name`.
+    pub fn of(name: impl Into<String>, pid: i32) -> Result<Proc> {
+        let start_time =
+            start_time(pid).with_context(|| format!("process {pid} is not running"))?;
+        Ok(Proc {
+            name: name.into(),
+            pid,
+            start_time,
+        })
+    }
+
+    /// Whether this very process still exists (the pid was not reused).
+    pub fn alive(&self) -> bool {
+        start_time(self.pid) == Some(self.start_time)
+    }
+
+    fn signal(&self, sig: Signal) -> Result<()> {
+        kill(Pid::from_raw(self.pid), sig)
+            .with_context(|| format!("sending {sig} to {} (pid {})", self.name, self.pid))
+    }
+}
+
+/// The start time of a live process, in clock ticks after boot.
+pub fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (in parentheses) may hold spaces: count from after it.
+    // The rest starts at field 3 (state); start time is field 22.
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether a live process is stopped (SIGSTOP): state `T`.
+pub fn is_stopped(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+        .unwrap_or(false)
+}
+
+/// One thing the controller changed outside itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "effect", rename_all = "kebab-case")]
+pub enum Effect {
+    /// A process the run started (server node, worker, resource): undone by
+    /// killing it.
+    Process(Proc),
+    /// A process stopped with SIGSTOP: undone by SIGCONT.
+    Stopped(Proc),
+    /// A clock file a process reads its skew from: undone by resetting it.
+    ClockSkew { target: String, file: PathBuf },
+    /// A proxied link cut or slowed. The proxy lives in the controller, so its
+    /// links heal when the controller dies; recorded for the account.
+    Link { link: String, mode: String },
+}
+
+/// What `recover` did about one effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Undone {
+    pub id: u64,
+    pub effect: String,
+    pub action: String,
+}
+
+/// The controller's side of the journal.
+pub struct Journal {
+    path: PathBuf,
+    file: Mutex<File>,
+    next: AtomicU64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum Line {
+    Do {
+        id: u64,
+        #[serde(rename = "do")]
+        effect: Effect,
+    },
+    Undo {
+        undo: u64,
+    },
+}
+
+impl Journal {
+    /// Opens (or continues) the journal of `run_dir`.
+    pub fn open(run_dir: &Path) -> Result<Journal> {
+        let path = run_dir.join(JOURNAL_FILE);
+        let next = match read(&path) {
+            Ok(j) => j.last_id + 1,
+            Err(_) => 1,
+        };
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        Ok(Journal {
+            path,
+            file: Mutex::new(file),
+            next: AtomicU64::new(next),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes down an effect; call it before applying the effect (or right as
+    /// it is applied, where its pid only exists afterwards). Returns its id.
+    pub fn record(&self, effect: Effect) -> Result<u64> {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        self.write(&Line::Do { id, effect })?;
+        Ok(id)
+    }
+
+    /// Writes down that effect `id` was undone.
+    pub fn undone(&self, id: u64) -> Result<()> {
+        self.write(&Line::Undo { undo: id })
+    }
+
+    fn write(&self, line: &Line) -> Result<()> {
+        let mut text = serde_json::to_string(line)?;
+        text.push('\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        // One write per line: a kill between two lines never leaves half of one
+        // before the next.
+        file.write_all(text.as_bytes())
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+/// What a journal says is still in effect.
+pub struct Pending {
+    /// Effects applied and not undone, in the order they were applied.
+    pub effects: Vec<(u64, Effect)>,
+    /// Lines that could not be read (a torn last line, for one).
+    pub warnings: Vec<String>,
+    last_id: u64,
+}
+
+fn read(path: &Path) -> Result<Pending> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut applied = BTreeMap::new();
+    let mut warnings = Vec::new();
+    let mut last_id = 0;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Line>(line) {
+            Ok(Line::Do { id, effect }) => {
+                last_id = last_id.max(id);
+                applied.insert(id, effect);
+            }
+            Ok(Line::Undo { undo }) => {
+                applied.remove(&undo);
+            }
+            Err(e) => warnings.push(format!(
+                "{}:{}: unreadable line ({e})",
+                path.display(),
+                n + 1
+            )),
+        }
+    }
+    Ok(Pending {
+        effects: applied.into_iter().collect(),
+        warnings,
+        last_id,
+    })
+}
+
+/// The effects of `run_dir`'s journal still in effect.
+pub fn pending(run_dir: &Path) -> Result<Pending> {
+    read(&run_dir.join(JOURNAL_FILE))
+}
+
+/// Undoes what a journal says is still in effect, newest first, and writes the
+/// undos down, so that a second recover finds nothing to do. Stopped
+/// processes are resumed before the run's processes are killed, so that
+/// nothing outside the run stays stopped even if it was stopped by mistake.
+pub fn recover(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
+    let Pending {
+        effects,
+        mut warnings,
+        ..
+    } = pending(run_dir)?;
+    let journal = Journal::open(run_dir)?;
+    let mut done = Vec::new();
+    let mut order: Vec<&(u64, Effect)> = effects.iter().rev().collect();
+    // Resume, reset and heal first; kill last.
+    order.sort_by_key(|(_, e)| matches!(e, Effect::Process(_)));
+    for (id, effect) in order {
+        match undo(effect) {
+            Ok(action) => {
+                journal.undone(*id)?;
+                done.push(Undone {
+                    id: *id,
+                    effect: describe(effect),
+                    action,
+                });
+            }
+            Err(e) => warnings.push(format!("{}: {e:#}", describe(effect))),
+        }
+    }
+    Ok((done, warnings))
+}
+
+fn describe(effect: &Effect) -> String {
+    match effect {
+        Effect::Process(p) => format!("process {} (pid {})", p.name, p.pid),
+        Effect::Stopped(p) => format!("stopped {} (pid {})", p.name, p.pid),
+        Effect::ClockSkew { target, file } => {
+            format!("clock of {target} ({})", file.display())
+        }
+        Effect::Link { link, mode } => format!("link {link} ({mode})"),
+    }
+}
+
+/// Undoes one effect; says what it did.
+pub fn undo(effect: &Effect) -> Result<String> {
+    Ok(match effect {
+        Effect::Process(p) if p.alive() => {
+            // SIGKILL ends a stopped process too.
+            p.signal(Signal::SIGKILL)?;
+            "killed".into()
+        }
+        Effect::Stopped(p) if p.alive() => {
+            p.signal(Signal::SIGCONT)?;
+            "resumed".into()
+        }
+        Effect::Process(_) | Effect::Stopped(_) => "already gone".into(),
+        Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
+            Ok(true) => "reset".into(),
+            Ok(false) => "was not skewed".into(),
+            Err(_) if !file.exists() => "file gone".into(),
+            Err(e) => return Err(e),
+        },
+        Effect::Link { .. } => "healed when the controller's proxy ended".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_keeps_what_was_not_undone_and_survives_a_torn_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let j = Journal::open(dir.path()).unwrap();
+        let link = |l: &str| Effect::Link {
+            link: l.into(),
+            mode: "blackhole".into(),
+        };
+        let a = j.record(link("a")).unwrap();
+        let b = j.record(link("b")).unwrap();
+        j.undone(a).unwrap();
+        drop(j);
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(JOURNAL_FILE))
+            .unwrap();
+        f.write_all(b"{\"id\": 9, \"do\": {\"eff").unwrap();
+        let p = pending(dir.path()).unwrap();
+        assert_eq!(p.effects, vec![(b, link("b"))]);
+        assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+        // A continued journal never reuses an id.
+        let j = Journal::open(dir.path()).unwrap();
+        assert!(j.record(link("c")).unwrap() > b);
+    }
+
+    #[test]
+    fn a_process_is_known_by_pid_and_start_time() {
+        let me = Proc::of("me", std::process::id() as i32).unwrap();
+        assert!(me.alive());
+        let reused = Proc {
+            start_time: me.start_time + 1,
+            ..me.clone()
+        };
+        assert!(!reused.alive(), "same pid, other start time: not ours");
+        assert_eq!(undo(&Effect::Process(reused)).unwrap(), "already gone");
+    }
+}

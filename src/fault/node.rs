@@ -1,0 +1,262 @@
+//! Faults on server nodes: which nodes (a pure choice), and stopping them.
+//!
+//! A SIGSTOPped server is a GC pause or a VM stall: the kernel still accepts
+//! connections for it, but nothing answers, its leases are not renewed and its
+//! peers may elect someone else; when it resumes it carries on as if no time
+//! had passed. Killing (-9) and restarting a node is the cluster's job
+//! (`cluster::LocalCluster::kill` / `restart`, which keep the data directory);
+//! this module picks whom.
+
+use super::journal::{is_stopped, Effect, Journal, Proc};
+use anyhow::{bail, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use rand::seq::SliceRandom;
+use rand::Rng;
+use serde::{Deserialize, Deserializer};
+use std::fmt;
+
+/// Which server nodes a fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeTarget {
+    /// One node, chosen with the run's seeded generator.
+    One,
+    /// A minority: (n - 1) / 2 nodes, at least one.
+    Minority,
+    /// A bare majority: n / 2 + 1 nodes.
+    Majority,
+    All,
+    /// The leader (etcd) or primary, as the caller knows it.
+    Primary,
+    /// A node by name (`n2`).
+    Node(String),
+}
+
+impl NodeTarget {
+    /// The nodes this target picks among `nodes` (in `nodes` order). `primary`
+    /// is the current leader where the backend has one; without it `Primary`
+    /// picks nobody (and the schedule tries later).
+    pub fn select(
+        &self,
+        nodes: &[String],
+        primary: Option<&str>,
+        rng: &mut impl Rng,
+    ) -> Vec<String> {
+        let n = nodes.len();
+        let count = match self {
+            NodeTarget::One => 1.min(n),
+            NodeTarget::Minority => ((n.saturating_sub(1)) / 2).max(1).min(n),
+            NodeTarget::Majority => (n / 2 + 1).min(n),
+            NodeTarget::All => n,
+            NodeTarget::Primary => {
+                return primary
+                    .filter(|p| nodes.iter().any(|x| x == p))
+                    .map(|p| vec![p.to_string()])
+                    .unwrap_or_default()
+            }
+            NodeTarget::Node(name) => {
+                return nodes.iter().filter(|x| *x == name).cloned().collect();
+            }
+        };
+        let mut picked: Vec<&String> = nodes.choose_multiple(rng, count).collect();
+        picked.sort_by_key(|x| nodes.iter().position(|y| y == *x));
+        picked.into_iter().cloned().collect()
+    }
+}
+
+impl fmt::Display for NodeTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeTarget::One => f.write_str("one"),
+            NodeTarget::Minority => f.write_str("minority"),
+            NodeTarget::Majority => f.write_str("majority"),
+            NodeTarget::All => f.write_str("all"),
+            NodeTarget::Primary => f.write_str("primary"),
+            NodeTarget::Node(n) => f.write_str(n),
+        }
+    }
+}
+
+impl std::str::FromStr for NodeTarget {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "one" => NodeTarget::One,
+            "minority" => NodeTarget::Minority,
+            "majority" => NodeTarget::Majority,
+            "all" => NodeTarget::All,
+            "primary" | "leader" => NodeTarget::Primary,
+            n if n.len() > 1 && n.starts_with('n') && n[1..].bytes().all(|b| b.is_ascii_digit()) => {
+                NodeTarget::Node(n.to_string())
+            }
+            _ => {
+                return Err(format!(
+                    "expected \"one\", \"minority\", \"majority\", \"all\", \"primary\" or a node name like \"n2\", found \"{s}\""
+                ))
+            }
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for NodeTarget {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Server processes stopped with SIGSTOP, journaled; resumed by `resume` or on
+/// drop, whatever happens.
+pub struct Stopped<'j> {
+    journal: &'j Journal,
+    procs: Vec<(u64, Proc)>,
+}
+
+/// Stops `procs` (name, pid). Each is journaled before its signal, so that a
+/// controller killed right after still has it resumed by `lockcheck recover`.
+pub fn stop<'j>(journal: &'j Journal, procs: &[(String, i32)]) -> Result<Stopped<'j>> {
+    let mut stopped = Stopped {
+        journal,
+        procs: Vec::new(),
+    };
+    for (name, pid) in procs {
+        let proc = Proc::of(name.clone(), *pid)?;
+        let id = journal.record(Effect::Stopped(proc.clone()))?;
+        // Held first: should the signal fail, drop still resumes (and unjournals) it.
+        stopped.procs.push((id, proc));
+        if let Err(e) = kill(Pid::from_raw(*pid), Signal::SIGSTOP) {
+            bail!("stopping {name} (pid {pid}): {e}");
+        }
+    }
+    // The signal is delivered asynchronously: the fault has begun only once the
+    // kernel shows every target stopped (a few microseconds, normally).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while let Some((_, p)) = stopped.procs.iter().find(|(_, p)| !is_stopped(p.pid)) {
+        if std::time::Instant::now() > deadline {
+            bail!(
+                "{} (pid {}) did not stop within 1 s of SIGSTOP",
+                p.name,
+                p.pid
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Ok(stopped)
+}
+
+impl Stopped<'_> {
+    pub fn names(&self) -> Vec<String> {
+        self.procs.iter().map(|(_, p)| p.name.clone()).collect()
+    }
+
+    /// Resumes every process; the first error is returned after all were tried.
+    pub fn resume(mut self) -> Result<()> {
+        self.resume_all()
+    }
+
+    fn resume_all(&mut self) -> Result<()> {
+        let mut first = None;
+        for (id, p) in self.procs.drain(..) {
+            let resumed = if p.alive() {
+                kill(Pid::from_raw(p.pid), Signal::SIGCONT)
+                    .map_err(|e| anyhow::anyhow!("resuming {} (pid {}): {e}", p.name, p.pid))
+            } else {
+                Ok(()) // killed meanwhile (a kill fault): nothing left to resume
+            };
+            let journaled = self.journal.undone(id);
+            if let Err(e) = resumed.and(journaled) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        let _ = self.resume_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    fn nodes(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("n{i}")).collect()
+    }
+
+    #[test]
+    fn targets_pick_the_right_number_of_distinct_nodes() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let five = nodes(5);
+        for (t, k) in [
+            (NodeTarget::One, 1),
+            (NodeTarget::Minority, 2),
+            (NodeTarget::Majority, 3),
+            (NodeTarget::All, 5),
+        ] {
+            let got = t.select(&five, None, &mut rng);
+            assert_eq!(got.len(), k, "{t}");
+            let mut d = got.clone();
+            d.dedup();
+            assert_eq!(d, got, "{t}: distinct and in node order");
+        }
+        assert_eq!(
+            NodeTarget::Minority.select(&nodes(3), None, &mut rng).len(),
+            1
+        );
+        assert_eq!(
+            NodeTarget::Majority.select(&nodes(3), None, &mut rng).len(),
+            2
+        );
+    }
+
+    #[test]
+    fn the_same_seed_picks_the_same_nodes() {
+        let pick = |seed| {
+            NodeTarget::Minority.select(&nodes(5), None, &mut ChaCha8Rng::seed_from_u64(seed))
+        };
+        assert_eq!(pick(9), pick(9));
+        assert!(
+            (0..20)
+                .map(pick)
+                .collect::<std::collections::BTreeSet<_>>()
+                .len()
+                > 1
+        );
+    }
+
+    #[test]
+    fn primary_and_named_targets() {
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        assert_eq!(
+            NodeTarget::Primary.select(&nodes(3), Some("n2"), &mut rng),
+            vec!["n2"]
+        );
+        assert!(NodeTarget::Primary
+            .select(&nodes(3), None, &mut rng)
+            .is_empty());
+        assert!(NodeTarget::Primary
+            .select(&nodes(3), Some("n7"), &mut rng)
+            .is_empty());
+        assert_eq!(
+            NodeTarget::Node("n3".into()).select(&nodes(3), None, &mut rng),
+            vec!["n3"]
+        );
+    }
+
+    #[test]
+    fn targets_parse_from_workload_words() {
+        assert_eq!("leader".parse::<NodeTarget>().unwrap(), NodeTarget::Primary);
+        assert_eq!(
+            "n12".parse::<NodeTarget>().unwrap(),
+            NodeTarget::Node("n12".into())
+        );
+        let e = "most".parse::<NodeTarget>().unwrap_err();
+        assert!(e.contains("\"minority\"") && e.contains("\"most\""), "{e}");
+    }
+}

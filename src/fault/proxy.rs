@@ -1,0 +1,498 @@
+//! Cutting and slowing links, in user space: a TCP proxy on every link.
+//!
+//! This kernel has no netem, and lockcheck must not touch the machine's
+//! firewall; so each link a fault may cut (a client to a node, a node to a
+//! peer) goes through a [`Link`]: a loopback listener forwarding to the real
+//! address. Its [`Mode`] is set live:
+//! - `Pass`: bytes flow;
+//! - `Blackhole`: bytes stop (held, then delivered if the link heals, like a
+//!   partition TCP rides out), so requests hang and time out;
+//! - `Reset`: every connection is closed with an RST, and new ones too;
+//! - `Latency`: each chunk is delayed by `delay ± jitter` (seeded), in order.
+//!
+//! Which links a partition cuts is a pure function of the node names
+//! ([`cuts`]); [`Proxies`] applies it to the links of a run.
+
+use anyhow::{bail, Context, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// What a link does to the bytes that cross it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Pass,
+    Blackhole,
+    Reset,
+    Latency { delay: Duration, jitter: Duration },
+}
+
+/// A directed link: connections opened by `from` towards `to`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LinkId {
+    pub from: String,
+    pub to: String,
+}
+
+impl LinkId {
+    pub fn new(from: impl Into<String>, to: impl Into<String>) -> LinkId {
+        LinkId {
+            from: from.into(),
+            to: to.into(),
+        }
+    }
+}
+
+impl fmt::Display for LinkId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}->{}", self.from, self.to)
+    }
+}
+
+/// One proxied link. Dropping it closes the listener and every connection.
+pub struct Link {
+    id: LinkId,
+    addr: SocketAddr,
+    target: SocketAddr,
+    mode: watch::Sender<Mode>,
+    task: JoinHandle<()>,
+}
+
+impl Link {
+    /// Listens on a free loopback port and forwards to `target`. `seed` drives
+    /// the jitter, so the same seed gives the same delays.
+    pub async fn start(id: LinkId, target: SocketAddr, seed: u64) -> Result<Link> {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .with_context(|| format!("listening for link {id}"))?;
+        let addr = listener.local_addr()?;
+        let (mode, rx) = watch::channel(Mode::Pass);
+        let task = tokio::spawn(accept_loop(listener, target, rx, seed));
+        Ok(Link {
+            id,
+            addr,
+            target,
+            mode,
+            task,
+        })
+    }
+
+    pub fn id(&self) -> &LinkId {
+        &self.id
+    }
+
+    /// Where `from` must connect to reach `to` through this link.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn target(&self) -> SocketAddr {
+        self.target
+    }
+
+    pub fn mode(&self) -> Mode {
+        *self.mode.borrow()
+    }
+
+    pub fn set(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        // Aborting the accept loop drops its JoinSet, which aborts every connection.
+        self.task.abort();
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    target: SocketAddr,
+    mode: watch::Receiver<Mode>,
+    seed: u64,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    let mut n = 0u64;
+    loop {
+        let Ok((client, _)) = listener.accept().await else {
+            continue;
+        };
+        n += 1;
+        // Each connection and direction gets its own stream of jitter.
+        let seed = seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        conns.spawn(connection(client, target, mode.clone(), seed));
+        while conns.try_join_next().is_some() {}
+    }
+}
+
+/// Forwards one connection both ways until either side closes, or the link
+/// resets it.
+async fn connection(
+    mut client: TcpStream,
+    target: SocketAddr,
+    mut mode: watch::Receiver<Mode>,
+    seed: u64,
+) {
+    // A cut link accepts (the kernel does anyway) but does not reach the target
+    // until it heals: the client's request hangs, as over a partition.
+    let reset = match mode.wait_for(|m| *m != Mode::Blackhole).await {
+        Ok(m) => *m == Mode::Reset,
+        Err(_) => return,
+    };
+    if reset {
+        abort(&client);
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(target).await else {
+        abort(&client);
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let reset = {
+        let (cr, cw) = client.split();
+        let (sr, sw) = server.split();
+        let (up, down) = (mode.clone(), mode.clone());
+        let both = async {
+            tokio::join!(
+                pump(cr, sw, up, seed),
+                pump(sr, cw, down, seed.rotate_left(1))
+            )
+        };
+        tokio::select! {
+            _ = both => false,
+            _ = mode.wait_for(|m| *m == Mode::Reset) => true,
+        }
+    };
+    if reset {
+        abort(&client);
+        abort(&server);
+    }
+}
+
+/// Closes with an RST rather than a FIN: the peer sees "connection reset".
+fn abort(s: &TcpStream) {
+    let _ = s.set_zero_linger();
+}
+
+/// How many chunks may wait in one direction: beyond it the reader stops, and
+/// TCP's own flow control holds the sender (a black hole fills up, not memory).
+const IN_FLIGHT: usize = 64;
+
+/// One direction: a reader stamps each chunk with the time it may be delivered,
+/// a writer delivers it then, and holds everything while the link is a black hole.
+async fn pump(
+    mut from: tokio::net::tcp::ReadHalf<'_>,
+    mut to: tokio::net::tcp::WriteHalf<'_>,
+    mode: watch::Receiver<Mode>,
+    seed: u64,
+) {
+    let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
+    let read = async {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut last = Instant::now();
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            let delay = match *mode.borrow() {
+                Mode::Latency { delay, jitter } => jittered(delay, jitter, &mut rng),
+                _ => Duration::ZERO,
+            };
+            // In order: a chunk never overtakes the one before it.
+            last = last.max(Instant::now() + delay);
+            if tx.send((last, buf[..n].to_vec())).await.is_err() {
+                break;
+            }
+        }
+    };
+    let write = async {
+        let mut mode = mode.clone();
+        while let Some((at, chunk)) = rx.recv().await {
+            if mode.wait_for(|m| *m != Mode::Blackhole).await.is_err() {
+                return;
+            }
+            tokio::time::sleep_until(at).await;
+            if to.write_all(&chunk).await.is_err() {
+                return;
+            }
+        }
+        // The sender finished: pass its FIN on.
+        let _ = to.shutdown().await;
+    };
+    tokio::join!(read, write);
+}
+
+fn jittered(delay: Duration, jitter: Duration, rng: &mut ChaCha8Rng) -> Duration {
+    if jitter.is_zero() {
+        return delay;
+    }
+    let j = jitter.as_nanos() as i128;
+    let d = delay.as_nanos() as i128 + rng.gen_range(-j..=j);
+    Duration::from_nanos(d.max(0) as u64)
+}
+
+/// How a partition cuts a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    Blackhole,
+    Reset,
+}
+
+impl From<Cut> for Mode {
+    fn from(c: Cut) -> Mode {
+        match c {
+            Cut::Blackhole => Mode::Blackhole,
+            Cut::Reset => Mode::Reset,
+        }
+    }
+}
+
+/// The shapes of a partition, over the names of the parties (nodes, and
+/// clients where their links are proxied too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    /// One party alone, cut from all the others.
+    Isolate(String),
+    /// The first half (rounded down) against the rest. Shuffle the names with
+    /// the run's seed first to vary who ends up where.
+    Halves,
+    /// Jepsen's majorities ring: each node sees a majority (its neighbours on a
+    /// ring), and no two see the same one. Needs at least 4 parties.
+    MajoritiesRing,
+    /// Two halves joined by one node (the middle one) that sees both sides.
+    Bridge,
+    /// These pairs, cut both ways.
+    Links(Vec<(String, String)>),
+}
+
+/// The directed pairs (a, b) that a partition of `parties` into `shape` cuts;
+/// always symmetric.
+pub fn cuts(shape: &Shape, parties: &[String]) -> Result<BTreeSet<(String, String)>> {
+    let n = parties.len();
+    let index = |name: &str| {
+        parties
+            .iter()
+            .position(|p| p == name)
+            .with_context(|| format!("{name} is not one of {}", parties.join(", ")))
+    };
+    // Whether parties i and j still see each other.
+    let sees: Box<dyn Fn(usize, usize) -> bool> = match shape {
+        Shape::Isolate(name) => {
+            let x = index(name)?;
+            Box::new(move |i, j| (i == x) == (j == x))
+        }
+        Shape::Halves => {
+            let half = n / 2;
+            Box::new(move |i, j| (i < half) == (j < half))
+        }
+        Shape::Bridge => {
+            if n < 3 {
+                bail!("a bridge needs at least 3 nodes, not {n}");
+            }
+            let mid = n / 2;
+            Box::new(move |i, j| i == mid || j == mid || (i < mid) == (j < mid))
+        }
+        Shape::MajoritiesRing => {
+            if n < 4 {
+                bail!("a majorities ring needs at least 4 nodes, not {n}");
+            }
+            let majority = n / 2 + 1;
+            // Each node sees itself and `reach` neighbours on each side.
+            let reach = majority / 2;
+            Box::new(move |i, j| {
+                let d = i.abs_diff(j);
+                d.min(n - d) <= reach
+            })
+        }
+        Shape::Links(pairs) => {
+            let mut cut = BTreeSet::new();
+            for (a, b) in pairs {
+                let (i, j) = (index(a)?, index(b)?);
+                cut.insert((i.min(j), i.max(j)));
+            }
+            Box::new(move |i, j| !cut.contains(&(i.min(j), i.max(j))))
+        }
+    };
+    let mut out = BTreeSet::new();
+    for i in 0..n {
+        for j in 0..n {
+            if i != j && !sees(i, j) {
+                out.insert((parties[i].clone(), parties[j].clone()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The proxied links of a run. Dropping it heals everything (the listeners go).
+pub struct Proxies {
+    links: BTreeMap<LinkId, Link>,
+    seed: u64,
+}
+
+impl Proxies {
+    pub fn new(seed: u64) -> Proxies {
+        Proxies {
+            links: BTreeMap::new(),
+            seed,
+        }
+    }
+
+    /// Puts a proxy on the link `from -> to`; returns the address `from` must
+    /// use to reach `to`.
+    pub async fn add(&mut self, id: LinkId, target: SocketAddr) -> Result<SocketAddr> {
+        if self.links.contains_key(&id) {
+            bail!("link {id} is already proxied");
+        }
+        let seed = self.seed ^ (self.links.len() as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let link = Link::start(id.clone(), target, seed).await?;
+        let addr = link.addr();
+        self.links.insert(id, link);
+        Ok(addr)
+    }
+
+    pub fn get(&self, id: &LinkId) -> Option<&Link> {
+        self.links.get(id)
+    }
+
+    pub fn links(&self) -> impl Iterator<Item = &Link> {
+        self.links.values()
+    }
+
+    /// Cuts every proxied link whose (from, to) is in `cut`; returns the links cut.
+    pub fn partition(&self, cut: &BTreeSet<(String, String)>, how: Cut) -> Vec<LinkId> {
+        let mut done = Vec::new();
+        for link in self.links.values() {
+            if cut.contains(&(link.id.from.clone(), link.id.to.clone())) {
+                link.set(how.into());
+                done.push(link.id.clone());
+            }
+        }
+        done
+    }
+
+    /// Sets `mode` on the named links.
+    pub fn set(&self, ids: &[LinkId], mode: Mode) -> Result<()> {
+        for id in ids {
+            self.links
+                .get(id)
+                .with_context(|| format!("no proxied link {id}"))?
+                .set(mode);
+        }
+        Ok(())
+    }
+
+    /// Every link back to `Pass`.
+    pub fn heal(&self) {
+        for link in self.links.values() {
+            link.set(Mode::Pass);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (1..=n).map(|i| format!("n{i}")).collect()
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+        v.iter()
+            .flat_map(|(a, b)| {
+                [
+                    (a.to_string(), b.to_string()),
+                    (b.to_string(), a.to_string()),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn isolate_cuts_one_node_from_all_others() {
+        let c = cuts(&Shape::Isolate("n2".into()), &names(3)).unwrap();
+        assert_eq!(c, pairs(&[("n2", "n1"), ("n2", "n3")]));
+        assert!(cuts(&Shape::Isolate("n9".into()), &names(3)).is_err());
+    }
+
+    #[test]
+    fn halves_split_first_half_from_the_rest() {
+        let c = cuts(&Shape::Halves, &names(5)).unwrap();
+        assert_eq!(
+            c,
+            pairs(&[
+                ("n1", "n3"),
+                ("n1", "n4"),
+                ("n1", "n5"),
+                ("n2", "n3"),
+                ("n2", "n4"),
+                ("n2", "n5")
+            ])
+        );
+    }
+
+    #[test]
+    fn bridge_keeps_the_middle_node_in_touch_with_both_sides() {
+        let c = cuts(&Shape::Bridge, &names(5)).unwrap();
+        assert_eq!(
+            c,
+            pairs(&[("n1", "n4"), ("n1", "n5"), ("n2", "n4"), ("n2", "n5")])
+        );
+    }
+
+    #[test]
+    fn majorities_ring_gives_each_node_a_different_majority() {
+        let nodes = names(5);
+        let c = cuts(&Shape::MajoritiesRing, &nodes).unwrap();
+        let mut seen = BTreeSet::new();
+        for a in &nodes {
+            let view: BTreeSet<&String> = nodes
+                .iter()
+                .filter(|b| !c.contains(&(a.clone(), (*b).clone())))
+                .collect();
+            assert_eq!(view.len(), 3, "{a} sees a bare majority: {view:?}");
+            assert!(seen.insert(view), "no two nodes see the same majority");
+        }
+        assert!(cuts(&Shape::MajoritiesRing, &names(3)).is_err());
+    }
+
+    #[test]
+    fn explicit_links_are_cut_both_ways() {
+        let shape = Shape::Links(vec![("n1".into(), "n3".into())]);
+        assert_eq!(cuts(&shape, &names(3)).unwrap(), pairs(&[("n1", "n3")]));
+    }
+
+    #[test]
+    fn jitter_is_seeded_and_bounded() {
+        let draw = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            (0..50)
+                .map(|_| {
+                    jittered(
+                        Duration::from_millis(20),
+                        Duration::from_millis(5),
+                        &mut rng,
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(draw(7), draw(7));
+        assert_ne!(draw(7), draw(8));
+        assert!(draw(7)
+            .iter()
+            .all(|d| (Duration::from_millis(15)..=Duration::from_millis(25)).contains(d)));
+    }
+}
