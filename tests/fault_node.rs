@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 fn a_stopped_redis_times_out_and_serves_again_when_resumed() {
     let dir = tempfile::tempdir().unwrap();
     let redis = Redis::start(dir.path(), &[]);
-    let journal = Journal::open(dir.path()).unwrap();
-    let stopped = node::stop(&journal, &[("n1".into(), redis.pid())]).unwrap();
+    let journal = Journal::for_run(dir.path()).unwrap();
+    let stopped = node::stop(journal.clone(), &[("n1".into(), redis.pid())]).unwrap();
     assert!(is_stopped(redis.pid()));
     assert_eq!(
         journal::pending(dir.path()).unwrap().effects.len(),
@@ -34,7 +34,7 @@ fn a_stopped_redis_times_out_and_serves_again_when_resumed() {
     );
 
     // Dropped while stopped: resumed all the same.
-    let stopped = node::stop(&journal, &[("n1".into(), redis.pid())]).unwrap();
+    let stopped = node::stop(journal.clone(), &[("n1".into(), redis.pid())]).unwrap();
     drop(stopped);
 
     assert_eq!(redis.cmd(&["PING"]).unwrap(), "PONG");

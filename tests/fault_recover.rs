@@ -23,7 +23,7 @@ fn controller_killed_midway() {
     let Some(dir) = std::env::var_os("LOCKCHECK_RECOVER_DIR").map(PathBuf::from) else {
         return;
     };
-    let journal = Journal::open(&dir).unwrap();
+    let journal = Journal::for_run(&dir).unwrap();
     let clock = ClockControl::create(&dir, "n1").unwrap();
     journal
         .record(Effect::ClockSkew {
@@ -53,7 +53,7 @@ fn controller_killed_midway() {
             Proc::of("client-0", worker.id() as i32).unwrap(),
         ))
         .unwrap();
-    let stopped = node::stop(&journal, &[("client-0".into(), worker.id() as i32)]).unwrap();
+    let stopped = node::stop(journal.clone(), &[("client-0".into(), worker.id() as i32)]).unwrap();
     clock.set_offset(20_000_000_000);
     println!(
         "ready {} {} {}",

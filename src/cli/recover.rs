@@ -35,11 +35,17 @@ pub fn main(args: Args) -> Result<u8> {
             json!({ "run_dir": dir, "undone": done, "warnings": warnings })
         );
     } else {
-        if done.is_empty() {
+        // After a run that ended normally every process is gone: say so once.
+        let (gone, acted): (Vec<_>, Vec<_>) =
+            done.iter().partition(|u| u.action == journal::ALREADY_GONE);
+        if acted.is_empty() {
             println!("{}: nothing left to undo", dir.display());
         }
-        for u in &done {
+        for u in &acted {
             println!("{}: {}", u.effect, u.action);
+        }
+        if !gone.is_empty() {
+            println!("{} process(es) of the run had already ended", gone.len());
         }
         for w in &warnings {
             eprintln!("warning: {w}");

@@ -15,7 +15,13 @@
 //! skew does not reach them, so that a verdict never claims a fault that did not
 //! happen.
 
+use super::journal::{Effect, Journal};
+use super::node::{self, NodeTarget};
+use super::{Fault, Scene, Target};
+use crate::cluster::{NodeSpec, Prepare};
+use crate::history::f;
 use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
 use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
@@ -24,7 +30,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The environment variable naming the shared page (read by the interposer).
@@ -234,16 +240,34 @@ impl ClockControl {
     /// in `<dir>`.
     pub fn create(dir: &Path, name: &str) -> Result<ClockControl> {
         let shim = install_shim(dir)?;
-        let clocks = dir.join("clocks");
-        std::fs::create_dir_all(&clocks)
+        let path = clock_file(dir, name);
+        let clocks = path.parent().expect("a clock file is in clocks/");
+        std::fs::create_dir_all(clocks)
             .with_context(|| format!("creating {}", clocks.display()))?;
-        let path = clocks.join(format!("{name}.clock"));
         let map = Mapping::open(&path, true)?;
         Ok(ClockControl {
             path,
             shim,
             map,
             skew: Mutex::new(Skew::NONE),
+        })
+    }
+
+    /// Takes control of an existing clock file (one a node was started with),
+    /// keeping the skew it holds.
+    pub fn attach(path: &Path) -> Result<ClockControl> {
+        let map = Mapping::open(path, false)?;
+        let skew = map.read();
+        // <run_dir>/clocks/<name>.clock: the interposer sits in <run_dir>.
+        let run_dir = path
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."));
+        Ok(ClockControl {
+            path: path.to_path_buf(),
+            shim: run_dir.join(SHIM_NAME),
+            map,
+            skew: Mutex::new(skew),
         })
     }
 
@@ -256,10 +280,7 @@ impl ClockControl {
     /// LD_PRELOAD is replaced, not appended to: lockcheck starts its servers
     /// and workers with a clean preload.
     pub fn env(&self) -> [(OsString, OsString); 2] {
-        [
-            ("LD_PRELOAD".into(), self.shim.clone().into_os_string()),
-            (CLOCK_FILE_ENV.into(), self.path.clone().into_os_string()),
-        ]
+        child_env(&self.shim, &self.path)
     }
 
     /// The skew in effect now.
@@ -319,6 +340,60 @@ impl Drop for ClockControl {
     fn drop(&mut self) {
         self.reset();
     }
+}
+
+fn child_env(shim: &Path, file: &Path) -> [(OsString, OsString); 2] {
+    [
+        ("LD_PRELOAD".into(), shim.as_os_str().to_owned()),
+        (CLOCK_FILE_ENV.into(), file.as_os_str().to_owned()),
+    ]
+}
+
+/// Where the clock of process `name` of a run lives.
+pub fn clock_file(run_dir: &Path, name: &str) -> PathBuf {
+    run_dir.join("clocks").join(format!("{name}.clock"))
+}
+
+/// A cluster hook that starts every node the interposer can reach with its own
+/// clock file (`<run_dir>/clocks/<node>.clock`, unskewed until a clock fault),
+/// so that a clock fault can later skew it live. A restarted node maps its
+/// existing file again, and keeps whatever skew is in effect. Nodes it cannot
+/// reach (Go servers) start untouched; the clock fault says so when it hits them.
+pub fn prepare_hook(run_dir: PathBuf) -> Prepare {
+    Prepare(Arc::new(
+        move |node: &NodeSpec, cmd: &mut std::process::Command| {
+            let binary = which(cmd.get_program())?;
+            if reach(&binary)? != Reach::Live {
+                return Ok(());
+            }
+            let shim = install_shim(&run_dir)?;
+            let path = clock_file(&run_dir, &node.name);
+            if !path.exists() {
+                // Created unskewed; no ClockControl here, whose drop would reset a
+                // skew in effect when the node restarts.
+                let clocks = path.parent().expect("a clock file is in clocks/");
+                std::fs::create_dir_all(clocks)
+                    .with_context(|| format!("creating {}", clocks.display()))?;
+                Mapping::open(&path, true)?;
+            }
+            cmd.envs(child_env(&shim, &path));
+            Ok(())
+        },
+    ))
+}
+
+/// The file a command name runs (looked up on PATH unless it is a path).
+fn which(program: &std::ffi::OsStr) -> Result<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return Ok(p.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(p))
+        .find(|c| c.is_file())
+        .with_context(|| format!("{} is not on PATH", p.display()))
 }
 
 /// Resets a clock file left behind (by `lockcheck recover`). Returns whether it
@@ -442,5 +517,143 @@ pub fn time_namespace(
             }
             Ok(())
         })
+    }
+}
+
+/// What a clock fault does to the clocks it hits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClockChange {
+    /// Jump by `offset_ns` (forward if positive).
+    Jump { offset_ns: i64 },
+    /// Run `rate` times as fast as real time.
+    Rate { rate: f64 },
+    /// Flip between two offsets every `period`.
+    Strobe {
+        offset_ns: i64,
+        offset2_ns: i64,
+        period: Duration,
+    },
+}
+
+impl ClockChange {
+    fn apply(&self, clock: &ClockControl) -> Result<()> {
+        match *self {
+            ClockChange::Jump { offset_ns } => {
+                clock.set_offset(offset_ns);
+                Ok(())
+            }
+            ClockChange::Rate { rate } => clock.set_rate(rate),
+            ClockChange::Strobe {
+                offset_ns,
+                offset2_ns,
+                period,
+            } => clock.strobe(offset_ns, offset2_ns, period),
+        }
+    }
+
+    /// The parameters, as the history's nemesis value carries them.
+    fn describe(&self, value: &mut serde_json::Value) {
+        let ms = |ns: i64| ns / 1_000_000;
+        match *self {
+            ClockChange::Jump { offset_ns } => value["offset_ms"] = ms(offset_ns).into(),
+            ClockChange::Rate { rate } => value["rate"] = rate.into(),
+            ClockChange::Strobe {
+                offset_ns,
+                offset2_ns,
+                period,
+            } => {
+                value["offset_ms"] = ms(offset_ns).into();
+                value["offset2_ms"] = ms(offset2_ns).into();
+                value["period_ms"] = (period.as_millis() as u64).into();
+            }
+        }
+    }
+}
+
+/// Skews the clocks of server nodes, live, and resets them when it ends.
+/// Recorded as nemesis `clock-skew` / `clock-reset`; a node the interposer
+/// cannot reach is listed under `unreachable` with the reason, never skewed in
+/// words only.
+pub struct ClockFault {
+    nodes: NodeTarget,
+    change: ClockChange,
+    /// (node, journal id, control) of each clock skewed now.
+    active: Vec<(String, u64, ClockControl)>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl ClockFault {
+    pub fn new(nodes: NodeTarget, change: ClockChange) -> ClockFault {
+        ClockFault {
+            nodes,
+            change,
+            active: Vec::new(),
+            journal: None,
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.active.iter().map(|(n, _, _)| n.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl Fault for ClockFault {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::CLOCK_SKEW, f::CLOCK_RESET)
+    }
+
+    fn target(&self) -> &Target {
+        &node::TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<serde_json::Value>> {
+        let Some((names, dir)) = node::pick(&self.nodes, scene).await? else {
+            return Ok(None);
+        };
+        let binary = match scene.cluster {
+            Some(c) => c.lock().await.plan().binary.clone(),
+            None => bail!("a clock fault needs the run's cluster"),
+        };
+        let journal = Journal::for_run(&dir)?;
+        let mut unreachable = Vec::new();
+        for n in names {
+            let path = clock_file(&dir, &n);
+            if !path.exists() {
+                let why = match reach(&binary)? {
+                    Reach::Unreachable(u) => u.to_string(),
+                    Reach::Live => {
+                        format!("unreachable: {n} was started without lockcheck's clock interposer")
+                    }
+                };
+                unreachable.push(serde_json::json!({ "node": n, "why": why }));
+                continue;
+            }
+            let clock = ClockControl::attach(&path)?;
+            let id = journal.record(Effect::ClockSkew {
+                target: n.clone(),
+                file: path,
+            })?;
+            self.change.apply(&clock)?;
+            self.active.push((n, id, clock));
+        }
+        self.journal = Some(journal);
+        let mut value = serde_json::json!({ "targets": self.names() });
+        self.change.describe(&mut value);
+        if !unreachable.is_empty() {
+            value["unreachable"] = unreachable.into();
+        }
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<serde_json::Value> {
+        let value = serde_json::json!({ "targets": self.names() });
+        for (_, id, clock) in self.active.drain(..) {
+            clock.reset();
+            if let Some(j) = &self.journal {
+                j.undone(id)?;
+            }
+        }
+        Ok(value)
     }
 }

@@ -21,7 +21,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, Weak};
 
 pub const JOURNAL_FILE: &str = "journal.jsonl";
 
@@ -120,8 +120,23 @@ enum Line {
 }
 
 impl Journal {
-    /// Opens (or continues) the journal of `run_dir`.
-    pub fn open(run_dir: &Path) -> Result<Journal> {
+    /// The journal of `run_dir`, shared by everything in this process that
+    /// writes to it (the controller, each fault), so that ids never collide.
+    pub fn for_run(run_dir: &Path) -> Result<Arc<Journal>> {
+        static OPEN: Mutex<BTreeMap<PathBuf, Weak<Journal>>> = Mutex::new(BTreeMap::new());
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        open.retain(|_, j| j.strong_count() > 0);
+        if let Some(j) = open.get(run_dir).and_then(Weak::upgrade) {
+            return Ok(j);
+        }
+        let j = Arc::new(Journal::open(run_dir)?);
+        open.insert(run_dir.to_path_buf(), Arc::downgrade(&j));
+        Ok(j)
+    }
+
+    /// Opens (or continues) the journal of `run_dir`. Within one process, use
+    /// [`Journal::for_run`]: two handles on one file would hand out the same ids.
+    fn open(run_dir: &Path) -> Result<Journal> {
         let path = run_dir.join(JOURNAL_FILE);
         let next = match read(&path) {
             Ok(j) => j.last_id + 1,
@@ -255,6 +270,9 @@ fn describe(effect: &Effect) -> String {
     }
 }
 
+/// What `undo` says of a process that no longer exists.
+pub const ALREADY_GONE: &str = "already gone";
+
 /// Undoes one effect; says what it did.
 pub fn undo(effect: &Effect) -> Result<String> {
     Ok(match effect {
@@ -267,7 +285,7 @@ pub fn undo(effect: &Effect) -> Result<String> {
             p.signal(Signal::SIGCONT)?;
             "resumed".into()
         }
-        Effect::Process(_) | Effect::Stopped(_) => "already gone".into(),
+        Effect::Process(_) | Effect::Stopped(_) => ALREADY_GONE.into(),
         Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
             Ok(true) => "reset".into(),
             Ok(false) => "was not skewed".into(),

@@ -8,13 +8,20 @@
 //! this module picks whom.
 
 use super::journal::{is_stopped, Effect, Journal, Proc};
-use anyhow::{bail, Result};
+use super::{Fault, Scene, Target};
+use crate::history::f;
+use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rand::seq::SliceRandom;
 use rand::Rng;
 use serde::{Deserialize, Deserializer};
+use serde_json::{json, Value};
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Which server nodes a fault hits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,21 +115,21 @@ impl<'de> Deserialize<'de> for NodeTarget {
 
 /// Server processes stopped with SIGSTOP, journaled; resumed by `resume` or on
 /// drop, whatever happens.
-pub struct Stopped<'j> {
-    journal: &'j Journal,
+pub struct Stopped {
+    journal: Arc<Journal>,
     procs: Vec<(u64, Proc)>,
 }
 
 /// Stops `procs` (name, pid). Each is journaled before its signal, so that a
 /// controller killed right after still has it resumed by `lockcheck recover`.
-pub fn stop<'j>(journal: &'j Journal, procs: &[(String, i32)]) -> Result<Stopped<'j>> {
+pub fn stop(journal: Arc<Journal>, procs: &[(String, i32)]) -> Result<Stopped> {
     let mut stopped = Stopped {
         journal,
         procs: Vec::new(),
     };
     for (name, pid) in procs {
         let proc = Proc::of(name.clone(), *pid)?;
-        let id = journal.record(Effect::Stopped(proc.clone()))?;
+        let id = stopped.journal.record(Effect::Stopped(proc.clone()))?;
         // Held first: should the signal fail, drop still resumes (and unjournals) it.
         stopped.procs.push((id, proc));
         if let Err(e) = kill(Pid::from_raw(*pid), Signal::SIGSTOP) {
@@ -145,7 +152,7 @@ pub fn stop<'j>(journal: &'j Journal, procs: &[(String, i32)]) -> Result<Stopped
     Ok(stopped)
 }
 
-impl Stopped<'_> {
+impl Stopped {
     pub fn names(&self) -> Vec<String> {
         self.procs.iter().map(|(_, p)| p.name.clone()).collect()
     }
@@ -173,9 +180,174 @@ impl Stopped<'_> {
     }
 }
 
-impl Drop for Stopped<'_> {
+impl Drop for Stopped {
     fn drop(&mut self) {
         let _ = self.resume_all();
+    }
+}
+
+/// A node fault's targets, as history values name them.
+fn targets(names: &[String]) -> Value {
+    json!({ "targets": names })
+}
+
+/// The nodes `target` hits in the scene's cluster now, and the run directory;
+/// `None` when the scene has no cluster or the target picks nobody (no leader
+/// during an election: the schedule tries again).
+pub(crate) async fn pick(
+    target: &NodeTarget,
+    scene: &mut Scene<'_>,
+) -> Result<Option<(Vec<String>, PathBuf)>> {
+    let Some(cluster) = scene.cluster else {
+        bail!("a node fault needs the run's cluster");
+    };
+    let cluster = cluster.lock().await;
+    let names: Vec<String> = cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    let leader = match target {
+        NodeTarget::Primary => cluster.leader().await,
+        _ => None,
+    };
+    let picked = target.select(&names, leader.as_deref(), scene.rng);
+    let dir = cluster.plan().spec.dir.clone();
+    Ok((!picked.is_empty()).then_some((picked, dir)))
+}
+
+/// To the schedule, node faults are timed faults: they pick their nodes
+/// themselves ([`NodeTarget`]), not a client.
+pub(crate) static TIMED: Target = Target::Random;
+
+/// SIGSTOP server nodes (the etcd leader, the Redis primary, a minority...),
+/// SIGCONT them when it ends. Recorded as nemesis `pause` / `resume`.
+pub struct PauseNodes {
+    nodes: NodeTarget,
+    duration: Duration,
+    stopped: Option<Stopped>,
+}
+
+impl PauseNodes {
+    pub fn new(nodes: NodeTarget, duration: Duration) -> PauseNodes {
+        PauseNodes {
+            nodes,
+            duration,
+            stopped: None,
+        }
+    }
+}
+
+#[async_trait]
+impl Fault for PauseNodes {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::PAUSE, f::RESUME)
+    }
+
+    fn target(&self) -> &Target {
+        &TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some((names, dir)) = pick(&self.nodes, scene).await? else {
+            return Ok(None);
+        };
+        let procs = {
+            let cluster = scene.cluster.expect("pick checked").lock().await;
+            names
+                .iter()
+                .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
+                .collect::<Vec<_>>()
+        };
+        if procs.is_empty() {
+            return Ok(None); // all down (killed by another fault): try later
+        }
+        let stopped = stop(Journal::for_run(&dir)?, &procs)?;
+        let mut value = targets(&stopped.names());
+        value["duration_ms"] = json!(self.duration.as_millis() as u64);
+        self.stopped = Some(stopped);
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+        let Some(stopped) = self.stopped.take() else {
+            return Ok(targets(&[]));
+        };
+        let value = targets(&stopped.names());
+        stopped.resume()?;
+        Ok(value)
+    }
+}
+
+/// Kill -9 server nodes, and restart them when it ends, on their data
+/// directories, or (`wipe`) empty: a Redis without its keys, an etcd member
+/// re-admitted with no log. Recorded as nemesis `kill` / `start`.
+pub struct KillNodes {
+    nodes: NodeTarget,
+    wipe: bool,
+    killed: Vec<String>,
+}
+
+impl KillNodes {
+    pub fn new(nodes: NodeTarget, wipe: bool) -> KillNodes {
+        KillNodes {
+            nodes,
+            wipe,
+            killed: Vec::new(),
+        }
+    }
+}
+
+#[async_trait]
+impl Fault for KillNodes {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::KILL, f::START)
+    }
+
+    fn target(&self) -> &Target {
+        &TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some((names, _)) = pick(&self.nodes, scene).await? else {
+            return Ok(None);
+        };
+        let mut cluster = scene.cluster.expect("pick checked").lock().await;
+        for n in names {
+            if cluster.pid(&n).is_none() {
+                continue; // already down
+            }
+            cluster.kill(&n)?;
+            self.killed.push(n.clone());
+            if self.wipe {
+                cluster.wipe(&n)?;
+            }
+        }
+        if self.killed.is_empty() {
+            return Ok(None);
+        }
+        let mut value = targets(&self.killed);
+        value["wipe"] = json!(self.wipe);
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
+        let Some(cluster) = scene.cluster else {
+            bail!("a node fault needs the run's cluster");
+        };
+        let mut cluster = cluster.lock().await;
+        let journal = Journal::for_run(&cluster.plan().spec.dir)?;
+        let value = targets(&self.killed);
+        // Try every node; report the first failure after all were tried.
+        let mut first = None;
+        for n in std::mem::take(&mut self.killed) {
+            let restarted = cluster.restart(&n).await.and_then(|()| {
+                // The new process is the run's too: recover must find it.
+                let pid = cluster.pid(&n).context("restarted node has no pid")?;
+                journal.record(Effect::Process(Proc::of(n.clone(), pid as i32)?))?;
+                Ok(())
+            });
+            if let Err(e) = restarted {
+                first.get_or_insert(e.context(format!("restarting {n}")));
+            }
+        }
+        first.map_or(Ok(value), Err)
     }
 }
 

@@ -221,6 +221,13 @@ async fn execute(
 ) -> Result<()> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
+    // Nodes a clock fault may skew start with lockcheck's clock interposer.
+    if w.faults
+        .iter()
+        .any(|f| f.kind == workload::FaultKind::Clock)
+    {
+        spec.prepare = Some(crate::fault::clock::prepare_hook(dir.to_path_buf()));
+    }
     let servers = LocalCluster::start(spec).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
@@ -251,6 +258,24 @@ async fn execute(
         Duration::from_secs(20),
     )
     .await?;
+    // Every process of the run goes into its journal, so that `lockcheck recover`
+    // can end what a controller killed with -9 leaves behind.
+    let journal = crate::fault::journal::Journal::for_run(dir)?;
+    {
+        let cluster = servers.lock().await;
+        let nodes = cluster
+            .nodes()
+            .iter()
+            .filter_map(|n| Some((n.name.clone(), cluster.pid(&n.name)? as i32)));
+        let clients = workers
+            .procs()
+            .iter()
+            .map(|p| (p.name.clone(), p.pid.as_raw()));
+        for (name, pid) in nodes.chain(clients) {
+            let proc = crate::fault::journal::Proc::of(name, pid)?;
+            journal.record(crate::fault::journal::Effect::Process(proc))?;
+        }
+    }
 
     // The run's clock starts here, with everything up.
     let recorder = Arc::new(Recorder::new(HistoryWriter::create(

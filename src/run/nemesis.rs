@@ -8,6 +8,8 @@ use super::controller::{Acquired, Recorder};
 use super::workload::{FaultEntry, FaultKind};
 use super::Live;
 use crate::cluster::LocalCluster;
+use crate::fault::clock::ClockFault;
+use crate::fault::node::{KillNodes, PauseNodes};
 use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
 use crate::history::{OpType, Process};
 use anyhow::Result;
@@ -22,6 +24,14 @@ use tokio::time::Instant;
 pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
     match entry.kind {
         FaultKind::Pause => Box::new(Pause::new(entry.target.clone(), entry.duration)),
+        FaultKind::PauseNode => Box::new(PauseNodes::new(entry.nodes.clone(), entry.duration)),
+        FaultKind::Kill => Box::new(KillNodes::new(entry.nodes.clone(), entry.wipe)),
+        FaultKind::Clock => Box::new(ClockFault::new(
+            entry.nodes.clone(),
+            entry
+                .clock
+                .expect("a clock entry carries its change (checked at load)"),
+        )),
     }
 }
 

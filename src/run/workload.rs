@@ -7,6 +7,8 @@
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
+use crate::fault::clock::ClockChange;
+use crate::fault::node::NodeTarget;
 use crate::fault::Target;
 use crate::resource::Mode;
 use anyhow::{anyhow, bail, Result};
@@ -122,7 +124,15 @@ pub struct CriticalSection {
 #[derive(Debug, Clone)]
 pub struct FaultEntry {
     pub kind: FaultKind,
+    /// The client a client fault hits; `Random` (timed) for node faults, which
+    /// pick their nodes with `nodes`.
     pub target: Target,
+    /// The server nodes a node fault (pause-node, kill, clock) hits.
+    pub nodes: NodeTarget,
+    /// Kill: restart the node with its data directory wiped.
+    pub wipe: bool,
+    /// Clock: what happens to the clocks.
+    pub clock: Option<ClockChange>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -136,6 +146,12 @@ pub struct FaultEntry {
 pub enum FaultKind {
     /// SIGSTOP / SIGCONT a client process.
     Pause,
+    /// SIGSTOP / SIGCONT server nodes.
+    PauseNode,
+    /// Kill -9 server nodes, restart them when the fault ends.
+    Kill,
+    /// Skew the clocks of server nodes: jump, rate or strobe.
+    Clock,
 }
 
 impl Workload {
@@ -225,14 +241,20 @@ impl Workload {
         let mut faults = Vec::new();
         for (i, f) in raw.faults.into_iter().enumerate() {
             let key = |k: &str| format!("faults[{i}].{k}");
-            if let Target::Client(c) = f.target {
+            if f.kind == FaultKind::Pause && f.target.is_none() {
+                bail!(bad(
+                    &key("target"),
+                    "expected \"holder\", \"random\" or a client name like \"client-0\"".into()
+                ));
+            }
+            if let Some(Target::Client(c)) = f.target {
                 if c >= count {
                     bail!(bad(
                         &key("target"),
                         format!(
                             "there are {count} clients (client-0 .. client-{}): found {}",
                             count - 1,
-                            f.target
+                            Target::Client(c)
                         )
                     ));
                 }
@@ -243,9 +265,29 @@ impl Workload {
                     "expected a duration longer than 0".into()
                 ));
             }
+            let client_fault = f.kind == FaultKind::Pause;
+            if client_fault && f.nodes.is_some() {
+                bail!(bad(
+                    &key("nodes"),
+                    "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
+                ));
+            }
+            if !client_fault && f.target.is_some() {
+                bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
+            }
+            if f.kind != FaultKind::Kill && f.wipe.is_some() {
+                bail!(bad(
+                    &key("wipe"),
+                    "only a kill restarts a node, wiped or not".into()
+                ));
+            }
+            let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
             faults.push(FaultEntry {
                 kind: f.kind,
-                target: f.target,
+                target: f.target.unwrap_or(Target::Random),
+                nodes: f.nodes.unwrap_or(NodeTarget::One),
+                wipe: f.wipe.unwrap_or(false),
+                clock,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -340,6 +382,71 @@ fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::
             }
         }
         None => anyhow!("{file}: {message}"),
+    }
+}
+
+/// What a `kind = "clock"` entry does: `rate`, `period` (strobe between
+/// `offset` and `offset2`) or `offset` (a jump); other kinds take none of them.
+fn clock_change(
+    f: &raw::Fault,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Option<ClockChange>> {
+    let given = [
+        ("offset", f.offset.is_some()),
+        ("offset2", f.offset2.is_some()),
+        ("period", f.period.is_some()),
+        ("rate", f.rate.is_some()),
+    ];
+    if f.kind != FaultKind::Clock {
+        return match given.iter().find(|(_, g)| *g) {
+            Some((k, _)) => Err(bad(k, "only a clock fault takes it".into())),
+            None => Ok(None),
+        };
+    }
+    let change = match (f.rate, f.period, f.offset, f.offset2) {
+        (Some(rate), None, None, None) if rate.is_finite() && rate > 0.0 => {
+            ClockChange::Rate { rate }
+        }
+        (Some(rate), None, None, None) => {
+            return Err(bad(
+                "rate",
+                format!("expected a positive number, found {rate}"),
+            ))
+        }
+        (None, Some(period), a, Some(b)) if !period.0.is_zero() => ClockChange::Strobe {
+            offset_ns: a.map_or(0, |a| a.0),
+            offset2_ns: b.0,
+            period: period.0,
+        },
+        (None, None, Some(a), None) => ClockChange::Jump { offset_ns: a.0 },
+        _ => {
+            return Err(bad(
+                "kind",
+                "a clock fault takes `offset` (a jump), or `rate`, or `period` + `offset2` \
+                 (+ `offset`) for a strobe"
+                    .into(),
+            ))
+        }
+    };
+    Ok(Some(change))
+}
+
+/// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SignedDur(pub i64);
+
+impl<'de> Deserialize<'de> for SignedDur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        let t = s.trim();
+        let (sign, rest) = match t.strip_prefix('-') {
+            Some(r) => (-1, r),
+            None => (1, t.strip_prefix('+').unwrap_or(t)),
+        };
+        let Dur(d) = rest.parse().map_err(serde::de::Error::custom)?;
+        i64::try_from(d.as_nanos())
+            .map(|n| SignedDur(sign * n))
+            .map_err(|_| serde::de::Error::custom(format!("{s} is too long")))
     }
 }
 
@@ -461,7 +568,16 @@ mod raw {
     #[serde(deny_unknown_fields)]
     pub struct Fault {
         pub kind: FaultKind,
-        pub target: Target,
+        pub target: Option<Target>,
+        pub nodes: Option<NodeTarget>,
+        pub wipe: Option<bool>,
+        /// Clock: a jump (`"+20s"`, `"-5s"`), or strobe's first offset.
+        pub offset: Option<SignedDur>,
+        /// Clock, strobe: the other offset, and how often it flips.
+        pub offset2: Option<SignedDur>,
+        pub period: Option<Dur>,
+        /// Clock: how fast it runs (2.0 = twice real speed).
+        pub rate: Option<f64>,
         pub duration: Dur,
         pub after: Option<Dur>,
         pub interval: Option<Dur>,

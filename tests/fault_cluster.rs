@@ -1,0 +1,198 @@
+//! The node and clock faults, through the `Fault` trait, on real clusters:
+//! a paused etcd leader is replaced, a killed node rejoins, a clock jump on the
+//! Redis nodes expires a key at once, and etcd is reported out of a clock
+//! fault's reach.
+
+mod fault_support;
+
+use fault_support::redis_cmd;
+use lockcheck::backend::BackendKind;
+use lockcheck::cluster::{ClusterSpec, LocalCluster};
+use lockcheck::fault::clock::{self, ClockChange, ClockFault};
+use lockcheck::fault::journal::{self, is_stopped};
+use lockcheck::fault::node::{KillNodes, NodeTarget, PauseNodes};
+use lockcheck::fault::{Fault, Scene};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+async fn cluster(kind: BackendKind, dir: &std::path::Path, clocks: bool) -> Mutex<LocalCluster> {
+    let spec = ClusterSpec {
+        prepare: clocks.then(|| clock::prepare_hook(dir.to_path_buf())),
+        ..ClusterSpec::new(kind, dir)
+    };
+    Mutex::new(LocalCluster::start(spec).await.unwrap())
+}
+
+fn scene<'a>(cluster: &'a Mutex<LocalCluster>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
+    Scene {
+        clients: &[],
+        holder: None,
+        rng,
+        cluster: Some(cluster),
+    }
+}
+
+#[tokio::test]
+async fn a_paused_etcd_leader_is_replaced_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(BackendKind::Etcd, dir.path(), false).await;
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let leader = loop {
+        if let Some(l) = c.lock().await.leader().await {
+            break l;
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let mut pause = PauseNodes::new(NodeTarget::Primary, Duration::from_secs(3));
+    let value = pause
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(value["targets"][0], leader.as_str(), "{value}");
+    let pid = c.lock().await.pid(&leader).unwrap() as i32;
+    assert!(is_stopped(pid));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let next = loop {
+        match c.lock().await.leader().await {
+            Some(l) if l != leader => break l,
+            _ => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{leader} paused, and no one replaced it"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!("leader {leader} paused; {next} took over");
+    let value = pause.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    assert_eq!(value["targets"][0], leader.as_str());
+    tokio::time::sleep(Duration::from_millis(50)).await; // SIGCONT is asynchronous
+    assert!(!is_stopped(pid));
+    assert!(
+        journal::pending(dir.path()).unwrap().effects.is_empty(),
+        "resume journaled"
+    );
+}
+
+#[tokio::test]
+async fn a_killed_redis_node_restarts_empty_when_wiped() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(BackendKind::Redlock, dir.path(), false).await;
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let n3 = c.lock().await.endpoints()[2].parse().unwrap();
+    redis_cmd(n3, &["SET", "k", "v"], Duration::from_secs(1)).unwrap();
+    let mut kill = KillNodes::new(NodeTarget::Node("n3".into()), true);
+    let value = kill.start(&mut scene(&c, &mut rng)).await.unwrap().unwrap();
+    assert_eq!(value["targets"][0], "n3");
+    assert!(!c.lock().await.is_running("n3").unwrap());
+    assert!(
+        redis_cmd(n3, &["PING"], Duration::from_millis(300)).is_err(),
+        "down"
+    );
+    let value = kill.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    assert_eq!(value["targets"][0], "n3");
+    assert_eq!(
+        redis_cmd(n3, &["PING"], Duration::from_secs(1)).unwrap(),
+        "PONG",
+        "back"
+    );
+    assert_eq!(
+        redis_cmd(n3, &["GET", "k"], Duration::from_secs(1)).unwrap(),
+        "(nil)",
+        "wiped"
+    );
+    // The restarted process is journaled: recover would find it.
+    let pending = journal::pending(dir.path()).unwrap().effects;
+    assert!(pending
+        .iter()
+        .any(|(_, e)| matches!(e, journal::Effect::Process(p) if p.name == "n3")));
+}
+
+#[tokio::test]
+async fn a_clock_jump_on_a_majority_of_redlock_nodes_expires_their_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(BackendKind::Redlock, dir.path(), true).await;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let endpoints: Vec<std::net::SocketAddr> = c
+        .lock()
+        .await
+        .endpoints()
+        .iter()
+        .map(|e| e.parse().unwrap())
+        .collect();
+    for e in &endpoints {
+        redis_cmd(
+            *e,
+            &["SET", "lock", "me", "PX", "10000"],
+            Duration::from_secs(1),
+        )
+        .unwrap();
+    }
+    let mut fault = ClockFault::new(
+        NodeTarget::Majority,
+        ClockChange::Jump {
+            offset_ns: 20_000_000_000,
+        },
+    );
+    let value = fault
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .unwrap();
+    let hit: Vec<&str> = value["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(hit.len(), 3, "{value}");
+    assert_eq!(value["offset_ms"], 20000);
+    for (i, e) in endpoints.iter().enumerate() {
+        let name = format!("n{}", i + 1);
+        let got = redis_cmd(*e, &["GET", "lock"], Duration::from_secs(1)).unwrap();
+        let want = if hit.contains(&name.as_str()) {
+            "(nil)"
+        } else {
+            "me"
+        };
+        assert_eq!(got, want, "{name}");
+    }
+    fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    for n in hit {
+        assert!(
+            clock::read_file(&clock::clock_file(dir.path(), n))
+                .unwrap()
+                .is_none(),
+            "{n} reset"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_clock_fault_on_etcd_says_it_cannot_reach_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(BackendKind::Etcd, dir.path(), true).await;
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let mut fault = ClockFault::new(NodeTarget::All, ClockChange::Rate { rate: 2.0 });
+    let value = fault
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(value["targets"].as_array().unwrap().len(), 0, "{value}");
+    let unreachable = value["unreachable"].as_array().unwrap();
+    assert_eq!(unreachable.len(), 3, "{value}");
+    assert!(
+        unreachable[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("Go binary"),
+        "{value}"
+    );
+    fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
+}
