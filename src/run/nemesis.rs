@@ -7,7 +7,7 @@
 use super::controller::{Acquired, Recorder};
 use super::workload::{FaultEntry, FaultKind};
 use super::Live;
-use crate::cluster::LocalCluster;
+use crate::cluster::Cluster;
 use crate::fault::clock::ClockFault;
 use crate::fault::node::{KillNodes, PauseNodes};
 use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
@@ -63,7 +63,7 @@ pub struct Nemesis {
     rng: ChaCha8Rng,
     recorder: Arc<Recorder>,
     live: Arc<Live>,
-    cluster: Arc<tokio::sync::Mutex<LocalCluster>>,
+    cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
 }
 
 impl Nemesis {
@@ -73,7 +73,7 @@ impl Nemesis {
         seed: u64,
         recorder: Arc<Recorder>,
         live: Arc<Live>,
-        cluster: Arc<tokio::sync::Mutex<LocalCluster>>,
+        cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
     ) -> Nemesis {
         let start = Instant::from_std(recorder.started());
         let faults = entries
