@@ -26,6 +26,8 @@ enum Command {
     Doctor(cli::doctor::Args),
     /// Undo what a run killed with -9 left behind (stopped processes, skewed clocks, servers).
     Recover(cli::recover::Args),
+    /// Build the Docker image that runs this machine's own servers (lockcheck/host).
+    Image(cli::image::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
         Command::Recover(args) => cli::recover::main(args),
+        Command::Image(args) => cli::image::main(args),
         Command::Worker(args) => cli::worker::main(args),
     };
     match result {

@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod doctor;
+pub mod image;
 pub mod recover;
 pub mod run;
 pub mod worker;
