@@ -133,6 +133,21 @@ fn etcd_fenced_in_docker_is_safe() {
 }
 
 #[test]
+fn a_redis_container_killed_and_restarted_hands_the_lock_out_again() {
+    let r = docker_run("redis-kill-restart.toml");
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("duplicate-token").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    assert!(history.ops.iter().any(|o| o.f == "kill"));
+    assert!(history.ops.iter().any(|o| o.f == "start"), "restarted");
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
 fn an_image_that_is_not_here_is_an_environment_problem() {
     let results = tempfile::tempdir().unwrap();
     let out = lockcheck()
