@@ -67,6 +67,21 @@ pub fn main(args: Args) -> Result<u8> {
         detail: "servers run as local processes on loopback (the default)".into(),
         install: None,
     });
+    let (ok, detail) = crate::cli::image::doctor_line();
+    items.push(Item {
+        area: "runtime",
+        name: "docker".into(),
+        ok,
+        detail,
+        install: (!ok).then_some("docker.io"),
+    });
+    items.push(Item {
+        area: "runtime",
+        name: "external".into(),
+        ok: true,
+        detail: "servers someone else runs, named by backend.endpoints".into(),
+        install: None,
+    });
     let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
     packages.sort();
     packages.dedup();

@@ -191,9 +191,46 @@ fn tar_entry(
     Ok(())
 }
 
-/// One line per backend image for `lockcheck doctor`: whether each default image
-/// and the host image are on this machine. `Err` when Docker cannot be reached.
-pub fn images_present() -> Result<Vec<(String, bool)>> {
+/// The docker runtime's line in `lockcheck doctor`: whether the Engine answers,
+/// and which images (each backend's official one, and the host image) are here.
+pub fn doctor_line() -> (bool, String) {
+    match images_present() {
+        Err(e) => (false, format!("{e:#}")),
+        Ok(images) => {
+            let list = |here: bool| {
+                let names: Vec<&str> = images
+                    .iter()
+                    .filter(|(_, h)| *h == here)
+                    .map(|(n, _)| n.as_str())
+                    .collect();
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            };
+            let host_here = images.iter().any(|(n, h)| n == HOST_IMAGE && *h);
+            let hint = if host_here {
+                String::new()
+            } else {
+                " (`lockcheck image build` makes lockcheck/host:latest from this machine's servers)"
+                    .into()
+            };
+            (
+                true,
+                format!(
+                    "Docker Engine answers; images here: {}; not here: {}{hint}",
+                    list(true),
+                    list(false)
+                ),
+            )
+        }
+    }
+}
+
+/// Each backend's default image and the host image, and whether each is here.
+/// `Err` when Docker cannot be reached.
+fn images_present() -> Result<Vec<(String, bool)>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
