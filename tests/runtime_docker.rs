@@ -148,6 +148,27 @@ fn a_redis_container_killed_and_restarted_hands_the_lock_out_again() {
 }
 
 #[test]
+fn a_clock_jump_reaches_redis_inside_its_containers() {
+    // The interposer and the clock files are in the run directory, which every
+    // container mounts at its own path.
+    let r = docker_run("redlock-clock-jump.toml");
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    let skew = history
+        .ops
+        .iter()
+        .find(|o| o.f == "clock-skew")
+        .expect("a clock fault");
+    assert!(skew.value.get("unreachable").is_none(), "{}", skew.value);
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
 fn an_image_that_is_not_here_is_an_environment_problem() {
     let results = tempfile::tempdir().unwrap();
     let out = lockcheck()
