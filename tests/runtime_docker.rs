@@ -169,6 +169,48 @@ fn a_clock_jump_reaches_redis_inside_its_containers() {
 }
 
 #[test]
+fn the_etcd_leader_container_is_paused_and_resumed() {
+    image();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("etcd-pause-leader.toml");
+    std::fs::write(
+        &w,
+        r#"
+duration = "5s"
+resource = "fenced"
+allow = ["double-holder"]
+[backend]
+kind = "etcd"
+lease = "2s"
+acquire_timeout = "500ms"
+[clients]
+count = 2
+[critical_section]
+hold = "300ms"
+writes = 2
+[[faults]]
+kind = "pause-node"
+nodes = "primary"
+duration = "1500ms"
+after = "1s"
+"#,
+    )
+    .unwrap();
+    let r = run(&w, &["--runtime", "docker", "--image", IMAGE]);
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    let pause = history
+        .ops
+        .iter()
+        .find(|o| o.f == "pause")
+        .expect("the leader paused");
+    assert_eq!(pause.value["method"], "sigstop", "{}", pause.value);
+    assert_eq!(pause.value["targets"].as_array().map(Vec::len), Some(1));
+    assert!(history.ops.iter().any(|o| o.f == "resume"));
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
 fn an_image_that_is_not_here_is_an_environment_problem() {
     let results = tempfile::tempdir().unwrap();
     let out = lockcheck()

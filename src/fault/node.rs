@@ -261,6 +261,8 @@ impl Fault for PauseNodes {
         let stopped = stop(Journal::for_run(&dir)?, &procs)?;
         let mut value = targets(&stopped.names());
         value["duration_ms"] = json!(self.duration.as_millis() as u64);
+        // In every runtime: a container's main process is signalled from this machine.
+        value["method"] = json!("sigstop");
         self.stopped = Some(stopped);
         Ok(Some(value))
     }
