@@ -28,6 +28,8 @@ enum Command {
     Recover(cli::recover::Args),
     /// Build the Docker image that runs this machine's own servers (lockcheck/host).
     Image(cli::image::Args),
+    /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
+    Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
     #[command(hide = true)]
     Worker(cli::worker::Args),
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
         Command::Doctor(args) => cli::doctor::main(args),
         Command::Recover(args) => cli::recover::main(args),
         Command::Image(args) => cli::image::main(args),
+        Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
     };
     match result {

@@ -62,7 +62,13 @@ fn redis_under_the_interposer_starts_and_keeps_its_throughput() {
             .parse::<f64>()
             .unwrap()
     };
-    let (p, s) = (ops(&plain), ops(&shimmed));
+    // Interleaved, best of two: the machine is shared, and a burst of other work
+    // during one measurement must not decide the comparison.
+    let (mut p, mut s) = (0f64, 0f64);
+    for _ in 0..2 {
+        p = p.max(ops(&plain));
+        s = s.max(ops(&shimmed));
+    }
     println!("redis SET throughput: {p:.0} ops/s plain, {s:.0} ops/s under the clock interposer ({:.0}%)", 100.0 * s / p);
     // Loose on a shared 2-core machine; libfaketime's file re-reading halves it.
     assert!(

@@ -200,3 +200,116 @@ async fn a_clock_fault_on_etcd_says_it_cannot_reach_it() {
     );
     fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn link_faults_cut_a_node_off_cut_the_holder_off_and_slow_a_node() {
+    use lockcheck::fault::proxy::{LinkFault, Links, Mode, Proxies};
+    use lockcheck::fault::{ClientProc, Target};
+    let dir = tempfile::tempdir().unwrap();
+    let c = cluster(BackendKind::Redlock, dir.path(), false).await;
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let nodes: Vec<_> = {
+        let c = c.lock().await;
+        c.node_names()
+            .into_iter()
+            .zip(c.endpoints().iter().map(|e| e.parse().unwrap()))
+            .collect()
+    };
+    let names = ["client-0".to_string(), "client-1".to_string()];
+    let (_proxies, endpoints) = Proxies::for_clients(dir.path(), &names, &nodes, 5)
+        .await
+        .unwrap();
+    // Link faults only need the clients' names; this process stands in for them.
+    let me = nix::unistd::Pid::this();
+    let clients: Vec<ClientProc> = names
+        .iter()
+        .map(|n| ClientProc {
+            name: n.clone(),
+            pid: me,
+        })
+        .collect();
+    macro_rules! scene {
+        ($holder:expr) => {
+            Scene {
+                clients: &clients,
+                holder: $holder,
+                rng: &mut rng,
+                cluster: Some(&c),
+            }
+        };
+    }
+    // via[client][node]
+    let via: Vec<Vec<std::net::SocketAddr>> = endpoints
+        .iter()
+        .map(|e| e.iter().map(|a| a.parse().unwrap()).collect())
+        .collect();
+    let ping = |addr| {
+        tokio::task::spawn_blocking(move || {
+            let t = Instant::now();
+            (
+                redis_cmd(addr, &["PING"], Duration::from_millis(700)),
+                t.elapsed(),
+            )
+        })
+    };
+
+    // n1 cut off from every client.
+    let mut cut = LinkFault::new(
+        Links::ToNodes(NodeTarget::Node("n1".into())),
+        Mode::Blackhole,
+    );
+    let value = cut.start(&mut scene!(None)).await.unwrap().unwrap();
+    assert_eq!(
+        value["links"],
+        serde_json::json!(["client-0->n1", "client-1->n1"]),
+        "{value}"
+    );
+    let (cut_off, waited) = ping(via[1][0]).await.unwrap();
+    assert!(
+        cut_off.is_err() && waited >= Duration::from_millis(650),
+        "n1 hangs: {cut_off:?}"
+    );
+    assert_eq!(
+        ping(via[1][1]).await.unwrap().0.unwrap(),
+        "PONG",
+        "n2 goes on"
+    );
+    cut.stop(&mut scene!(None)).await.unwrap();
+    assert_eq!(ping(via[1][0]).await.unwrap().0.unwrap(), "PONG", "healed");
+
+    // The holder (client-1) cut off from every node, with resets; client-0 goes on.
+    let mut cut = LinkFault::new(Links::FromClient(Target::Holder), Mode::Reset);
+    assert_eq!(
+        cut.target(),
+        &Target::Holder,
+        "armed by the schedule on an acquire"
+    );
+    let value = cut.start(&mut scene!(Some(1))).await.unwrap().unwrap();
+    assert_eq!(value["targets"], serde_json::json!(["client-1"]), "{value}");
+    assert_eq!(value["links"].as_array().unwrap().len(), 5);
+    for (other, holder) in via[0].iter().zip(&via[1]) {
+        let err = ping(*holder).await.unwrap().0.unwrap_err();
+        assert!(err.to_lowercase().contains("reset"), "{err}");
+        assert_eq!(ping(*other).await.unwrap().0.unwrap(), "PONG");
+    }
+    cut.stop(&mut scene!(None)).await.unwrap();
+
+    let delay = Duration::from_millis(100);
+    let mut slow = LinkFault::new(
+        Links::ToNodes(NodeTarget::Node("n2".into())),
+        Mode::Latency {
+            delay,
+            jitter: Duration::ZERO,
+        },
+    );
+    let value = slow.start(&mut scene!(None)).await.unwrap().unwrap();
+    assert_eq!(value["delay_ms"], 100, "{value}");
+    let (reply, took) = ping(via[0][1]).await.unwrap();
+    assert_eq!(reply.unwrap(), "PONG");
+    // A fresh connection: the handshake's round trips and the PING's are all delayed.
+    assert!(took >= 2 * delay, "{took:?}");
+    eprintln!("PING on a fresh connection through 100 ms of latency each way: {took:?}");
+    drop(slow); // dropped while active: the link heals all the same
+    let (_, fast) = ping(via[0][1]).await.unwrap();
+    assert!(fast < delay, "{fast:?}");
+}

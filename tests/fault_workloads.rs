@@ -94,9 +94,125 @@ fn node_faults_name_nodes_and_client_faults_name_clients() {
 }
 
 #[test]
+fn link_entries_cut_or_slow() {
+    use lockcheck::fault::proxy::{Links, Mode};
+    use lockcheck::fault::Target;
+    let w = parse("kind = \"partition\"\nnodes = \"primary\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].link,
+        Some(Mode::Blackhole),
+        "a black hole unless told"
+    );
+    assert_eq!(w.faults[0].links, Some(Links::ToNodes(NodeTarget::Primary)));
+    let w = parse("kind = \"partition\"\ntarget = \"holder\"\ncut = \"reset\"\nduration = \"1s\"")
+        .unwrap();
+    assert_eq!(w.faults[0].link, Some(Mode::Reset));
+    assert_eq!(w.faults[0].links, Some(Links::FromClient(Target::Holder)));
+    assert_eq!(
+        w.faults[0].target,
+        Target::Holder,
+        "armed on the holder's acquire"
+    );
+    let w = parse("kind = \"latency\"\nnodes = \"all\"\ndelay = \"50ms\"\njitter = \"5ms\"\nduration = \"1s\"").unwrap();
+    assert_eq!(
+        w.faults[0].link,
+        Some(Mode::Latency {
+            delay: Duration::from_millis(50),
+            jitter: Duration::from_millis(5)
+        })
+    );
+    for (bad, key) in [
+        ("kind = \"partition\"\nduration = \"1s\"", "faults[0].nodes"),
+        ("kind = \"partition\"\nnodes = \"all\"\ntarget = \"holder\"\nduration = \"1s\"", "faults[0].nodes"),
+        ("kind = \"latency\"\nnodes = \"all\"\nduration = \"1s\"", "faults[0].delay"),
+        ("kind = \"latency\"\nnodes = \"all\"\ndelay = \"5ms\"\ncut = \"reset\"\nduration = \"1s\"", "faults[0].cut"),
+        ("kind = \"kill\"\nnodes = \"all\"\njitter = \"5ms\"\nduration = \"1s\"", "faults[0].jitter"),
+    ] {
+        let e = format!("{:#}", parse(bad).unwrap_err());
+        assert!(e.contains(key), "{bad}: {e}");
+    }
+}
+
+#[test]
 fn the_shipped_fault_workloads_load() {
-    for name in ["redlock-clock-jump", "redis-kill-restart"] {
+    for name in [
+        "redlock-clock-jump",
+        "redis-kill-restart",
+        "etcd-partition-leader",
+    ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("workloads/{name}.toml"));
         Workload::load(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));
     }
+}
+
+#[test]
+fn a_schedule_lays_the_faults_out_from_the_seed() {
+    use lockcheck::fault::schedule::{timeline, Mix};
+    let text = format!(
+        "{BASE}\n[schedule]\nmix = \"random\"\ngap = \"500ms\"\nheal = \"1s\"\n\
+         [[faults]]\nkind = \"kill\"\nnodes = \"one\"\nduration = \"300ms\"\n\
+         [[faults]]\nkind = \"pause-node\"\nnodes = \"minority\"\nduration = \"400ms\"\n"
+    );
+    let w = Workload::parse(&text, Path::new("w.toml")).unwrap();
+    let s = w.schedule.unwrap();
+    assert_eq!(
+        s.mix,
+        Mix::Random {
+            mean_gap: Duration::from_millis(500)
+        }
+    );
+    let plan = s.plan(w.duration);
+    let durations: Vec<Duration> = w.faults.iter().map(|f| f.duration).collect();
+    let slots = timeline(&durations, &plan, w.seed).unwrap();
+    assert!(slots.len() >= 3, "{slots:?}");
+    let last = slots.last().unwrap();
+    assert!(
+        last.at + last.duration <= Duration::from_secs(4),
+        "healed a second before the end"
+    );
+
+    let timed = text.replace(
+        "duration = \"300ms\"",
+        "duration = \"300ms\"\nafter = \"1s\"",
+    );
+    let e = format!(
+        "{:#}",
+        Workload::parse(&timed, Path::new("w.toml")).unwrap_err()
+    );
+    assert!(e.contains("faults[0]") && e.contains("[schedule]"), "{e}");
+    let impossible = text.replace("heal = \"1s\"", "heal = \"9s\"");
+    let e = format!(
+        "{:#}",
+        Workload::parse(&impossible, Path::new("w.toml")).unwrap_err()
+    );
+    assert!(e.contains("schedule"), "{e}");
+}
+
+/// The fault catalogue's example in the workload docs reads, every kind of it.
+#[test]
+fn the_documented_fault_catalogue_reads() {
+    let source = include_str!("../src/run/workload.rs");
+    let example: String = source
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .skip_while(|l| !l.contains("The fault catalogue"))
+        .skip_while(|l| !l.contains("```toml"))
+        .skip(1)
+        .take_while(|l| !l.contains("```"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let w = Workload::parse(&format!("{BASE}\n{example}"), Path::new("w.toml"))
+        .unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+    let kinds: Vec<FaultKind> = w.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::PauseNode,
+            FaultKind::Kill,
+            FaultKind::Clock,
+            FaultKind::Partition,
+            FaultKind::Latency
+        ]
+    );
+    assert!(w.schedule.is_some());
 }

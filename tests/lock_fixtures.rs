@@ -84,6 +84,15 @@ fn every_fixture_gives_its_expected_verdict() {
         assert_eq!(kinds(&v), want, "{what}: {:#?}", v.anomalies);
         assert_evidence(&v, &h, &what);
         assert_eq!(v.model, model);
+        // Read line by line, the same history gives the same verdict.
+        let input = lock::LockInput {
+            resource: resource.as_deref(),
+        };
+        let fenced = model == "fenced-mutex";
+        let (streamed, lines) =
+            lock::check_jsonl(&path, &input, &Limits::default(), fenced).unwrap();
+        assert_eq!(lines, h.ops.len());
+        assert_eq!(streamed, v, "{what}: read line by line");
         listed.insert(file.to_string());
         rows += 1;
     }
@@ -125,6 +134,13 @@ fn the_paused_holder_is_explained_with_times_tokens_and_its_failed_release() {
         a.explanation
     );
     assert!(a.explanation.contains("failed"), "{}", a.explanation);
+    assert!(
+        a.explanation.ends_with(
+            "Faults meanwhile: pause of client-0 at 1.003 s, resume of client-0 at 11.000 s."
+        ),
+        "{}",
+        a.explanation
+    );
 }
 
 #[test]

@@ -184,8 +184,8 @@ duration = "1500ms"
     assert!(
         history.ops[retired + 1..]
             .iter()
-            .any(|o| o.process == Process::Client(2) && o.kind == OpType::Invoke),
-        "the worker goes on as process 2"
+            .any(|o| matches!(o.process, Process::Client(p) if p >= 2) && o.kind == OpType::Invoke),
+        "the worker goes on under a new id (2 or above)"
     );
     r.assert_nothing_left();
 }
@@ -223,5 +223,33 @@ writes = 6
         "{}",
         r.json
     );
+    r.assert_nothing_left();
+}
+
+#[test]
+fn test_count_runs_a_fresh_cluster_per_seed_and_reports_the_detection_rate() {
+    let r = run(
+        &workload("redis-pause-unfenced.toml"),
+        &["--test-count", "2", "--seed", "5", "--time-limit", "3"],
+    );
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    let runs = r.json["runs"].as_array().unwrap();
+    let seeds: Vec<u64> = runs.iter().map(|x| x["seed"].as_u64().unwrap()).collect();
+    assert_eq!(seeds, vec![5, 6]);
+    let dirs: std::collections::HashSet<&str> = runs
+        .iter()
+        .map(|x| x["run_dir"].as_str().unwrap())
+        .collect();
+    assert_eq!(dirs.len(), 2, "one run directory each");
+    let s = &r.json["summary"];
+    assert_eq!(s["runs"], 2);
+    assert_eq!(s["runs_with_anomalies"], 2, "{s}");
+    let median = s["median_first_anomaly_s"].as_f64().unwrap();
+    let worst = s["worst_first_anomaly_s"].as_f64().unwrap();
+    let longest = runs
+        .iter()
+        .map(|x| x["figures"]["run_time_s"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert!(0.0 < median && median <= worst && worst <= longest, "{s}");
     r.assert_nothing_left();
 }

@@ -10,7 +10,7 @@
 
 use super::model::{Model, Operation};
 use super::Limits;
-use rustc_hash::FxHashSet;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -152,9 +152,12 @@ impl Budget {
 const NIL: u32 = u32::MAX;
 const HEAD: u32 = 0;
 
-/// The event list: node 0 is the head; every other node is the call or the return
-/// of one op. Lifting an op unlinks its nodes; unlifting (in reverse order) relinks
-/// them, as in Knuth's dancing links.
+/// The event lists. Node 0 heads the list of finite ops' calls and returns, in
+/// time order; node `open_head` heads the list of open-ended ops' calls (those with
+/// no return: `info`, unanswered). Nodes are numbered in time order across both
+/// lists, so "called before that return" is a comparison of node numbers. Lifting
+/// an op unlinks its nodes; unlifting (in reverse order) relinks them, as in
+/// Knuth's dancing links.
 struct Events {
     next: Vec<u32>,
     prev: Vec<u32>,
@@ -164,6 +167,7 @@ struct Events {
     call_node: Vec<u32>,
     /// NIL for an op that never returns.
     ret_node: Vec<u32>,
+    open_head: u32,
 }
 
 impl Events {
@@ -179,7 +183,8 @@ impl Events {
             }
         }
         ev.sort_unstable();
-        let n = ev.len() + 1;
+        let n = ev.len() + 2;
+        let open_head = (n - 1) as u32;
         let mut e = Events {
             next: vec![NIL; n],
             prev: vec![NIL; n],
@@ -187,18 +192,26 @@ impl Events {
             is_call: vec![false; n],
             call_node: vec![NIL; part.len()],
             ret_node: vec![NIL; part.len()],
+            open_head,
         };
+        let (mut last, mut last_open) = (HEAD, open_head);
         for (k, &(_, is_ret, op)) in ev.iter().enumerate() {
-            let node = k + 1;
-            e.op[node] = op;
-            e.is_call[node] = !is_ret;
+            let node = (k + 1) as u32;
+            e.op[node as usize] = op;
+            e.is_call[node as usize] = !is_ret;
             if is_ret {
-                e.ret_node[op as usize] = node as u32;
+                e.ret_node[op as usize] = node;
             } else {
-                e.call_node[op as usize] = node as u32;
+                e.call_node[op as usize] = node;
             }
-            e.prev[node] = (node - 1) as u32;
-            e.next[node - 1] = node as u32;
+            let tail = if ops[part[op as usize]].ret == u64::MAX {
+                &mut last_open
+            } else {
+                &mut last
+            };
+            e.prev[node as usize] = *tail;
+            e.next[*tail as usize] = node;
+            *tail = node;
         }
         e
     }
@@ -253,12 +266,61 @@ fn op_keys(n: usize) -> Vec<u128> {
         .collect()
 }
 
+/// The memo: for each (key of the finite ops taken, state), the sets of open-ended
+/// ops (`info`, unanswered) taken with them, as bit masks. An open-ended op may
+/// also never take effect, so a configuration that took the same finite ops to the
+/// same state with *more* open-ended ops has no order the one with fewer lacks:
+/// it is dominated, and skipped. Only the first 128 open-ended ops of a part get a
+/// bit; any further ones are keyed like finite ops (exact match).
+struct Memo<S> {
+    seen: FxHashMap<(u128, S), Masks>,
+}
+
+enum Masks {
+    One(u128),
+    Many(Vec<u128>),
+}
+
+impl<S: Eq + std::hash::Hash> Memo<S> {
+    /// Records the configuration; false if it (or one that dominates it) was seen.
+    fn insert(&mut self, key: u128, state: S, open: u128) -> bool {
+        use std::collections::hash_map::Entry;
+        match self.seen.entry((key, state)) {
+            Entry::Vacant(e) => {
+                e.insert(Masks::One(open));
+                true
+            }
+            Entry::Occupied(mut e) => {
+                let subset = |m: &u128| m & !open == 0;
+                let masks = e.get_mut();
+                match masks {
+                    Masks::One(m) if subset(m) => false,
+                    Masks::Many(ms) if ms.iter().any(subset) => false,
+                    Masks::One(m) => {
+                        *masks = Masks::Many(vec![*m, open]);
+                        true
+                    }
+                    Masks::Many(ms) => {
+                        // Those that took more than this one are now dominated.
+                        ms.retain(|m| open & !m != 0);
+                        ms.push(open);
+                        true
+                    }
+                }
+            }
+        }
+    }
+}
+
 struct Frame<S> {
     op: usize,
     /// The state before the op took effect.
     state: S,
     /// Taken eagerly: there is no alternative to try in its place.
     forced: bool,
+    /// Where the scan was when it took the op: the first return it had met (NIL
+    /// while still among the finite ops' calls).
+    limit: u32,
 }
 
 /// The deepest point any order reached, kept as the evidence of an illegal verdict.
@@ -277,16 +339,33 @@ fn search<M: Model>(
     budget: &Budget,
 ) -> Outcome {
     let mut ev = Events::new(ops, part);
-    let keys = op_keys(part.len());
     let op = |i: usize| &ops[part[i]];
+    // Each op marks the set it joins by a Zobrist key or by a bit (see `Memo`).
+    let mut keys = op_keys(part.len());
+    let mut bits = vec![0u128; part.len()];
+    let mut open = 0;
+    for i in 0..part.len() {
+        if op(i).ret == u64::MAX && open < 128 {
+            bits[i] = 1 << open;
+            keys[i] = 0;
+            open += 1;
+        }
+    }
     let mut remaining = part.iter().filter(|&&p| ops[p].ret != u64::MAX).count();
-    let mut cache: FxHashSet<(u128, M::State)> = FxHashSet::default();
+    let mut memo: Memo<M::State> = Memo {
+        seen: FxHashMap::default(),
+    };
     let mut uncharged = 0usize;
     let mut frames: Vec<Frame<M::State>> = Vec::new();
     let mut state = model.init();
-    let mut set: u128 = 0;
+    let (mut set, mut taken): (u128, u128) = (0, 0);
+    memo.insert(set, state.clone(), taken);
     let mut stuck: Option<Stuck<M::State>> = None;
+    // The scan: first the finite ops' calls up to the first return (`limit`), then
+    // the open-ended ops called before it. Open-ended ops come last because they
+    // may also never take effect: an order that needs fewer of them dominates.
     let mut node = ev.next[HEAD as usize];
+    let mut limit = NIL;
     let mut steps: u64 = 0;
     loop {
         if remaining == 0 {
@@ -300,31 +379,43 @@ fn search<M: Model>(
                 return Outcome::Unknown { reason };
             }
         }
-        let mut backtrack = node == NIL || !ev.is_call[node as usize];
+        if limit == NIL && (node == NIL || !ev.is_call[node as usize]) {
+            // `remaining > 0`, so a return is left and the scan met it.
+            limit = node;
+            node = ev.next[ev.open_head as usize];
+        }
+        let mut backtrack = limit != NIL && (node == NIL || node > limit);
         if !backtrack {
             let i = ev.op[node as usize] as usize;
             let o = op(i);
             match model.step(&state, &o.input, o.output.as_ref()) {
                 None => node = ev.next[node as usize],
                 Some(next) => {
-                    let forced = next == state && model.eager(&o.input, o.output.as_ref());
+                    // (An open-ended op that changes nothing is dominated anyway.)
+                    let forced = next == state
+                        && o.ret != u64::MAX
+                        && model.eager(&o.input, o.output.as_ref());
                     let linearized = set ^ keys[i];
-                    if cache.insert((linearized, next.clone())) {
+                    if memo.insert(linearized, next.clone(), taken | bits[i]) {
                         uncharged += 1;
                         frames.push(Frame {
                             op: i,
                             state: std::mem::replace(&mut state, next),
                             forced,
+                            limit,
                         });
                         set = linearized;
+                        taken |= bits[i];
                         ev.lift(i);
                         if o.ret != u64::MAX {
                             remaining -= 1;
                         }
                         node = ev.next[HEAD as usize];
+                        limit = NIL;
                     } else if forced {
-                        // Taking it now is never worse than later, and "now" was
-                        // explored and failed: so does everything from here.
+                        // Taking it now is never worse than later, and "now" (it is
+                        // finite, so no ancestor took it) was explored and failed:
+                        // so does everything from here.
                         backtrack = true;
                     } else {
                         node = ev.next[node as usize];
@@ -333,12 +424,12 @@ fn search<M: Model>(
             }
         }
         if backtrack {
-            if node != NIL && !ev.is_call[node as usize] {
+            if limit != NIL {
                 let deeper = stuck.as_ref().is_none_or(|s| frames.len() > s.order.len());
                 if deeper {
                     stuck = Some(Stuck {
                         order: frames.iter().map(|f| f.op).collect(),
-                        op: ev.op[node as usize] as usize,
+                        op: ev.op[limit as usize] as usize,
                         state: state.clone(),
                     });
                 }
@@ -349,12 +440,14 @@ fn search<M: Model>(
                 };
                 ev.unlift(f.op);
                 set ^= keys[f.op];
+                taken &= !bits[f.op];
                 state = f.state;
                 if op(f.op).ret != u64::MAX {
                     remaining += 1;
                 }
                 if !f.forced {
                     node = ev.next[ev.call_node[f.op] as usize];
+                    limit = f.limit;
                     break;
                 }
             }
@@ -396,11 +489,11 @@ fn illegal<M: Model>(
         "no op can take effect first".to_string()
     } else {
         format!(
-            "the longest legal order found takes {} of the {} ops (ending with: {}) and leaves the state {:?}",
+            "the longest legal order found takes {} of the {} ops (ending with: {}) and leaves the state {}",
             s.order.len(),
             part.len(),
             tail.join("; "),
-            s.state
+            model.describe_state(&s.state)
         )
     };
     let explanation = format!(
@@ -577,6 +670,36 @@ mod tests {
             check_operations(&Reg, &ops, &tight),
             Outcome::Unknown { .. }
         ));
+    }
+
+    #[test]
+    fn unneeded_open_ended_ops_do_not_multiply_the_states() {
+        // 14 writes that never return, then a read no write explains: refuting it
+        // with the plain memo takes ~14 * 2^13 = 115k states (each subset, with
+        // each last write); since taking more of them is never better, fewer do.
+        let mut ops: Vec<_> = (0..14)
+            .map(|v| op(v, In::Write(v as i64 + 1), None, 0, u64::MAX))
+            .collect();
+        ops.push(op(99, In::Read, Some(-1), 1, 2));
+        let tight = Limits {
+            max_states: 50_000,
+            ..limits()
+        };
+        assert!(matches!(
+            check_operations(&Reg, &ops, &tight),
+            Outcome::Illegal { .. }
+        ));
+        // Reading 0 (none took effect) and then 7 (one did) is fine.
+        ops.pop();
+        ops.push(op(99, In::Read, Some(0), 1, 2));
+        ops.push(op(99, In::Read, Some(7), 3, 4));
+        match check_operations(&Reg, &ops, &tight) {
+            Outcome::Linearizable { order } => {
+                assert_eq!(order.first(), Some(&14));
+                assert_eq!(order[order.len() - 2..], [6, 15]);
+            }
+            o => panic!("{o:?}"),
+        }
     }
 
     #[test]

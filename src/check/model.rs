@@ -31,6 +31,11 @@ pub trait Model: Sync {
         }
     }
 
+    /// A state in words, for the evidence of an invalid verdict.
+    fn describe_state(&self, state: &Self::State) -> String {
+        format!("{state:?}")
+    }
+
     /// True when this op, wherever it leaves the state unchanged, may be taken the
     /// moment it can be, with no need to try it later: a read (it changes nothing, so
     /// an earlier point only frees the ops after it), or a write nobody can observe

@@ -2,6 +2,7 @@
 //! the process exit code: 0 valid, 1 anomalies, 2 usage, 3 unknown, 4 malformed
 //! input, 5 environment problem (a server binary missing, ...).
 
+pub mod bench;
 pub mod check;
 pub mod doctor;
 pub mod image;

@@ -203,6 +203,9 @@ fn print_report(r: &RunReport) {
             .map(|s| format!(", first anomaly at {s:.3} s"))
             .unwrap_or_default()
     );
+    for u in &f.unreachable {
+        println!("  not reached by a fault: {u}");
+    }
     println!("  run directory: {}", r.run_dir.display());
 }
 

@@ -121,3 +121,49 @@ impl<'de> Deserialize<'de> for Target {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn targets_pick_the_holder_a_named_client_or_a_seeded_random_one() {
+        let clients: Vec<ClientProc> = (0..4)
+            .map(|i| ClientProc {
+                name: client_name(i),
+                pid: Pid::from_raw(1),
+            })
+            .collect();
+        let picks = |seed| {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let mut scene = Scene {
+                clients: &clients,
+                holder: Some(2),
+                rng: &mut rng,
+                cluster: None,
+            };
+            (0..16)
+                .map(|_| Target::Random.pick_client(&mut scene).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(picks(7), picks(7), "the same seed picks the same victims");
+        assert!(picks(7).iter().all(|&i| i < 4));
+        assert!(
+            picks(7).iter().any(|&i| i != picks(7)[0]),
+            "not always the same one"
+        );
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let mut scene = Scene {
+            clients: &clients,
+            holder: Some(2),
+            rng: &mut rng,
+            cluster: None,
+        };
+        assert_eq!(Target::Holder.pick_client(&mut scene), Some(2));
+        assert_eq!(Target::Client(3).pick_client(&mut scene), Some(3));
+        assert_eq!(Target::Client(4).pick_client(&mut scene), None);
+        scene.holder = None;
+        assert_eq!(Target::Holder.pick_client(&mut scene), None);
+    }
+}

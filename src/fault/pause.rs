@@ -47,8 +47,14 @@ impl Fault for Pause {
             return Ok(None);
         };
         let proc = scene.clients[slot].clone();
-        kill(proc.pid, Signal::SIGSTOP)
-            .with_context(|| format!("pausing {} (pid {})", proc.name, proc.pid))?;
+        match kill(proc.pid, Signal::SIGSTOP) {
+            Ok(()) => {}
+            // A worker that has exited is nothing to pause.
+            Err(nix::errno::Errno::ESRCH) => return Ok(None),
+            Err(e) => {
+                return Err(e).with_context(|| format!("pausing {} (pid {})", proc.name, proc.pid))
+            }
+        }
         self.paused.push(proc);
         Ok(Some(json!({
             "targets": self.names(),

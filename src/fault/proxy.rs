@@ -13,12 +13,20 @@
 //! Which links a partition cuts is a pure function of the node names
 //! ([`cuts`]); [`Proxies`] applies it to the links of a run.
 
+use super::journal::{Effect, Journal};
+use super::node::{self, NodeTarget};
+use super::{Fault, Scene, Target};
+use crate::history::f;
 use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -123,8 +131,14 @@ async fn accept_loop(
     let mut conns = tokio::task::JoinSet::new();
     let mut n = 0u64;
     loop {
-        let Ok((client, _)) = listener.accept().await else {
-            continue;
+        let client = match listener.accept().await {
+            Ok((client, _)) => client,
+            Err(_) => {
+                // Out of descriptors, or a connection gone before accept: wait a
+                // little rather than spin.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
         };
         n += 1;
         // Each connection and direction gets its own stream of jitter.
@@ -399,6 +413,195 @@ impl Proxies {
         for link in self.links.values() {
             link.set(Mode::Pass);
         }
+    }
+}
+
+impl Proxies {
+    /// Puts a proxy between each client and each node (`client-0->n1`, ...):
+    /// returns the set, registered for the run in `run_dir` (so that the run's
+    /// link faults find it), and for each client the endpoints it must dial, in
+    /// node order.
+    pub async fn for_clients(
+        run_dir: &Path,
+        clients: &[String],
+        nodes: &[(String, SocketAddr)],
+        seed: u64,
+    ) -> Result<(Arc<Proxies>, Vec<Vec<String>>)> {
+        let mut proxies = Proxies::new(seed);
+        let mut endpoints = Vec::new();
+        for c in clients {
+            let mut mine = Vec::new();
+            for (n, addr) in nodes {
+                mine.push(proxies.add(LinkId::new(c, n), *addr).await?.to_string());
+            }
+            endpoints.push(mine);
+        }
+        let proxies = Arc::new(proxies);
+        let mut runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        runs.retain(|_, p| p.strong_count() > 0);
+        runs.insert(run_dir.to_path_buf(), Arc::downgrade(&proxies));
+        Ok((proxies, endpoints))
+    }
+
+    /// The proxies of the run in `run_dir`, while the run holds them.
+    pub fn of_run(run_dir: &Path) -> Option<Arc<Proxies>> {
+        RUNS.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_dir)
+            .and_then(Weak::upgrade)
+    }
+}
+
+/// The runs' proxies, by run directory. A registry rather than a field of the
+/// scene: link faults are built from the workload before the run's links exist.
+static RUNS: Mutex<BTreeMap<PathBuf, Weak<Proxies>>> = Mutex::new(BTreeMap::new());
+
+/// Which client-to-node links a link fault hits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Links {
+    /// Every client's links to these nodes: the nodes are cut off from the clients.
+    ToNodes(NodeTarget),
+    /// This client's links to every node: the client is cut off (the holder,
+    /// right after it acquires, for the adversarial schedule).
+    FromClient(Target),
+}
+
+/// Cuts (black hole or reset) or slows client-to-node links; heals them when it
+/// ends. Recorded as nemesis `partition` / `heal`, or `latency` / `heal`.
+pub struct LinkFault {
+    links: Links,
+    mode: Mode,
+    active: Vec<(LinkId, u64)>,
+    proxies: Option<Arc<Proxies>>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl LinkFault {
+    pub fn new(links: Links, mode: Mode) -> LinkFault {
+        LinkFault {
+            links,
+            mode,
+            active: Vec::new(),
+            proxies: None,
+            journal: None,
+        }
+    }
+
+    fn heal_all(&mut self) -> Result<()> {
+        if let Some(p) = &self.proxies {
+            for (id, journal_id) in self.active.drain(..) {
+                if let Some(link) = p.get(&id) {
+                    link.set(Mode::Pass);
+                }
+                if let Some(j) = &self.journal {
+                    j.undone(journal_id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.active.iter().map(|(id, _)| id.to_string()).collect()
+    }
+
+    /// The (targets, links) this fault hits in `scene` now, and the run directory.
+    async fn aim(
+        &self,
+        scene: &mut Scene<'_>,
+    ) -> Result<Option<(Vec<String>, Vec<LinkId>, PathBuf)>> {
+        let Some(cluster) = scene.cluster else {
+            bail!("a link fault needs the run's cluster");
+        };
+        let (dir, nodes) = {
+            let c = cluster.lock().await;
+            (c.dir().to_path_buf(), c.node_names())
+        };
+        let clients: Vec<String> = scene.clients.iter().map(|c| c.name.clone()).collect();
+        Ok(match &self.links {
+            Links::ToNodes(target) => node::pick(target, scene).await?.map(|(picked, _)| {
+                let ids = clients
+                    .iter()
+                    .flat_map(|c| picked.iter().map(move |n| LinkId::new(c, n)))
+                    .collect();
+                (picked, ids, dir)
+            }),
+            Links::FromClient(target) => target.pick_client(scene).map(|slot| {
+                let c = &clients[slot];
+                let ids = nodes.iter().map(|n| LinkId::new(c, n)).collect();
+                (vec![c.clone()], ids, dir)
+            }),
+        })
+    }
+}
+
+fn mode_value(mode: Mode, value: &mut Value) {
+    match mode {
+        Mode::Pass => {}
+        Mode::Blackhole => value["mode"] = "blackhole".into(),
+        Mode::Reset => value["mode"] = "reset".into(),
+        Mode::Latency { delay, jitter } => {
+            value["delay_ms"] = (delay.as_millis() as u64).into();
+            value["jitter_ms"] = (jitter.as_millis() as u64).into();
+        }
+    }
+}
+
+#[async_trait]
+impl Fault for LinkFault {
+    fn ops(&self) -> (&'static str, &'static str) {
+        match self.mode {
+            Mode::Latency { .. } => (f::LATENCY, f::HEAL),
+            _ => (f::PARTITION, f::HEAL),
+        }
+    }
+
+    fn target(&self) -> &Target {
+        match &self.links {
+            Links::ToNodes(_) => &node::TIMED,
+            Links::FromClient(t) => t,
+        }
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some((names, ids, dir)) = self.aim(scene).await? else {
+            return Ok(None);
+        };
+        let proxies = Proxies::of_run(&dir).with_context(|| {
+            format!(
+                "a link fault needs the run's proxies ({} has none)",
+                dir.display()
+            )
+        })?;
+        let journal = Journal::for_run(&dir)?;
+        for id in ids {
+            let link = proxies
+                .get(&id)
+                .with_context(|| format!("no proxied link {id}"))?;
+            let journal_id = journal.record(Effect::Link {
+                link: id.to_string(),
+                mode: format!("{:?}", self.mode),
+            })?;
+            link.set(self.mode);
+            self.active.push((id, journal_id));
+        }
+        self.proxies = Some(proxies);
+        self.journal = Some(journal);
+        let mut value = json!({ "targets": names, "links": self.names() });
+        mode_value(self.mode, &mut value);
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+        let value = json!({ "links": self.names() });
+        self.heal_all()?;
+        Ok(value)
+    }
+}
+
+impl Drop for LinkFault {
+    fn drop(&mut self) {
+        let _ = self.heal_all();
     }
 }
 

@@ -10,7 +10,7 @@ mod write;
 pub mod import;
 pub mod synth;
 
-pub use read::{parse_jsonl, read_jsonl, HistoryError};
+pub use read::{parse_jsonl, read_jsonl, read_jsonl_each, HistoryError};
 pub use write::HistoryWriter;
 
 use serde::{Deserialize, Serialize};
@@ -98,6 +98,8 @@ pub mod f {
     pub const HEAL: &str = "heal";
     pub const CLOCK_SKEW: &str = "clock-skew";
     pub const CLOCK_RESET: &str = "clock-reset";
+    /// Links slowed (delay ± jitter); ends with a `heal`.
+    pub const LATENCY: &str = "latency";
 }
 
 /// One line of `history.jsonl`.

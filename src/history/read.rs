@@ -36,14 +36,71 @@ pub fn read_jsonl(path: &Path) -> Result<History, HistoryError> {
 
 /// Parses and validates history text; `file` only names the source in errors.
 pub fn parse_jsonl(text: &str, file: &str) -> Result<History, HistoryError> {
-    let mut checker = Rules::default();
+    let mut lines = Lines::new(file);
     let mut ops = Vec::new();
-    let mut warnings = Vec::new();
     let ends_with_newline = text.is_empty() || text.ends_with('\n');
-    let lines: Vec<&str> = text.split_terminator('\n').collect();
-    let last = lines.len();
-    for (i, raw) in lines.iter().enumerate() {
-        let line = i + 1;
+    let raw: Vec<&str> = text.split_terminator('\n').collect();
+    let last = raw.len();
+    for (i, raw) in raw.iter().enumerate() {
+        let terminated = i + 1 < last || ends_with_newline;
+        ops.extend(lines.next(raw, terminated)?);
+    }
+    Ok(History {
+        ops,
+        warnings: lines.warnings,
+    })
+}
+
+/// Reads and validates a history file one line at a time, handing each op to `each`
+/// instead of keeping them: for histories too large to hold whole as `Op`s (a
+/// million lines of `Op` take about a gigabyte). Returns the warnings.
+pub fn read_jsonl_each(path: &Path, mut each: impl FnMut(Op)) -> Result<Vec<String>, HistoryError> {
+    use std::io::BufRead;
+    let file = path.display().to_string();
+    let io = |source| HistoryError::Io {
+        file: file.clone(),
+        source,
+    };
+    let mut reader =
+        std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io)?);
+    let mut lines = Lines::new(&file);
+    let mut buf = String::new();
+    loop {
+        buf.clear();
+        if reader.read_line(&mut buf).map_err(io)? == 0 {
+            break;
+        }
+        let terminated = buf.ends_with('\n');
+        if let Some(op) = lines.next(buf.trim_end_matches('\n'), terminated)? {
+            each(op);
+        }
+    }
+    Ok(lines.warnings)
+}
+
+/// The line-by-line reading shared by `parse_jsonl` and `read_jsonl_each`.
+struct Lines<'f> {
+    file: &'f str,
+    line: usize,
+    rules: Rules,
+    warnings: Vec<String>,
+}
+
+impl<'f> Lines<'f> {
+    fn new(file: &'f str) -> Self {
+        Lines {
+            file,
+            line: 0,
+            rules: Rules::default(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The op of the next line; `terminated` = it ended with a newline (only the
+    /// last line of a file may not).
+    fn next(&mut self, raw: &str, terminated: bool) -> Result<Option<Op>, HistoryError> {
+        self.line += 1;
+        let (file, line) = (self.file, self.line);
         let bad = |field: &str, reason: String| HistoryError::Malformed {
             file: file.to_string(),
             line,
@@ -51,28 +108,33 @@ pub fn parse_jsonl(text: &str, file: &str) -> Result<History, HistoryError> {
             reason,
         };
         let parsed = parse_line(raw.trim_end_matches('\r')).map_err(|(f, r)| bad(f, r));
-        if line == last && !ends_with_newline {
+        if !terminated {
             // A run killed mid-write leaves a final line without its newline. Whatever
             // came before is intact; the tail is used only if it is a whole valid op.
-            match parsed.and_then(|op| checker.admit(&op).map(|_| op).map_err(|(f, r)| bad(f, r))) {
-                Ok(op) => {
-                    warnings.push(format!(
+            let rules = &mut self.rules;
+            return Ok(
+                match parsed.and_then(|op| rules.admit(&op).map(|_| op).map_err(|(f, r)| bad(f, r)))
+                {
+                    Ok(op) => {
+                        self.warnings.push(format!(
                         "{file}:{line}: the final line has no newline (a run killed mid-write?); it is complete and was used"
                     ));
-                    ops.push(op);
-                }
-                Err(e) => warnings.push(format!(
-                    "{file}:{line}: truncated final line ignored ({e}); the {} lines before it were used",
-                    line - 1
-                )),
-            }
-            break;
+                        Some(op)
+                    }
+                    Err(e) => {
+                        self.warnings.push(format!(
+                        "{file}:{line}: truncated final line ignored ({e}); the {} lines before it were used",
+                        line - 1
+                    ));
+                        None
+                    }
+                },
+            );
         }
         let op = parsed?;
-        checker.admit(&op).map_err(|(f, r)| bad(f, r))?;
-        ops.push(op);
+        self.rules.admit(&op).map_err(|(f, r)| bad(f, r))?;
+        Ok(Some(op))
     }
-    Ok(History { ops, warnings })
 }
 
 type Fault = (&'static str, String);
@@ -86,7 +148,7 @@ fn parse_line(raw: &str) -> Result<Op, Fault> {
     }
     let value: Value =
         serde_json::from_str(raw).map_err(|e| ("line", format!("not valid JSON: {e}")))?;
-    let Value::Object(obj) = value else {
+    let Value::Object(mut obj) = value else {
         return Err(("line", "not a JSON object".into()));
     };
     let index = uint(&obj, "index")?;
@@ -118,7 +180,8 @@ fn parse_line(raw: &str) -> Result<Op, Fault> {
         Some(Value::String(s)) if !s.is_empty() => s.clone(),
         Some(other) => return Err(("f", format!("expected a non-empty string, found {other}"))),
     };
-    let value = obj.get("value").cloned().unwrap_or(Value::Null);
+    // Taken, not cloned: a million lines make the copy count.
+    let value = obj.remove("value").unwrap_or(Value::Null);
     if !(value.is_null() || value.is_object() || value.is_number()) {
         return Err((
             "value",
@@ -294,6 +357,26 @@ mod tests {
         .join("\n")
             + "\n";
         assert!(err(&text).contains("retired"));
+    }
+
+    #[test]
+    fn reading_line_by_line_gives_the_same_ops_and_warnings() {
+        let text = line(0, 0, "0", "invoke", "acquire")
+            + "\n"
+            + &line(1, 1, "0", "ok", "acquire")
+            + "\n"
+            + r#"{"index":2,"#;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        std::fs::write(&path, &text).unwrap();
+        let whole = parse_jsonl(&text, &path.display().to_string()).unwrap();
+        let mut ops = Vec::new();
+        let warnings = read_jsonl_each(&path, |op| ops.push(op)).unwrap();
+        assert_eq!(ops, whole.ops);
+        assert_eq!(warnings, whole.warnings);
+        std::fs::write(&path, text.replace("\"index\":1", "\"index\":5")).unwrap();
+        let e = read_jsonl_each(&path, |_| {}).unwrap_err().to_string();
+        assert!(e.ends_with(":2: index: expected 1, found 5"), "{e}");
     }
 
     #[test]

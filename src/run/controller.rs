@@ -1,6 +1,6 @@
 //! The controller's side of the clients: one worker process per client slot, and the
-//! generator loop that hands it ops one at a time (acquire → writes → release →
-//! think), stamping every invoke and completion on the controller's own clock.
+//! generator loop that hands it ops one at a time (acquire → read → writes →
+//! release → think), stamping every invoke and completion on the controller's own clock.
 //!
 //! A reply that does not come in time is `info`, and the slot's process id is retired
 //! (as in Jepsen): the same worker goes on under a fresh id, and any late reply to
@@ -97,26 +97,26 @@ pub struct Pipes {
 }
 
 impl Workers {
-    /// Starts `count` workers (`exe worker --config ...`), each in its own process
+    /// Starts one worker per config (`exe worker --config ...`; they differ where
+    /// each client reaches the nodes through links of its own), each in its own process
     /// group (a Ctrl-C at the terminal reaches the controller, which stops them in
     /// order), killed by the kernel if the controller dies, logging to
     /// `clients/client-N.log`. Waits until each has connected.
     pub async fn start(
         exe: &Path,
-        config: &worker::Config,
-        count: usize,
+        configs: &[worker::Config],
         dir: &Path,
         ready_timeout: Duration,
     ) -> Result<(Workers, Vec<Pipes>)> {
         let logs = dir.join("clients");
         std::fs::create_dir_all(&logs).with_context(|| format!("creating {}", logs.display()))?;
-        let config = serde_json::to_string(config)?;
         let mut workers = Workers {
             children: Vec::new(),
             procs: Vec::new(),
         };
         let mut pipes = Vec::new();
-        for i in 0..count {
+        for (i, config) in configs.iter().enumerate() {
+            let config = serde_json::to_string(config)?;
             let name = client_name(i);
             let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
             let mut cmd = tokio::process::Command::new(exe);
@@ -307,13 +307,18 @@ impl Slot {
         Ok(())
     }
 
-    /// Writes with the token, renewing when the lease needs it, then releases. Ends
+    /// Reads, writes with the token (renewing when the lease needs it), releases. Ends
     /// early when the process id is retired (an `info`): the new id holds nothing.
     async fn section(&mut self, mut token: Option<u64>) -> Result<()> {
         let w = self.shared.workload.clone();
         let process = self.process;
         let pause = w.section.hold / w.section.writes;
         let mut granted = Instant::now();
+        // A holder reads what it is about to change, as a read-modify-write client does.
+        self.call(Command::Read).await?;
+        if self.process != process || !self.alive {
+            return Ok(());
+        }
         for _ in 0..w.section.writes {
             if w.backend
                 .lease

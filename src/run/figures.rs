@@ -20,6 +20,10 @@ pub struct Figures {
     pub critical_sections: u64,
     /// Faults started (nemesis start records).
     pub faults: u64,
+    /// What a fault aimed at but could not reach, and why ("n1: unreachable: etcd
+    /// is a Go binary reading the vDSO ..."): said, never pretended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreachable: Vec<String>,
     /// Writes the resource's fence rejected (`stale-token`).
     pub writes_rejected_by_fence: u64,
     /// Run time of the earliest anomaly that makes the run invalid (allowed kinds
@@ -84,14 +88,26 @@ impl Figures {
         let mut holding = std::collections::HashSet::new();
         let mut sections = 0;
         let mut faults = 0;
+        let mut unreachable = Vec::new();
         let mut rejected = 0;
         for op in ops.iter().filter(|o| o.kind.is_completion()) {
             match (op.process, op.f.as_str(), op.kind) {
                 (Process::Nemesis, _, _) => {
                     faults += u64::from(matches!(
                         op.f.as_str(),
-                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW
-                    ))
+                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
+                    ));
+                    let missed = op.value.get("unreachable");
+                    for m in missed.and_then(|m| m.as_array()).into_iter().flatten() {
+                        let said = format!(
+                            "{}: {}",
+                            m["node"].as_str().unwrap_or("?"),
+                            m["why"].as_str().unwrap_or("unreachable")
+                        );
+                        if !unreachable.contains(&said) {
+                            unreachable.push(said);
+                        }
+                    }
                 }
                 (Process::Client(p), f::ACQUIRE, OpType::Ok) => {
                     holding.insert(p);
@@ -115,6 +131,7 @@ impl Figures {
             acquire_latency_ms: Percentiles::of(latencies),
             critical_sections: sections,
             faults,
+            unreachable,
             writes_rejected_by_fence: rejected,
             first_anomaly_s: verdict
                 .anomalies

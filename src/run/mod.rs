@@ -129,12 +129,12 @@ impl Live {
         self.with(|s| {
             let holder = s.latest.map_or("-".to_string(), client_name);
             let faults = if s.faults.is_empty() {
-                "-".to_string()
+                "no fault".to_string()
             } else {
                 s.faults.join(", ")
             };
             format!(
-                "[{:5.1}/{:.0} s] {} ops | holder {holder} | faults: {faults} | overlapping holders {} | stale writes {} accepted, {} rejected",
+                "[{:5.1}/{:.0} s] {} ops | holder {holder} | {faults} | {} overlaps | stale writes: {} accepted, {} rejected",
                 elapsed.as_secs_f64(),
                 total.as_secs_f64(),
                 self.ops.load(Ordering::Relaxed),
@@ -167,7 +167,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         .context("starting the async runtime")?;
     let w = Arc::new(w.clone());
     let started = std::time::Instant::now();
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         use tokio::signal::unix::{signal, SignalKind};
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;
@@ -180,16 +180,30 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             })
         };
         // A signal drops the run future: its guards stop the workers, the faults
-        // and the servers on the way out.
+        // and the servers on the way out. The check, once everything is stopped,
+        // stays interruptible too: it runs on a blocking thread left behind.
+        let run_and_check = async {
+            execute(w.clone(), opts, seed, duration, &dir).await?;
+            let (w, dir) = (w.clone(), dir.clone());
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir)).await?
+        };
         tokio::select! {
-            r = execute(w.clone(), opts, seed, duration, &dir) => r,
+            r = run_and_check => r,
             _ = int.recv() => Err(interrupted("SIGINT")),
             _ = term.recv() => Err(interrupted("SIGTERM")),
             _ = hup.recv() => Err(interrupted("SIGHUP")),
         }
-    })?;
-    drop(runtime);
+    });
+    // Do not wait for a check a signal interrupted.
+    runtime.shutdown_background();
+    let report = outcome?;
+    let json = serde_json::to_vec_pretty(&report)?;
+    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
+    Ok(report)
+}
 
+/// Checks the run's history and resource log and computes the figures.
+fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = read_applied(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
@@ -201,18 +215,15 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     );
     verdict.apply_allow(&w.allow);
     verdict.notes.extend(history.warnings.iter().cloned());
-    let report = RunReport {
+    Ok(RunReport {
         figures: Figures::of(&history, &verdict),
         verdict,
         workload: w.name.clone(),
         seed,
         backend: w.backend.kind,
         resource: w.resource,
-        run_dir: dir.clone(),
-    };
-    let json = serde_json::to_vec_pretty(&report)?;
-    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
-    Ok(report)
+        run_dir: dir.to_path_buf(),
+    })
 }
 
 /// The body of a run, inside the runtime. Every process it starts is owned by a
@@ -248,25 +259,51 @@ async fn execute(
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
-    let config = worker::Config {
-        backend: w.backend.kind,
-        endpoints: servers.lock().await.endpoints(),
-        lock: LockConfig {
-            name: LOCK_NAME.to_string(),
-            lease: w.backend.lease.ttl,
-            acquire_timeout: w.backend.acquire_timeout,
-            fencing_token: w.backend.fencing_token,
-        },
-        resource: res.addr(),
+    // With link faults planned, each client reaches each node through a proxy of
+    // its own (`client-0->n1`, ...) that the faults cut or slow.
+    let linked = w.faults.iter().any(|f| {
+        matches!(
+            f.kind,
+            workload::FaultKind::Partition | workload::FaultKind::Latency
+        )
+    });
+    let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
+    let (_proxies, endpoints) = if linked {
+        // Whatever the runtime, a node's proxy forwards to where clients would dial.
+        let nodes = {
+            let c = servers.lock().await;
+            c.node_names()
+                .into_iter()
+                .zip(c.endpoints())
+                .map(|(name, e)| {
+                    use std::net::ToSocketAddrs;
+                    let addr = e.to_socket_addrs().ok().and_then(|mut a| a.next());
+                    Ok((name, addr.with_context(|| format!("resolving {e}"))?))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &clients, &nodes, seed).await?;
+        (Some(p), e)
+    } else {
+        let direct = servers.lock().await.endpoints();
+        (None, vec![direct; clients.len()])
     };
-    let (workers, pipes) = Workers::start(
-        &opts.worker_exe,
-        &config,
-        w.clients.count,
-        dir,
-        Duration::from_secs(20),
-    )
-    .await?;
+    let configs: Vec<worker::Config> = endpoints
+        .into_iter()
+        .map(|endpoints| worker::Config {
+            backend: w.backend.kind,
+            endpoints,
+            lock: LockConfig {
+                name: LOCK_NAME.to_string(),
+                lease: w.backend.lease.ttl,
+                acquire_timeout: w.backend.acquire_timeout,
+                fencing_token: w.backend.fencing_token,
+            },
+            resource: res.addr(),
+        })
+        .collect();
+    let (workers, pipes) =
+        Workers::start(&opts.worker_exe, &configs, dir, Duration::from_secs(20)).await?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind.
     let journal = crate::fault::journal::Journal::for_run(dir)?;
@@ -281,8 +318,10 @@ async fn execute(
             .iter()
             .map(|p| (p.name.clone(), p.pid.as_raw()));
         for (name, pid) in nodes.chain(clients) {
-            let proc = crate::fault::journal::Proc::of(name, pid)?;
-            journal.record(crate::fault::journal::Effect::Process(proc))?;
+            // One that has already exited cannot be left behind.
+            if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
+                journal.record(crate::fault::journal::Effect::Process(proc))?;
+            }
         }
     }
 
@@ -300,14 +339,16 @@ async fn execute(
         next_process: AtomicU64::new(w.clients.count as u64),
         acquired: acquired_tx,
     });
+    let plan = w.schedule.map(|s| s.plan(duration));
     let nemesis = nemesis::Nemesis::new(
         &w.faults,
+        plan.as_ref(),
         workers.procs().to_vec(),
         seed,
         recorder.clone(),
         live.clone(),
         servers.clone(),
-    );
+    )?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
     for (i, p) in pipes.into_iter().enumerate() {
@@ -316,61 +357,17 @@ async fn execute(
     drop(shared);
 
     let status = opts.live.then(|| {
-        let live = live.clone();
-        let start = recorder.started();
-        let stats = res.stats_handle();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_millis(250));
-            loop {
-                tick.tick().await;
-                let line = live.line(start.elapsed(), duration, stats.get());
-                // A line wider than the terminal wraps, and `\r` no longer erases it.
-                let line: String = line
-                    .chars()
-                    .take(terminal_width().saturating_sub(1))
-                    .collect();
-                let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r\x1b[2K{line}");
-                let _ = err.flush();
-            }
-        })
+        show_status(
+            live.clone(),
+            recorder.started(),
+            duration,
+            res.stats_handle(),
+        )
     });
-
-    let ended = tokio::time::sleep(duration);
-    tokio::pin!(ended);
-    let mut failure = None;
-    // Until the duration is over, the first task to fail ends the run.
-    loop {
-        tokio::select! {
-            _ = &mut ended => break,
-            done = tasks.join_next() => match done {
-                Some(Ok(Ok(()))) => continue,
-                Some(Ok(Err(e))) => { failure = Some(e); break }
-                Some(Err(e)) => { failure = Some(anyhow!("a run task failed: {e}")); break }
-                None => break,
-            },
-        }
-    }
-    let _ = stop.send(true);
-    // Clients finish the section under way; a hung op is bounded by its timeout.
-    let finish = w.section.hold + w.clients.op_timeout + w.backend.acquire_timeout * 2;
-    let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
-        while let Some(done) = tasks.join_next().await {
-            let err = match done {
-                Ok(Ok(())) => continue,
-                Ok(Err(e)) => e,
-                Err(e) => anyhow!("a run task failed: {e}"),
-            };
-            failure.get_or_insert(err);
-        }
-    })
-    .await;
-    if drained.is_err() {
-        tasks.abort_all();
-        failure.get_or_insert(anyhow!(
-            "the clients did not finish within {finish:?} of the end"
-        ));
-    }
+    // Clients finish the section under way. A stuck worker costs at most an acquire
+    // and one more op timing out (then its id is retired and the section ends).
+    let finish = w.section.hold + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
+    let failure = supervise(&mut tasks, duration, &stop, finish).await;
     if let Some(status) = status {
         status.abort();
         eprint!("\r\x1b[2K");
@@ -406,6 +403,74 @@ async fn start_cluster(
             spec.dir,
             w.backend.endpoints.clone(),
         )?),
+    })
+}
+
+/// Lets the run go for `duration` (the first task to fail ends it early), raises the
+/// stop flag, and waits up to `finish` for the clients and the nemesis to wind down.
+/// Returns the first failure.
+async fn supervise(
+    tasks: &mut tokio::task::JoinSet<Result<()>>,
+    duration: Duration,
+    stop: &tokio::sync::watch::Sender<bool>,
+    finish: Duration,
+) -> Option<anyhow::Error> {
+    let failed = |done: Result<Result<()>, tokio::task::JoinError>| match done {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(e) => Some(anyhow!("a run task failed: {e}")),
+    };
+    let ended = tokio::time::sleep(duration);
+    tokio::pin!(ended);
+    let mut failure = None;
+    while failure.is_none() {
+        tokio::select! {
+            _ = &mut ended => break,
+            done = tasks.join_next() => match done {
+                Some(done) => failure = failed(done),
+                None => break,
+            },
+        }
+    }
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
+        while let Some(done) = tasks.join_next().await {
+            if let Some(e) = failed(done) {
+                failure.get_or_insert(e);
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+        failure.get_or_insert(anyhow!(
+            "the clients did not finish within {finish:?} of the end"
+        ));
+    }
+    failure
+}
+
+/// The live status line on stderr, redrawn four times a second.
+fn show_status(
+    live: Arc<Live>,
+    start: std::time::Instant,
+    duration: Duration,
+    stats: resource::StatsHandle,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tick.tick().await;
+            let line = live.line(start.elapsed(), duration, stats.get());
+            // A line wider than the terminal wraps, and `\r` no longer erases it.
+            let line: String = line
+                .chars()
+                .take(terminal_width().saturating_sub(1))
+                .collect();
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\r\x1b[2K{line}");
+            let _ = err.flush();
+        }
     })
 }
 

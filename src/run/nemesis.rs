@@ -10,11 +10,14 @@ use super::Live;
 use crate::cluster::Cluster;
 use crate::fault::clock::ClockFault;
 use crate::fault::node::{KillNodes, PauseNodes};
+use crate::fault::proxy::LinkFault;
+use crate::fault::schedule;
 use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
 use crate::history::{OpType, Process};
 use anyhow::Result;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -31,6 +34,15 @@ pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
             entry
                 .clock
                 .expect("a clock entry carries its change (checked at load)"),
+        )),
+        FaultKind::Partition | FaultKind::Latency => Box::new(LinkFault::new(
+            entry
+                .links
+                .clone()
+                .expect("a link entry names its links (checked at load)"),
+            entry
+                .link
+                .expect("a link entry carries its mode (checked at load)"),
         )),
     }
 }
@@ -50,6 +62,9 @@ struct Scheduled {
     entry: FaultEntry,
     fault: Box<dyn Fault>,
     phase: Phase,
+    /// With a `[schedule]`, the later occurrences' starts (from the run's start);
+    /// without, `entry.interval` spaces them.
+    slots: Option<VecDeque<Duration>>,
     /// What the status line shows while it is active.
     label: String,
 }
@@ -59,6 +74,8 @@ const RETRY: Duration = Duration::from_millis(100);
 
 pub struct Nemesis {
     faults: Vec<Scheduled>,
+    /// The run's start, which `[schedule]` slots count from.
+    start: Instant,
     clients: Vec<ClientProc>,
     rng: ChaCha8Rng,
     recorder: Arc<Recorder>,
@@ -69,30 +86,55 @@ pub struct Nemesis {
 impl Nemesis {
     pub fn new(
         entries: &[FaultEntry],
+        plan: Option<&schedule::Plan>,
         clients: Vec<ClientProc>,
         seed: u64,
         recorder: Arc<Recorder>,
         live: Arc<Live>,
         cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
-    ) -> Nemesis {
+    ) -> Result<Nemesis> {
         let start = Instant::from_std(recorder.started());
+        // A `[schedule]` lays every occurrence out from the seed before the run.
+        let mut slots: Option<Vec<VecDeque<Duration>>> = match plan {
+            Some(plan) => {
+                let durations: Vec<Duration> = entries.iter().map(|e| e.duration).collect();
+                let mut per_fault = vec![VecDeque::new(); entries.len()];
+                for slot in schedule::timeline(&durations, plan, seed)? {
+                    per_fault[slot.fault].push_back(slot.at);
+                }
+                Some(per_fault)
+            }
+            None => None,
+        };
         let faults = entries
             .iter()
-            .map(|e| Scheduled {
-                entry: e.clone(),
-                fault: build(e),
-                phase: Phase::Quiet(start + e.after),
-                label: String::new(),
+            .enumerate()
+            .map(|(i, e)| {
+                let mut mine = slots.as_mut().map(|s| std::mem::take(&mut s[i]));
+                let phase = match mine.as_mut() {
+                    Some(q) => q
+                        .pop_front()
+                        .map_or(Phase::Done, |at| Phase::Quiet(start + at)),
+                    None => Phase::Quiet(start + e.after),
+                };
+                Scheduled {
+                    entry: e.clone(),
+                    fault: build(e),
+                    phase,
+                    slots: mine,
+                    label: String::new(),
+                }
             })
             .collect();
-        Nemesis {
+        Ok(Nemesis {
             faults,
+            start,
             clients,
             rng: ChaCha8Rng::seed_from_u64(seed),
             recorder,
             live,
             cluster,
-        }
+        })
     }
 
     /// Runs the schedule until `stop`, then ends every active fault (resumes every
@@ -203,9 +245,12 @@ impl Nemesis {
         let s = &mut self.faults[i];
         let value = s.fault.stop(&mut scene).await?;
         let (_, stop_f) = s.fault.ops();
-        s.phase = match s.entry.interval {
-            Some(gap) => Phase::Quiet(Instant::now() + gap),
-            None => Phase::Done,
+        s.phase = match (&mut s.slots, s.entry.interval) {
+            (Some(slots), _) => slots
+                .pop_front()
+                .map_or(Phase::Done, |at| Phase::Quiet(self.start + at)),
+            (None, Some(gap)) => Phase::Quiet(Instant::now() + gap),
+            (None, None) => Phase::Done,
         };
         self.recorder
             .record(Process::Nemesis, OpType::Info, stop_f, value, None, None)?;

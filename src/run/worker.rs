@@ -139,7 +139,10 @@ pub async fn serve(config: Config) -> Result<()> {
         let req: Request = serde_json::from_str(&line)
             .with_context(|| format!("bad request from the controller: {line}"))?;
         let mut reply = perform(lock.as_mut(), &mut res, &req).await;
-        reply.node = lock.node();
+        // Writes and reads go to the resource, not to a node of the lock service.
+        if !matches!(req.op, Command::Write { .. } | Command::Read) {
+            reply.node = lock.node();
+        }
         send(&mut out, &reply).await?;
     }
     Ok(())

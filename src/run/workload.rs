@@ -3,13 +3,94 @@
 //! inject and which anomalies the design tolerates on purpose.
 //!
 //! Every key is checked: an unknown key or a bad value is an error that names the
-//! file, the line, the key and what is expected.
+//! file, the line, the key and what is expected. Durations carry their unit
+//! (`"250ms"`, `"2s"`, `"1m"`).
+//!
+//! ```toml
+//! name = "redis-pause"          # optional: the file's stem; names the run directory
+//! duration = "6s"
+//! seed = 1                      # optional, 0: the fault schedule's random choices
+//! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
+//! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
+//!
+//! [backend]
+//! kind = "redis"                # redis | redlock | etcd
+//! nodes = 1                     # optional: redis 1, redlock 5, etcd 3
+//! lease = "1s"                  # or a preset: client-go, etcd-session, consul,
+//!                               #   curator, redis-docs
+//! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
+//! fencing_token = true          # optional: true, except redlock (it has none)
+//! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
+//!
+//! [clients]
+//! count = 3
+//! op_timeout = "10s"            # optional: no reply by then = info, id retired
+//!
+//! [critical_section]
+//! hold = "300ms"                # acquire to release, spread after each write
+//! writes = 3
+//! think = "50ms"                # optional, 0: between release and next acquire
+//!
+//! [[faults]]
+//! kind = "pause"                # SIGSTOP / SIGCONT
+//! target = "holder"             # holder | random | client-N
+//! duration = "2500ms"
+//! after = "1s"                  # optional, 1s: quiet period at the start
+//! interval = "1s"               # optional: gap between occurrences; none = once
+//! ```
+//!
+//! The fault catalogue (each entry also takes `duration`, and `after` /
+//! `interval` unless a `[schedule]` lays the faults out):
+//!
+//! ```toml
+//! # Optional: lay all faults out from the seed instead (then no after/interval)
+//! [schedule]
+//! mix = "random"                # random (seeded) | interval (in turn)
+//! gap = "2s"                    # mean gap (random) or gap (interval)
+//! quiet = "1s"                  # optional, 1s: nothing before
+//! heal = "2s"                   # optional, 0: all healed this long before the end
+//!
+//! # Server nodes: `nodes` = one | minority | majority | all | primary | nN
+//! [[faults]]
+//! kind = "pause-node"           # SIGSTOP / SIGCONT server nodes
+//! nodes = "primary"
+//! duration = "3s"
+//!
+//! [[faults]]
+//! kind = "kill"                 # kill -9, restart when it ends
+//! nodes = "minority"
+//! wipe = true                   # optional, false: restart with empty data
+//! duration = "500ms"
+//!
+//! [[faults]]
+//! kind = "clock"                # live, per node (not Go servers: reported)
+//! nodes = "majority"
+//! offset = "+20s"               # a jump; or rate = 2.0; or a strobe:
+//!                               #   offset2 = "-1s", period = "20ms"
+//! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "partition"            # client-to-node links: the holder cut off from
+//! target = "holder"             #   every node, or `nodes = "primary"`: those
+//!                               #   nodes cut off from every client
+//! cut = "blackhole"             # optional: blackhole (hang) | reset (RST)
+//! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "latency"              # the clients' links to the nodes
+//! nodes = "all"
+//! delay = "50ms"                # each way
+//! jitter = "10ms"               # optional, 0
+//! duration = "4s"
+//! ```
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::cluster::Runtime;
 use crate::fault::clock::ClockChange;
 use crate::fault::node::NodeTarget;
+use crate::fault::proxy::{Links, Mode as LinkMode};
+use crate::fault::schedule::Mix;
 use crate::fault::Target;
 use crate::resource::Mode;
 use anyhow::{anyhow, bail, Result};
@@ -37,6 +118,31 @@ pub struct Workload {
     /// Where the servers run: lockcheck's own processes (default), its own
     /// containers, or someone else's servers (`backend.endpoints`).
     pub runtime: Runtime,
+    /// `[schedule]`: the faults laid out from the seed, instead of each entry's
+    /// own `after` / `interval`.
+    pub schedule: Option<Schedule>,
+}
+
+/// How the faults follow one another when a `[schedule]` table is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Schedule {
+    pub mix: Mix,
+    /// Nothing before this (the cluster settles, the history gets a baseline).
+    pub quiet: Duration,
+    /// Every fault has ended this long before the run ends.
+    pub heal: Duration,
+}
+
+impl Schedule {
+    /// The schedule for a run of `run` (the workload's duration, or `--time-limit`).
+    pub fn plan(&self, run: Duration) -> crate::fault::schedule::Plan {
+        crate::fault::schedule::Plan {
+            run,
+            quiet: self.quiet,
+            heal: self.heal,
+            mix: self.mix,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -141,6 +247,10 @@ pub struct FaultEntry {
     pub wipe: bool,
     /// Clock: what happens to the clocks.
     pub clock: Option<ClockChange>,
+    /// Partition, latency: what the links between the clients and the nodes do,
+    /// and which links.
+    pub link: Option<LinkMode>,
+    pub links: Option<Links>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -160,6 +270,18 @@ pub enum FaultKind {
     Kill,
     /// Skew the clocks of server nodes: jump, rate or strobe.
     Clock,
+    /// Cut the links between the clients and server nodes (black hole or reset).
+    Partition,
+    /// Delay the bytes between the clients and server nodes.
+    Latency,
+}
+
+/// How a partition cuts a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CutKind {
+    Blackhole,
+    Reset,
 }
 
 impl Workload {
@@ -247,6 +369,11 @@ impl Workload {
             ));
         }
         let mut faults = Vec::new();
+        let raw_timed: Vec<bool> = raw
+            .faults
+            .iter()
+            .map(|f| f.after.is_some() || f.interval.is_some())
+            .collect();
         for (i, f) in raw.faults.into_iter().enumerate() {
             let key = |k: &str| format!("faults[{i}].{k}");
             if f.kind == FaultKind::Pause && f.target.is_none() {
@@ -273,6 +400,10 @@ impl Workload {
                     "expected a duration longer than 0".into()
                 ));
             }
+            let link_fault = matches!(f.kind, FaultKind::Partition | FaultKind::Latency);
+            if link_fault && f.target.is_some() == f.nodes.is_some() {
+                bail!(bad(&key("nodes"), "a link fault cuts either a client off (`target`: \"holder\", \"random\", \"client-N\") or nodes off (`nodes`): give one of them".into()));
+            }
             let client_fault = f.kind == FaultKind::Pause;
             if client_fault && f.nodes.is_some() {
                 bail!(bad(
@@ -280,7 +411,7 @@ impl Workload {
                     "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
                 ));
             }
-            if !client_fault && f.target.is_some() {
+            if !client_fault && !link_fault && f.target.is_some() {
                 bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
             }
             if f.kind != FaultKind::Kill && f.wipe.is_some() {
@@ -290,12 +421,19 @@ impl Workload {
                 ));
             }
             let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
+            let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
+            let links = link_fault.then(|| match (&f.target, &f.nodes) {
+                (Some(t), _) => Links::FromClient(t.clone()),
+                (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
+            });
             faults.push(FaultEntry {
                 kind: f.kind,
                 target: f.target.unwrap_or(Target::Random),
                 nodes: f.nodes.unwrap_or(NodeTarget::One),
                 wipe: f.wipe.unwrap_or(false),
                 clock,
+                link,
+                links,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -322,6 +460,32 @@ impl Workload {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| "workload".into()),
+        };
+        let schedule = match raw.schedule {
+            None => None,
+            Some(sch) => {
+                if let Some(i) = raw_timed.iter().position(|t| *t) {
+                    bail!(bad(
+                        &format!("faults[{i}]"),
+                        "with a [schedule], the schedule says when faults happen: drop `after` and `interval`".into()
+                    ));
+                }
+                let schedule = Schedule {
+                    mix: match sch.mix {
+                        raw::MixKind::Interval => Mix::Interval { gap: sch.gap.0 },
+                        raw::MixKind::Random => Mix::Random {
+                            mean_gap: sch.gap.0,
+                        },
+                    },
+                    quiet: sch.quiet.map_or(Duration::from_secs(1), |d| d.0),
+                    heal: sch.heal.map_or(Duration::ZERO, |d| d.0),
+                };
+                let durations: Vec<Duration> = faults.iter().map(|f| f.duration).collect();
+                let plan = schedule.plan(raw.duration.0);
+                crate::fault::schedule::timeline(&durations, &plan, 0)
+                    .map_err(|e| bad("schedule", format!("{e:#}")))?;
+                Some(schedule)
+            }
         };
         Workload {
             name,
@@ -356,6 +520,7 @@ impl Workload {
             },
             resource,
             faults,
+            schedule,
             runtime: raw.runtime.unwrap_or_default(),
         }
         .checked_for_runtime()
@@ -419,6 +584,8 @@ impl FaultKind {
             FaultKind::PauseNode => "pause-node",
             FaultKind::Kill => "kill",
             FaultKind::Clock => "clock",
+            FaultKind::Partition => "partition",
+            FaultKind::Latency => "latency",
         }
     }
 }
@@ -427,6 +594,22 @@ impl FaultKind {
 fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::Error {
     let message = e.message().trim_end();
     match e.span() {
+        // A missing key's span is the table that lacks it: from its header, or the
+        // whole file for the top level.
+        Some(span) if message.starts_with("missing field") => {
+            let header = text[span.start.min(text.len())..]
+                .lines()
+                .next()
+                .and_then(|l| l.trim().strip_prefix('['))
+                .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_string());
+            match header {
+                Some(table) => {
+                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    anyhow!("{file}:{line}: [{table}]: {message}")
+                }
+                None => anyhow!("{file}: {message} (at the top level)"),
+            }
+        }
         Some(span) => {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             let source = text.lines().nth(line - 1).unwrap_or("").trim();
@@ -502,6 +685,55 @@ fn clock_change(
         }
     };
     Ok(Some(change))
+}
+
+/// What a partition or latency entry does to its links; other kinds take none
+/// of `cut`, `delay`, `jitter`.
+fn link_mode(
+    f: &raw::Fault,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Option<LinkMode>> {
+    let only = |k: &str, kind: &str| Err(bad(k, format!("only a {kind} fault takes it")));
+    match f.kind {
+        FaultKind::Partition => {
+            if f.delay.is_some() {
+                return only("delay", "latency");
+            }
+            if f.jitter.is_some() {
+                return only("jitter", "latency");
+            }
+            Ok(Some(match f.cut.unwrap_or(CutKind::Blackhole) {
+                CutKind::Blackhole => LinkMode::Blackhole,
+                CutKind::Reset => LinkMode::Reset,
+            }))
+        }
+        FaultKind::Latency => {
+            if f.cut.is_some() {
+                return only("cut", "partition");
+            }
+            let Some(delay) = f.delay else {
+                return Err(bad(
+                    "delay",
+                    "a latency fault needs its delay, like \"50ms\"".into(),
+                ));
+            };
+            Ok(Some(LinkMode::Latency {
+                delay: delay.0,
+                jitter: f.jitter.map_or(Duration::ZERO, |j| j.0),
+            }))
+        }
+        _ => match [
+            ("cut", f.cut.is_some()),
+            ("delay", f.delay.is_some()),
+            ("jitter", f.jitter.is_some()),
+        ]
+        .iter()
+        .find(|(_, g)| *g)
+        {
+            Some((k, _)) => only(k, "partition or latency"),
+            None => Ok(None),
+        },
+    }
 }
 
 /// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
@@ -588,6 +820,23 @@ mod raw {
         #[serde(default)]
         pub faults: Vec<Fault>,
         pub runtime: Option<Runtime>,
+        pub schedule: Option<Schedule>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct Schedule {
+        pub mix: MixKind,
+        pub gap: Dur,
+        pub quiet: Option<Dur>,
+        pub heal: Option<Dur>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum MixKind {
+        Interval,
+        Random,
     }
 
     #[derive(Deserialize)]
@@ -654,6 +903,11 @@ mod raw {
         pub period: Option<Dur>,
         /// Clock: how fast it runs (2.0 = twice real speed).
         pub rate: Option<f64>,
+        /// Partition: `"blackhole"` (the default) or `"reset"`.
+        pub cut: Option<CutKind>,
+        /// Latency: added to each chunk each way, plus or minus `jitter`.
+        pub delay: Option<Dur>,
+        pub jitter: Option<Dur>,
         pub duration: Dur,
         pub after: Option<Dur>,
         pub interval: Option<Dur>,
@@ -771,6 +1025,45 @@ interval = "2s"
             e.contains("allow") && e.contains("stale-write-accepted"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_missing_key_names_the_table_that_lacks_it() {
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("writes = 3\n", "")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml:14: [critical_section]: missing field `writes`"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("duration = \"10s\"\n", "")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml: missing field `duration` (at the top level)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_documented_example_reads() {
+        let example: String = include_str!("workload.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("//!"))
+            .skip_while(|l| !l.contains("```toml"))
+            .skip(1)
+            .take_while(|l| !l.contains("```"))
+            .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+            .collect();
+        let w = parse(&example).unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+        assert_eq!(w.name, "redis-pause");
+        assert_eq!(
+            w.backend.lease.renew_every,
+            Some(Duration::from_millis(300))
+        );
+        assert_eq!(w.faults.len(), 1);
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Sentences for the evidence: who did what, when, with which token.
 
+use super::ops::Ops;
 use super::sections::{End, Section, Sections};
 use crate::check::secs;
-use crate::history::{History, OpType};
+use crate::history::OpType;
 
 /// `at 1.011 s`.
-pub fn at(h: &History, pos: usize) -> String {
+pub fn at(h: &Ops, pos: usize) -> String {
     format!("at {}", secs(h.ops[pos].time))
 }
 
@@ -27,7 +28,7 @@ pub fn lock_name(s: &Sections, lock: u32) -> String {
 
 /// How a section's hold ended, from the client's side: `invoked its release at 11.002 s,
 /// which failed (not held)`.
-pub fn how_it_ended(h: &History, s: &Section) -> String {
+pub fn how_it_ended(h: &Ops, s: &Section) -> String {
     match s.end {
         End::Released {
             invoke,
@@ -47,7 +48,7 @@ pub fn how_it_ended(h: &History, s: &Section) -> String {
         }
         End::Retired { at: p } => format!(
             "was retired after its {} invoked {} went unanswered (info)",
-            h.ops[p].f,
+            h.ops[p].f.name(),
             at(h, p)
         ),
         End::Stopped { last } => format!(
@@ -58,15 +59,15 @@ pub fn how_it_ended(h: &History, s: &Section) -> String {
     }
 }
 
-fn reason(h: &History, pos: usize) -> String {
-    match &h.ops[pos].error {
-        Some(e) => format!(" (\"{e}\")"),
+fn reason(h: &Ops, pos: usize) -> String {
+    match h.ops[pos].error {
+        Some(e) => format!(" (\"{}\")", h.name(e)),
         None => String::new(),
     }
 }
 
 /// History `index`es of positions, sorted and without repeats.
-pub fn indexes(h: &History, positions: impl IntoIterator<Item = usize>) -> Vec<u64> {
+pub fn indexes(h: &Ops, positions: impl IntoIterator<Item = usize>) -> Vec<u64> {
     let mut v: Vec<u64> = positions.into_iter().map(|p| h.ops[p].index).collect();
     v.sort_unstable();
     v.dedup();

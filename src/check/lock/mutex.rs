@@ -19,19 +19,36 @@
 //! search and against a brute force that tries every order.
 
 use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
+use super::ops::Ops;
 use super::sections::{Section, Sections};
 use super::Findings;
+use crate::check::linear::{check_operations, Outcome};
 use crate::check::model::{Model, Operation};
-use crate::check::{secs, Anomaly, AnomalyKind};
-use crate::history::{History, OpType};
+use crate::check::{secs, Anomaly, AnomalyKind, Limits};
+use crate::history::OpType;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// One op of the owner-aware mutex.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MutexOp {
-    Acquire { process: u64, token: Option<u64> },
-    Release { process: u64 },
+    Acquire {
+        lock: u32,
+        process: u64,
+        token: Option<u64>,
+    },
+    Release {
+        lock: u32,
+        process: u64,
+    },
+}
+
+impl MutexOp {
+    fn lock(&self) -> u32 {
+        match *self {
+            MutexOp::Acquire { lock, .. } | MutexOp::Release { lock, .. } => lock,
+        }
+    }
 }
 
 /// The owner-aware mutex; with `tokens`, also a fencing service: each acquire's token
@@ -63,7 +80,7 @@ impl Model for OwnerMutex {
 
     fn step(&self, state: &MutexState, input: &MutexOp, _: Option<&()>) -> Option<MutexState> {
         match *input {
-            MutexOp::Acquire { process, token } => {
+            MutexOp::Acquire { process, token, .. } => {
                 if state.holder.is_some() {
                     return None;
                 }
@@ -81,30 +98,55 @@ impl Model for OwnerMutex {
                     last_token,
                 })
             }
-            MutexOp::Release { process } => (state.holder == Some(process)).then_some(MutexState {
-                holder: None,
-                last_token: state.last_token,
-            }),
+            MutexOp::Release { process, .. } => {
+                (state.holder == Some(process)).then_some(MutexState {
+                    holder: None,
+                    last_token: state.last_token,
+                })
+            }
         }
     }
 
     fn describe(&self, input: &MutexOp, _: Option<&()>) -> String {
         match *input {
-            MutexOp::Acquire { process, token } => {
+            MutexOp::Acquire { process, token, .. } => {
                 format!("process {process} acquires{}", with_token(token))
             }
-            MutexOp::Release { process } => format!("process {process} releases"),
+            MutexOp::Release { process, .. } => format!("process {process} releases"),
         }
+    }
+
+    /// Each lock is an object of its own (P-compositionality): keyed by lock id.
+    fn partition(&self, ops: &[Operation<MutexOp, ()>]) -> Vec<(String, Vec<usize>)> {
+        let mut parts: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, o) in ops.iter().enumerate() {
+            parts.entry(o.input.lock()).or_default().push(i);
+        }
+        parts
+            .into_iter()
+            .map(|(lock, ops)| (lock.to_string(), ops))
+            .collect()
     }
 }
 
-/// The ops the engine searches for one lock, `call`/`ret` being history positions.
-pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp, ()>> {
-    let mut ops = Vec::new();
-    for sec in s.sections.iter().filter(|x| x.lock == lock) {
-        ops.push(Operation {
+/// The ops the engine searches, every lock's, `call`/`ret` being positions in the
+/// history (so that order has no ties).
+pub fn operations(h: &Ops, s: &Sections) -> Vec<Operation<MutexOp, ()>> {
+    s.sections
+        .iter()
+        .flat_map(|sec| section_ops(h, sec))
+        .collect()
+}
+
+/// A section as the mutex sees it: its acquire, and its end (a release that may land
+/// any time after, or never, where the hold's end was not seen).
+fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
+    let (from, to) = sec.end_window();
+    [
+        Operation {
             process: sec.process,
             input: MutexOp::Acquire {
+                lock: sec.lock,
                 process: sec.process,
                 token: sec.token,
             },
@@ -112,49 +154,53 @@ pub fn operations(h: &History, s: &Sections, lock: u32) -> Vec<Operation<MutexOp
             call: sec.acquire_invoke as u64,
             ret: sec.begin as u64,
             indexes: indexes(h, [sec.acquire_invoke, sec.begin]),
-        });
-        let (from, to) = sec.end_window();
-        ops.push(Operation {
+        },
+        Operation {
             process: sec.process,
             input: MutexOp::Release {
+                lock: sec.lock,
                 process: sec.process,
             },
             output: to.map(|_| ()),
             call: from as u64,
             ret: to.map_or(u64::MAX, |t| t as u64),
             indexes: indexes(h, [from].into_iter().chain(to)),
-        });
-    }
-    ops
+        },
+    ]
 }
 
 /// Walks one lock's sections in order of their begin, keeping those still held (by
-/// their cores). `next` returns the next section, with `active` = sections of other
-/// processes it overlaps and `ended` = sections whose core ended since the last step.
+/// their cores). `next_section` returns the next section; then `overlapping` = how
+/// many held sections it overlaps (all of other processes: a process's own sections
+/// never overlap), `active` = the first `ACTIVE_LISTED` of them, and `ended` = the
+/// sections whose core ended since the last step. O(n log n) over the lock.
 pub struct Sweep<'a> {
     sections: &'a [Section],
-    lock: u32,
-    next: usize,
+    order: std::slice::Iter<'a, u32>,
     held: BinaryHeap<Reverse<(usize, usize)>>,
     pub ended: Vec<usize>,
     pub active: Vec<usize>,
+    pub overlapping: usize,
 }
 
+/// At most this many overlapped sections are named per step (a holder that never
+/// lets go overlaps every later section; they are counted, not all listed).
+const ACTIVE_LISTED: usize = 64;
+
 impl<'a> Sweep<'a> {
-    pub fn new(sections: &'a [Section], lock: u32) -> Self {
+    pub fn new(s: &'a Sections, lock: u32) -> Self {
         Sweep {
-            sections,
-            lock,
-            next: 0,
+            sections: &s.sections,
+            order: s.by_lock[lock as usize].iter(),
             held: BinaryHeap::new(),
             ended: Vec::new(),
             active: Vec::new(),
+            overlapping: 0,
         }
     }
 
     pub fn next_section(&mut self) -> Option<usize> {
-        let i = (self.next..self.sections.len()).find(|&i| self.sections[i].lock == self.lock)?;
-        self.next = i + 1;
+        let i = *self.order.next()? as usize;
         let s = &self.sections[i];
         self.ended.clear();
         while let Some(&Reverse((end, j))) = self.held.peek() {
@@ -164,12 +210,14 @@ impl<'a> Sweep<'a> {
             self.held.pop();
             self.ended.push(j);
         }
+        self.overlapping = self.held.len();
         self.active.clear();
         self.active.extend(
             self.held
                 .iter()
                 .map(|Reverse((_, j))| *j)
-                .filter(|&j| self.sections[j].process != s.process),
+                .filter(|&j| self.sections[j].process != s.process)
+                .take(ACTIVE_LISTED),
         );
         self.active.sort_unstable();
         self.held.push(Reverse((s.core_end(), i)));
@@ -178,19 +226,61 @@ impl<'a> Sweep<'a> {
 }
 
 /// Reports every pair of sections of different processes whose cores overlap.
-pub fn double_holders(h: &History, s: &Sections, found: &mut Findings) {
+///
+/// Each pair listed is also put to the engine, as a second opinion from independent
+/// code: its two sections alone must have no legal order. A disagreement would be a
+/// bug in one of them, and makes the verdict `unknown` rather than a guess.
+pub fn double_holders(h: &Ops, s: &Sections, limits: &Limits, found: &mut Findings) {
     for lock in 0..s.locks.len() as u32 {
-        let mut sweep = Sweep::new(&s.sections, lock);
+        let mut sweep = Sweep::new(s, lock);
         while let Some(i) = sweep.next_section() {
             for &j in &sweep.active {
-                found.report(AnomalyKind::DoubleHolder, || overlap(h, s, j, i));
+                let listed = found.report(AnomalyKind::DoubleHolder, || overlap(h, s, j, i));
+                if listed {
+                    second_opinion(h, s, j, i, limits, found);
+                }
             }
+            found.count(
+                AnomalyKind::DoubleHolder,
+                sweep.overlapping - sweep.active.len(),
+            );
         }
     }
 }
 
+fn second_opinion(
+    h: &Ops,
+    s: &Sections,
+    first: usize,
+    second: usize,
+    limits: &Limits,
+    found: &mut Findings,
+) {
+    let ops: Vec<_> = [first, second]
+        .into_iter()
+        .flat_map(|x| section_ops(h, &s.sections[x]))
+        .collect();
+    let pair = format!(
+        "the sections of process {} (acquired {}) and process {} (acquired {})",
+        s.sections[first].process,
+        at(h, s.sections[first].begin),
+        s.sections[second].process,
+        at(h, s.sections[second].begin)
+    );
+    match check_operations(&OwnerMutex::default(), &ops, limits) {
+        Outcome::Illegal { .. } => {}
+        Outcome::Linearizable { .. } => found.dispute(format!(
+            "the sweep found {pair} overlapping, but the search found a legal order for them: \
+             a checker bug — please report it with this history"
+        )),
+        Outcome::Unknown { reason } => found.dispute(format!(
+            "the search could not confirm the overlap of {pair}: {reason}"
+        )),
+    }
+}
+
 /// `first` held the lock when `second` acquired it.
-fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
+fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
     let (first, second) = (&s.sections[first_id], &s.sections[second_id]);
     let until = first.core_end().min(second.core_end());
     // The first holder's writes while the second held: its acts as holder.
@@ -221,6 +311,7 @@ fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anom
         first.process,
         how_it_ended(h, first)
     );
+    explanation += &faults_between(h, h.ops[first.begin].index, h.ops[until].index);
     Anomaly {
         kind: AnomalyKind::DoubleHolder,
         indexes: indexes(
@@ -237,16 +328,32 @@ fn overlap(h: &History, s: &Sections, first_id: usize, second_id: usize) -> Anom
     }
 }
 
+/// ` Faults meanwhile: pause of client-0 at 1.003 s, resume of client-0 at 11.000 s.`
+/// (the first few injected between two history indexes), or nothing.
+fn faults_between(h: &Ops, from: u64, to: u64) -> String {
+    let first = h.faults.partition_point(|f| f.index < from);
+    let listed: Vec<String> = h.faults[first..]
+        .iter()
+        .take_while(|f| f.index <= to)
+        .take(4)
+        .map(|f| format!("{} at {}", f.what, secs(f.time)))
+        .collect();
+    match listed.is_empty() {
+        true => String::new(),
+        false => format!(" Faults meanwhile: {}.", listed.join(", ")),
+    }
+}
+
 /// `wrote at 11.001 s with token 1 (rejected: "stale-token")`.
-fn wrote(h: &History, s: &Sections, w: usize) -> String {
+fn wrote(h: &Ops, s: &Sections, w: usize) -> String {
     let invoke = s.writes[w].invoke;
     let outcome = match s.writes[w].completion.map(|c| &h.ops[c]) {
-        Some(c) if c.kind == OpType::Ok => match c.seq() {
+        Some(c) if c.kind == OpType::Ok => match c.seq {
             Some(seq) => format!(" (applied as seq {seq})"),
             None => " (acknowledged)".into(),
         },
-        Some(c) if c.kind == OpType::Fail => match &c.error {
-            Some(e) => format!(" (rejected: \"{e}\")"),
+        Some(c) if c.kind == OpType::Fail => match c.error {
+            Some(e) => format!(" (rejected: \"{}\")", h.name(e)),
             None => " (rejected)".into(),
         },
         _ => " (unanswered)".into(),
@@ -254,6 +361,6 @@ fn wrote(h: &History, s: &Sections, w: usize) -> String {
     format!(
         "wrote {}{}{outcome}",
         at(h, invoke),
-        with_token(h.ops[invoke].token())
+        with_token(h.ops[invoke].token)
     )
 }

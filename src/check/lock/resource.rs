@@ -11,10 +11,11 @@
 //! before it was invoked lost updates (two holders read-modify-wrote it at once).
 
 use super::explain::{at, indexes};
+use super::ops::{data_hash, Ops};
 use super::sections::Sections;
 use super::Findings;
 use crate::check::{secs, Anomaly, AnomalyKind};
-use crate::history::{AppliedWrite, History, OpType};
+use crate::history::{AppliedWrite, OpType};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
@@ -30,26 +31,20 @@ struct Applied {
     section: Option<usize>,
 }
 
-pub fn check(h: &History, s: &Sections, log: Option<&[AppliedWrite]>, found: &mut Findings) {
+pub fn check(h: &Ops, s: &Sections, log: Option<&[AppliedWrite]>, found: &mut Findings) {
     let applied = applied(h, s, log);
     stale_writes(h, s, &applied, found);
     interleaved(h, s, &applied, found);
     lost_updates(h, s, found);
 }
 
-fn applied(h: &History, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Applied> {
-    let data = |w: usize| {
-        h.ops[s.writes[w].invoke]
-            .value
-            .get("data")
-            .and_then(|d| d.as_str())
-            .unwrap_or("")
-    };
-    let client = |w: usize| h.ops[s.writes[w].invoke].process.client().unwrap_or(0);
+fn applied(h: &Ops, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Applied> {
+    let data = |w: usize| h.ops[s.writes[w].invoke].data;
+    let client = |w: usize| h.ops[s.writes[w].invoke].process;
     let section_of = |w: Option<usize>| w.and_then(|w| s.writes[w].section.map(|x| x as usize));
     let mut out: Vec<Applied> = match log {
         Some(log) => {
-            let mut by_key: FxHashMap<(u64, &str), VecDeque<usize>> = FxHashMap::default();
+            let mut by_key: FxHashMap<(u64, Option<u64>), VecDeque<usize>> = FxHashMap::default();
             for w in 0..s.writes.len() {
                 by_key.entry((client(w), data(w))).or_default().push_back(w);
             }
@@ -64,7 +59,7 @@ fn applied(h: &History, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Appli
             log.iter()
                 .map(|a| {
                     let write = by_key
-                        .get_mut(&(a.process, a.data.as_str()))
+                        .get_mut(&(a.process, Some(data_hash(&a.data))))
                         .and_then(|q| q.pop_front());
                     let section = section_of(write)
                         .or_else(|| a.token.and_then(|t| by_token.get(&(a.process, t)).copied()));
@@ -83,9 +78,9 @@ fn applied(h: &History, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Appli
             .filter_map(|w| {
                 let ok = &h.ops[s.writes[w].completion?];
                 Some(Applied {
-                    seq: ok.seq()?,
+                    seq: ok.seq?,
                     process: client(w),
-                    token: ok.token().or_else(|| h.ops[s.writes[w].invoke].token()),
+                    token: ok.token.or(h.ops[s.writes[w].invoke].token),
                     write: Some(w),
                     section: section_of(Some(w)),
                 })
@@ -108,7 +103,7 @@ fn positions(s: &Sections, a: &Applied) -> Vec<usize> {
         .unwrap_or_default()
 }
 
-fn describe(h: &History, s: &Sections, a: &Applied) -> String {
+fn describe(h: &Ops, s: &Sections, a: &Applied) -> String {
     let token = a.token.map_or("no token".into(), |t| format!("token {t}"));
     let when = a
         .write
@@ -120,38 +115,45 @@ fn describe(h: &History, s: &Sections, a: &Applied) -> String {
     )
 }
 
-fn stale_writes(h: &History, s: &Sections, applied: &[Applied], found: &mut Findings) {
+fn stale_writes(h: &Ops, s: &Sections, applied: &[Applied], found: &mut Findings) {
     let mut max: Option<usize> = None;
     for (i, a) in applied.iter().enumerate() {
         let Some(t) = a.token else { continue };
         match max.map(|m| (m, applied[m].token.unwrap_or(0))) {
-            Some((m, mt)) if t < mt => found.report(AnomalyKind::StaleWriteAccepted, || {
-                let (earlier, stale) = (&applied[m], a);
-                Anomaly {
-                    kind: AnomalyKind::StaleWriteAccepted,
-                    indexes: indexes(
-                        h,
-                        positions(s, earlier).into_iter().chain(positions(s, stale)),
-                    ),
-                    processes: vec![earlier.process, stale.process],
-                    tokens: vec![mt, t],
-                    time: stale.write.map(|w| h.ops[s.writes[w].invoke].time),
-                    explanation: format!(
-                        "the resource applied {} after it had applied {}: a fenced resource \
+            Some((m, mt)) if t < mt => {
+                found.report(AnomalyKind::StaleWriteAccepted, || {
+                    let (earlier, stale) = (&applied[m], a);
+                    Anomaly {
+                        kind: AnomalyKind::StaleWriteAccepted,
+                        indexes: indexes(
+                            h,
+                            positions(s, earlier).into_iter().chain(positions(s, stale)),
+                        ),
+                        processes: vec![earlier.process, stale.process],
+                        tokens: vec![mt, t],
+                        // It was applied after both were seen: the latest op involved.
+                        time: positions(s, earlier)
+                            .into_iter()
+                            .chain(positions(s, stale))
+                            .map(|p| h.ops[p].time)
+                            .max(),
+                        explanation: format!(
+                            "the resource applied {} after it had applied {}: a fenced resource \
                          rejects a token lower than one it has seen",
-                        describe(h, s, stale),
-                        describe(h, s, earlier)
-                    ),
-                    allowed: false,
-                }
-            }),
+                            describe(h, s, stale),
+                            describe(h, s, earlier)
+                        ),
+                        allowed: false,
+                    }
+                });
+            }
             Some((_, mt)) if t <= mt => {}
             _ => max = Some(i),
         }
     }
 }
 
-fn interleaved(h: &History, s: &Sections, applied: &[Applied], found: &mut Findings) {
+fn interleaved(h: &Ops, s: &Sections, applied: &[Applied], found: &mut Findings) {
     // The last applied write of each section seen so far, and the last applied write
     // whose section is known.
     let mut last_of: FxHashMap<usize, usize> = FxHashMap::default();
@@ -190,8 +192,9 @@ fn interleaved(h: &History, s: &Sections, applied: &[Applied], found: &mut Findi
     }
 }
 
-fn lost_updates(h: &History, s: &Sections, found: &mut Findings) {
-    let is_incr = |pos: usize| h.ops[pos].value.get("data").and_then(|d| d.as_str()) == Some(INCR);
+fn lost_updates(h: &Ops, s: &Sections, found: &mut Findings) {
+    let incr = data_hash(INCR);
+    let is_incr = |pos: usize| h.ops[pos].data == Some(incr);
     let mut acked: Vec<usize> = s
         .writes
         .iter()
@@ -203,7 +206,7 @@ fn lost_updates(h: &History, s: &Sections, found: &mut Findings) {
         let Some(c) = r.completion.filter(|&c| h.ops[c].kind == OpType::Ok) else {
             continue;
         };
-        let Some(value) = h.ops[c].value.as_u64() else {
+        let Some(value) = h.ops[c].number else {
             continue;
         };
         let before = acked.partition_point(|&p| p < r.invoke);
@@ -213,12 +216,12 @@ fn lost_updates(h: &History, s: &Sections, found: &mut Findings) {
                 Anomaly {
                     kind: AnomalyKind::LostUpdate,
                     indexes: indexes(h, [last, r.invoke, c]),
-                    processes: h.ops[c].process.client().into_iter().collect(),
+                    processes: vec![h.ops[c].process],
                     tokens: vec![],
                     time: Some(h.ops[c].time),
                     explanation: format!(
-                        "{} read the counter as {value} {}, but {before} increments had been \
-                         acknowledged before it asked (the last at {} by {}): {} update(s) lost",
+                        "process {} read the counter as {value} {}, but {before} increments had been \
+                         acknowledged before it asked (the last at {} by process {}): {} update(s) lost",
                         h.ops[c].process,
                         at(h, c),
                         secs(h.ops[last].time),

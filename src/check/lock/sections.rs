@@ -20,10 +20,11 @@
 //! - an `acquire` invoked while already holding ends the previous section there.
 //! - a `release` ok from a process with no open section is a foreign release.
 //!
-//! Positions (into `History::ops`) serve as the timeline: lines are in observation
-//! order, so position order refines time order and has no ties.
+//! Positions (into the client ops, in history order) serve as the timeline: lines
+//! are in observation order, so position order refines time order and has no ties.
 
-use crate::history::{f, History, Op, OpType, Process};
+use super::ops::{LockOp, Ops, F};
+use crate::history::OpType;
 use rustc_hash::FxHashMap;
 
 /// A section's end, as far as the lock is concerned.
@@ -94,7 +95,7 @@ pub struct WriteOp {
 }
 
 impl WriteOp {
-    pub fn completed(&self, h: &History, kind: OpType) -> bool {
+    pub fn completed(&self, h: &Ops, kind: OpType) -> bool {
         self.completion.is_some_and(|c| h.ops[c].kind == kind)
     }
 }
@@ -114,6 +115,8 @@ pub struct Sections {
     pub locks: Vec<String>,
     /// In order of `begin`.
     pub sections: Vec<Section>,
+    /// For each lock, its sections (indexes into `sections`), in order of `begin`.
+    pub by_lock: Vec<Vec<u32>>,
     /// Positions of `release` oks from processes with no open section.
     pub foreign_releases: Vec<usize>,
     pub writes: Vec<WriteOp>,
@@ -126,29 +129,28 @@ pub struct Sections {
 struct ProcState {
     /// Invoke position of the op in flight.
     inflight: Option<usize>,
-    /// The section a release in flight ends, or the write in flight (index into writes).
+    /// The section a release in flight ends, or the write or read in flight (index
+    /// into `writes` or `reads`).
     inflight_target: Option<usize>,
     /// Sections held, oldest first (several only when holding several locks).
     open: Vec<u32>,
     last: usize,
 }
 
-pub fn build(h: &History) -> Sections {
+pub fn build(h: &Ops) -> Sections {
     let mut out = Sections::default();
-    let mut lock_ids: FxHashMap<String, u32> = FxHashMap::default();
+    let mut lock_ids: FxHashMap<Option<u32>, u32> = FxHashMap::default();
     let mut procs: FxHashMap<u64, ProcState> = FxHashMap::default();
     for (pos, op) in h.ops.iter().enumerate() {
-        let Process::Client(p) = op.process else {
-            continue;
-        };
+        let p = op.process;
         let st = procs.entry(p).or_default();
         st.last = pos;
         if op.kind == OpType::Invoke {
             st.inflight = Some(pos);
             st.inflight_target = None;
-            match op.f.as_str() {
-                f::ACQUIRE => {
-                    let lock = lock_id(&mut out.locks, &mut lock_ids, lock_name(op));
+            match op.f {
+                F::Acquire => {
+                    let lock = lock_id(h, &mut out.locks, &mut lock_ids, op.lock);
                     if let Some(k) = st
                         .open
                         .iter()
@@ -158,7 +160,7 @@ pub fn build(h: &History) -> Sections {
                         out.sections[s as usize].end = End::Reacquired { at: pos };
                     }
                 }
-                f::RELEASE => {
+                F::Release => {
                     if let Some(k) = release_target(&out, &lock_ids, &st.open, op) {
                         let s = st.open.remove(k);
                         out.sections[s as usize].end = End::Released {
@@ -169,7 +171,7 @@ pub fn build(h: &History) -> Sections {
                         st.inflight_target = Some(s as usize);
                     }
                 }
-                f::WRITE => {
+                F::Write => {
                     st.inflight_target = Some(out.writes.len());
                     out.writes.push(WriteOp {
                         invoke: pos,
@@ -177,10 +179,13 @@ pub fn build(h: &History) -> Sections {
                         section: st.open.last().copied(),
                     });
                 }
-                f::READ => out.reads.push(ReadOp {
-                    invoke: pos,
-                    completion: None,
-                }),
+                F::Read => {
+                    st.inflight_target = Some(out.reads.len());
+                    out.reads.push(ReadOp {
+                        invoke: pos,
+                        completion: None,
+                    });
+                }
                 _ => {}
             }
             continue;
@@ -189,24 +194,24 @@ pub fn build(h: &History) -> Sections {
             continue; // the reader rejects this; imported histories may not
         };
         let target = st.inflight_target.take();
-        match op.f.as_str() {
-            f::ACQUIRE => match op.kind {
+        match op.f {
+            F::Acquire => match op.kind {
                 OpType::Ok => {
-                    let lock = lock_id(&mut out.locks, &mut lock_ids, lock_name(&h.ops[invoke]));
+                    let lock = lock_id(h, &mut out.locks, &mut lock_ids, h.ops[invoke].lock);
                     st.open.push(out.sections.len() as u32);
                     out.sections.push(Section {
                         lock,
                         process: p,
                         acquire_invoke: invoke,
                         begin: pos,
-                        token: op.token(),
+                        token: op.token,
                         end: End::Stopped { last: pos },
                     });
                 }
                 OpType::Info => out.uncertain_acquires += 1,
                 _ => {}
             },
-            f::RELEASE => match target {
+            F::Release => match target {
                 Some(s) => {
                     out.sections[s].end = End::Released {
                         invoke,
@@ -217,14 +222,14 @@ pub fn build(h: &History) -> Sections {
                 None if op.kind == OpType::Ok => out.foreign_releases.push(pos),
                 None => {}
             },
-            f::WRITE => {
+            F::Write => {
                 if let Some(w) = target {
                     out.writes[w].completion = Some(pos);
                 }
             }
-            f::READ => {
-                if let Some(r) = out.reads.last_mut().filter(|r| r.invoke == invoke) {
-                    r.completion = Some(pos);
+            F::Read => {
+                if let Some(r) = target {
+                    out.reads[r].completion = Some(pos);
                 }
             }
             _ => {}
@@ -236,7 +241,7 @@ pub fn build(h: &History) -> Sections {
     // An invoke never answered counts as info: its process is retired there.
     for st in procs.values_mut() {
         if let Some(invoke) = st.inflight.take() {
-            if h.ops[invoke].f == f::ACQUIRE {
+            if h.ops[invoke].f == F::Acquire {
                 out.uncertain_acquires += 1;
             }
             retire(&mut out, st, invoke);
@@ -244,6 +249,10 @@ pub fn build(h: &History) -> Sections {
         for &s in &st.open {
             out.sections[s as usize].end = End::Stopped { last: st.last };
         }
+    }
+    out.by_lock = vec![Vec::new(); out.locks.len()];
+    for (i, s) in out.sections.iter().enumerate() {
+        out.by_lock[s.lock as usize].push(i as u32);
     }
     out
 }
@@ -254,39 +263,34 @@ fn retire(out: &mut Sections, st: &mut ProcState, at: usize) {
     }
 }
 
-fn lock_name(invoke: &Op) -> &str {
-    invoke
-        .value
-        .get("lock")
-        .and_then(|v| v.as_str())
-        .unwrap_or("")
-}
-
-fn lock_id(locks: &mut Vec<String>, ids: &mut FxHashMap<String, u32>, name: &str) -> u32 {
-    if let Some(&id) = ids.get(name) {
-        return id;
-    }
-    let id = locks.len() as u32;
-    locks.push(name.to_string());
-    ids.insert(name.to_string(), id);
-    id
+/// The dense id of a lock (`None`: the default lock, named "").
+fn lock_id(
+    h: &Ops,
+    locks: &mut Vec<String>,
+    ids: &mut FxHashMap<Option<u32>, u32>,
+    name: Option<u32>,
+) -> u32 {
+    *ids.entry(name).or_insert_with(|| {
+        locks.push(name.map_or("", |n| h.name(n)).to_string());
+        locks.len() as u32 - 1
+    })
 }
 
 /// Which open section a release ends: the lock it names, else the section whose
 /// token it carries, else the most recent one.
 fn release_target(
     out: &Sections,
-    ids: &FxHashMap<String, u32>,
+    ids: &FxHashMap<Option<u32>, u32>,
     open: &[u32],
-    release: &Op,
+    release: &LockOp,
 ) -> Option<usize> {
-    if let Some(name) = release.value.get("lock").and_then(|v| v.as_str()) {
-        let id = ids.get(name)?;
+    if release.lock.is_some() {
+        let id = ids.get(&release.lock)?;
         return open
             .iter()
             .position(|&s| out.sections[s as usize].lock == *id);
     }
-    if let Some(t) = release.token() {
+    if let Some(t) = release.token {
         if let Some(k) = open
             .iter()
             .position(|&s| out.sections[s as usize].token == Some(t))

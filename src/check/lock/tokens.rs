@@ -6,19 +6,19 @@
 
 use super::explain::{at, indexes, lock_name, with_token};
 use super::mutex::Sweep;
+use super::ops::Ops;
 use super::sections::Sections;
 use super::Findings;
 use crate::check::{Anomaly, AnomalyKind};
-use crate::history::History;
 use rustc_hash::FxHashMap;
 
 /// `fenced`: every acquire must hand out a token (the `fenced-mutex` model).
-pub fn check(h: &History, s: &Sections, fenced: bool, found: &mut Findings) {
+pub fn check(h: &Ops, s: &Sections, fenced: bool, found: &mut Findings) {
     for lock in 0..s.locks.len() as u32 {
         let mut first_with: FxHashMap<u64, usize> = FxHashMap::default();
         // The greatest token among sections that have ended, and whose it was.
         let mut max_ended: Option<(u64, usize)> = None;
-        let mut sweep = Sweep::new(&s.sections, lock);
+        let mut sweep = Sweep::new(s, lock);
         while let Some(i) = sweep.next_section() {
             for &j in &sweep.ended {
                 if let Some(t) = s.sections[j].token {
@@ -52,7 +52,7 @@ pub fn check(h: &History, s: &Sections, fenced: bool, found: &mut Findings) {
     }
 }
 
-fn not_greater(h: &History, s: &Sections, earlier: usize, later: usize) -> Anomaly {
+fn not_greater(h: &Ops, s: &Sections, earlier: usize, later: usize) -> Anomaly {
     let (e, l) = (&s.sections[earlier], &s.sections[later]);
     Anomaly {
         kind: AnomalyKind::TokenNotMonotonic,
@@ -76,7 +76,7 @@ fn not_greater(h: &History, s: &Sections, earlier: usize, later: usize) -> Anoma
     }
 }
 
-fn duplicate(h: &History, s: &Sections, first: usize, second: usize) -> Anomaly {
+fn duplicate(h: &Ops, s: &Sections, first: usize, second: usize) -> Anomaly {
     let (a, b) = (&s.sections[first], &s.sections[second]);
     let t = a.token.unwrap_or(0);
     Anomaly {
@@ -98,7 +98,7 @@ fn duplicate(h: &History, s: &Sections, first: usize, second: usize) -> Anomaly 
     }
 }
 
-fn missing(h: &History, s: &Sections, i: usize) -> Anomaly {
+fn missing(h: &Ops, s: &Sections, i: usize) -> Anomaly {
     let sec = &s.sections[i];
     Anomaly {
         kind: AnomalyKind::TokenNotMonotonic,

@@ -1,0 +1,220 @@
+//! `lockcheck bench`: times the checker on the Porcupine and Knossos corpora (and on
+//! a lock history, given one) and prints the figures: wall time, verdicts against
+//! the corpus's `expected.tsv`, and the peak memory of the process.
+
+use super::check::{check_file, ModelKind, Options};
+use crate::check::models::kv;
+use crate::check::{Limits, Validity};
+use crate::history::import::{self, Format};
+use crate::history::History;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The corpus folder (holding porcupine/ and knossos/); default: $LOCKCHECK_CORPUS,
+    /// then ../shared/corpus, then /work/shared/corpus.
+    #[arg(long, value_name = "DIR")]
+    pub corpus: Option<PathBuf>,
+    /// Also time the lock checker on this lock history.
+    #[arg(long, value_name = "FILE")]
+    pub lock: Option<PathBuf>,
+    /// Per-key time limit for the kv keys, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 60.0)]
+    pub time_limit: f64,
+}
+
+/// Where the corpora are: `explicit`, else `$LOCKCHECK_CORPUS`, else
+/// `../shared/corpus` from `base`, else `/work/shared/corpus`. The error lists
+/// every place looked at.
+pub fn find_corpus(explicit: Option<&Path>, base: &Path) -> Result<PathBuf> {
+    let mut tried = Vec::new();
+    let candidates = explicit
+        .map(Path::to_path_buf)
+        .into_iter()
+        .chain(std::env::var_os("LOCKCHECK_CORPUS").map(PathBuf::from))
+        .chain([
+            base.join("../shared/corpus"),
+            PathBuf::from("/work/shared/corpus"),
+        ]);
+    for c in candidates {
+        if c.join("porcupine").is_dir() || c.join("knossos").is_dir() {
+            return Ok(c);
+        }
+        tried.push(c.display().to_string());
+    }
+    anyhow::bail!(
+        "no corpus found (a folder holding porcupine/ and knossos/); looked at: {}",
+        tried.join(", ")
+    )
+}
+
+/// One row of a corpus's `expected.tsv`: file, model, expected verdict (`None`
+/// where the source asserts none: `-`).
+pub fn expected(dir: &Path) -> Result<Vec<(PathBuf, String, Option<bool>)>> {
+    let tsv = dir.join("expected.tsv");
+    let text =
+        std::fs::read_to_string(&tsv).with_context(|| format!("reading {}", tsv.display()))?;
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            match cols[..] {
+                [file, model, verdict, ..] if ["ok", "illegal", "-"].contains(&verdict) => Ok((
+                    dir.join(file),
+                    model.to_string(),
+                    (verdict != "-").then_some(verdict == "ok"),
+                )),
+                _ => anyhow::bail!(
+                    "{}:{}: expected file, model, ok|illegal|-",
+                    tsv.display(),
+                    i + 2
+                ),
+            }
+        })
+        .collect()
+}
+
+/// Peak resident memory of this process so far, in MiB.
+pub fn peak_rss_mib() -> f64 {
+    // SAFETY: getrusage only writes into the struct we hand it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return f64::NAN;
+    }
+    ru.ru_maxrss as f64 / 1024.0
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+pub fn main(args: Args) -> Result<u8> {
+    let cwd = std::env::current_dir()?;
+    let corpus = find_corpus(args.corpus.as_deref(), &cwd)?;
+    let limits = Limits {
+        time: Duration::from_secs_f64(args.time_limit),
+        ..Limits::default()
+    };
+    let mut wrong = 0;
+    println!("corpus: {}", corpus.display());
+
+    // Porcupine's etcd logs, one after the other, as Porcupine's tests run them.
+    let porcupine = corpus.join("porcupine");
+    let rows = expected(&porcupine)?;
+    let etcd: Vec<_> = rows.iter().filter(|r| r.1 == "etcd").cloned().collect();
+    wrong += time_rows("porcupine etcd", &etcd)?;
+
+    // Porcupine's kv logs: the whole file (keys in parallel), then each key alone.
+    for name in ["c50-ok.txt", "c50-bad.txt"] {
+        let file = porcupine.join("kv").join(name);
+        let t = Instant::now();
+        let c = check_file(&file, &Options::default())?;
+        println!(
+            "kv {name}: {:?} in {} (all keys, in parallel)",
+            c.verdict.valid,
+            ms(t.elapsed())
+        );
+        let (history, _) = import::read(&file, Some(Format::PorcupineKv))?;
+        let mut per_key = Vec::new();
+        for (key, h) in split_by_key(&history) {
+            let t = Instant::now();
+            let v = kv::check(
+                &h,
+                &Limits {
+                    threads: 1,
+                    ..limits
+                },
+            )?;
+            per_key.push(format!("\"{key}\" {:?} {}", v.valid, ms(t.elapsed())));
+        }
+        println!("  per key: {}", per_key.join(", "));
+    }
+
+    // Knossos's histories, every one against its default model.
+    if let Ok(rows) = expected(&corpus.join("knossos")) {
+        wrong += time_rows("knossos", &rows)?;
+    }
+
+    if let Some(lock) = &args.lock {
+        let t = Instant::now();
+        let c = check_file(
+            lock,
+            &Options {
+                model: Some(ModelKind::Lock),
+                limits,
+                ..Options::default()
+            },
+        )?;
+        println!(
+            "lock {}: {} ops, {:?} with {} anomalies in {}",
+            lock.display(),
+            c.ops,
+            c.verdict.valid,
+            c.verdict.anomalies.len(),
+            ms(t.elapsed())
+        );
+    }
+    println!("peak memory (maxrss): {:.1} MiB", peak_rss_mib());
+    if wrong > 0 {
+        println!("{wrong} verdicts differ from expected.tsv");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// Checks each file with the defaults `check` picks, one after the other, and
+/// prints the total time and the slowest files; returns how many verdicts differ
+/// from the expected ones.
+fn time_rows(label: &str, rows: &[(PathBuf, String, Option<bool>)]) -> Result<usize> {
+    let mut wrong = 0;
+    let mut times = Vec::new();
+    let start = Instant::now();
+    for (file, _, ok) in rows {
+        let t = Instant::now();
+        let c = check_file(file, &Options::default())?;
+        times.push((t.elapsed(), file));
+        if ok.is_some_and(|ok| (c.verdict.valid == Validity::Valid) != ok) {
+            wrong += 1;
+            println!("  MISMATCH {}: {:?}", file.display(), c.verdict.valid);
+        }
+    }
+    let total = start.elapsed();
+    times.sort_by_key(|t| std::cmp::Reverse(t.0));
+    let slowest: Vec<String> = times
+        .iter()
+        .take(3)
+        .map(|(d, f)| {
+            format!(
+                "{} {}",
+                f.file_name().unwrap_or_default().to_string_lossy(),
+                ms(*d)
+            )
+        })
+        .collect();
+    println!(
+        "{label}: {} files in {} (read + check, one after the other; slowest: {})",
+        rows.len(),
+        ms(total),
+        slowest.join(", ")
+    );
+    Ok(wrong)
+}
+
+/// A kv history cut into one history per key (indexes kept: they name the ops).
+fn split_by_key(h: &History) -> Vec<(String, History)> {
+    let mut keys: std::collections::BTreeMap<String, History> = Default::default();
+    for op in &h.ops {
+        let key = op
+            .value
+            .get("key")
+            .map(|k| k.as_str().map_or(k.to_string(), str::to_string));
+        if let Some(key) = key {
+            keys.entry(key).or_default().ops.push(op.clone());
+        }
+    }
+    keys.into_iter().collect()
+}

@@ -1,0 +1,71 @@
+//! Every history of the Porcupine and Knossos corpora, checked with the format and
+//! model `lockcheck check` picks by itself, against the verdict in the corpus's
+//! `expected.tsv`. The corpora are not ours to commit: they are found at
+//! `$LOCKCHECK_CORPUS`, `../shared/corpus` or `/work/shared/corpus`, and where none
+//! exists these tests fail and say where they looked.
+
+use lockcheck::check::Validity;
+use lockcheck::cli::bench::{expected, find_corpus};
+use lockcheck::cli::check::{check_file, Options};
+use std::path::{Path, PathBuf};
+
+fn corpus(name: &str) -> PathBuf {
+    let root =
+        find_corpus(None, Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|e| panic!("{e}"));
+    let dir = root.join(name);
+    assert!(
+        dir.is_dir(),
+        "{} is missing from the corpus at {}",
+        name,
+        root.display()
+    );
+    dir
+}
+
+/// Checks every row and lists every mismatch at once.
+fn check_all(name: &str, expected_rows: usize) {
+    let rows = expected(&corpus(name)).unwrap();
+    assert_eq!(rows.len(), expected_rows, "rows in {name}/expected.tsv");
+    let mut wrong = Vec::new();
+    for (file, model, ok) in &rows {
+        // `kv-nopartition` rows are the same histories checked as one part; a
+        // history is linearizable iff each key's part is (locality), so the kv
+        // model's verdict is the one to match.
+        let c = check_file(file, &Options::default())
+            .unwrap_or_else(|e| panic!("{}: {e:#}", file.display()));
+        // A row without a verdict ("-") is etcd_095.log, which is empty: an empty
+        // history is trivially linearizable.
+        let want = if ok.unwrap_or(true) {
+            Validity::Valid
+        } else {
+            Validity::Invalid
+        };
+        if c.verdict.valid != want {
+            wrong.push(format!(
+                "{} ({model}): expected {want:?}, got {:?} as {}: {:?}",
+                file.display(),
+                c.verdict.valid,
+                c.model.name(),
+                c.verdict.notes
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} verdicts differ:\n{}",
+        wrong.len(),
+        rows.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn porcupine_corpus_verdicts_match() {
+    // 103 etcd logs, the 6 kv logs with the kv model, and 6 kv-nopartition rows.
+    check_all("porcupine", 115);
+}
+
+#[test]
+fn knossos_corpus_verdicts_match() {
+    check_all("knossos", 122);
+}

@@ -1,0 +1,119 @@
+//! The fault catalogue's workloads reproduce their known results end to end,
+//! on real servers, and leave nothing behind.
+
+mod run_support;
+use run_support::*;
+
+/// Kleppmann's objection: the clocks of a majority of the Redlock instances jump
+/// forward while a lock is held; their keys expire and another client gets a quorum.
+#[test]
+fn redlock_clock_jump_on_a_majority_gives_two_holders() {
+    let r = run(&workload("redlock-clock-jump.toml"), &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let skew = history
+        .lines()
+        .find(|l| l.contains("\"clock-skew\""))
+        .expect("the jump is in the history");
+    assert!(skew.contains("\"offset_ms\":20000"), "{skew}");
+    // Every clock is back to real time.
+    for f in std::fs::read_dir(r.run_dir().join("clocks")).unwrap() {
+        let f = f.unwrap().path();
+        assert!(
+            lockcheck::fault::clock::read_file(&f).unwrap().is_none(),
+            "{}",
+            f.display()
+        );
+    }
+    r.assert_nothing_left();
+}
+
+/// A Redis without persistence killed and restarted under a holder comes back
+/// empty: the lock is handed out again, and its INCR fencing counter starts over.
+#[test]
+fn redis_kill_restart_hands_the_lock_out_again() {
+    let r = run(&workload("redis-kill-restart.toml"), &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    assert!(
+        !r.anomalies("duplicate-token").is_empty(),
+        "the counter restarted: {}",
+        r.json["anomalies"]
+    );
+    r.assert_nothing_left();
+}
+
+/// The holder cut off from every etcd member (a black hole) past its lease: etcd
+/// revokes it and hands the lock on, while the cut-off holder keeps writing.
+#[test]
+fn etcd_holder_cut_off_past_its_lease_gives_two_holders_and_a_stale_write() {
+    let r = run(&workload("etcd-partition-leader.toml"), &[]);
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    assert!(
+        !r.anomalies("stale-write-accepted").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    assert!(
+        history.contains("\"f\":\"partition\""),
+        "the cut is in the history"
+    );
+    r.assert_nothing_left();
+}
+
+/// A clock fault on etcd (Go, reading the vDSO) skews nothing, and the verdict says
+/// so for each member instead of pretending.
+#[test]
+fn a_clock_fault_on_etcd_is_reported_as_not_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("etcd-clock.toml");
+    std::fs::write(
+        &path,
+        r#"duration = "3s"
+resource = "unfenced"
+[backend]
+kind = "etcd"
+lease = "2s"
+[clients]
+count = 2
+[critical_section]
+hold = "100ms"
+writes = 1
+[[faults]]
+kind = "clock"
+nodes = "all"
+offset = "+30s"
+after = "500ms"
+duration = "1s"
+"#,
+    )
+    .unwrap();
+    let r = run(&path, &[]);
+    let missed = r.json["figures"]["unreachable"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(missed.len(), 3, "{}", r.json["figures"]);
+    assert!(
+        missed
+            .iter()
+            .all(|m| m.as_str().unwrap().contains("Go binary")),
+        "{missed:?}"
+    );
+    r.assert_nothing_left();
+}
