@@ -7,13 +7,20 @@
 //! | [`redis`] | `SET key holder NX PX ttl` on one server | `INCR` of a counter in the same script, or none | a holder paused past its TTL wakes up still "holding" while another holds |
 //! | [`redlock`] | the same on 5 independent servers, quorum 3, validity = TTL − elapsed − drift | none (Redlock has none) | the same pause; also a clock jump on a majority of servers |
 //! | [`etcd`] | lease + key created only if absent, kept alive while held | the key's create revision | a holder paused past its lease: the lease expires, the key goes |
+//! | [`postgres`] advisory | `pg_try_advisory_lock` in one session, retried | none | a holder paused past `idle_session_timeout`: its session ends, the lock with it |
+//! | [`postgres`] lease | one conditional `UPDATE` of a lease row (`locked_until`, token + 1) | the row's token | a holder paused past `locked_until` |
+//! | [`zookeeper`] | ephemeral sequential znode under the lock node; the lowest holds; the others watch their predecessor | the znode's czxid | a holder paused past its session timeout: its znode goes with the session |
+//! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision | the key's revision at create | a holder paused past the max age |
 //!
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
 
 pub mod etcd;
+pub mod nats;
+pub mod postgres;
 pub mod redis;
 pub mod redlock;
+pub mod zookeeper;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -26,6 +33,64 @@ pub enum BackendKind {
     Redis,
     Redlock,
     Etcd,
+    /// PostgreSQL session advisory lock (`pg_try_advisory_lock`).
+    PostgresAdvisory,
+    /// PostgreSQL lease row (`locked_until` + token, one conditional `UPDATE`).
+    PostgresLease,
+    /// NATS JetStream key-value lease (create if absent, the bucket's max age as TTL).
+    Nats,
+    /// ZooKeeper lock recipe: ephemeral sequential znodes, lowest holds.
+    Zookeeper,
+}
+
+impl BackendKind {
+    pub const ALL: [BackendKind; 7] = [
+        BackendKind::Redis,
+        BackendKind::Redlock,
+        BackendKind::Etcd,
+        BackendKind::PostgresAdvisory,
+        BackendKind::PostgresLease,
+        BackendKind::Nats,
+        BackendKind::Zookeeper,
+    ];
+
+    /// Where the backend's fencing token comes from; `None`: it has none.
+    pub fn token(self) -> Option<&'static str> {
+        match self {
+            BackendKind::Redis => Some("INCR of a counter key, in the same script as SET NX PX"),
+            BackendKind::Redlock | BackendKind::PostgresAdvisory => None,
+            BackendKind::Etcd => Some("the lock key's create revision"),
+            BackendKind::PostgresLease => Some("the lease row's token column, +1 on every acquire"),
+            BackendKind::Nats => Some("the key's revision when created (the stream sequence)"),
+            BackendKind::Zookeeper => Some("the lock znode's czxid (the zxid that created it)"),
+        }
+    }
+
+    /// How a holder comes to believe it holds a lock that another client holds.
+    pub fn known_break(self) -> &'static str {
+        match self {
+            BackendKind::Redis | BackendKind::Redlock => {
+                "a holder paused past its TTL: the key expires, another client sets it"
+            }
+            BackendKind::Etcd => {
+                "a holder paused past its lease: no keep-alive, the lease and the key go"
+            }
+            BackendKind::PostgresAdvisory => {
+                "a holder paused past idle_session_timeout: the server ends its session, \
+                 which releases the lock"
+            }
+            BackendKind::PostgresLease => {
+                "a holder paused past locked_until: the next conditional UPDATE takes the row"
+            }
+            BackendKind::Nats => {
+                "a holder paused past the bucket's max age: the key ages out, another creates it"
+            }
+            BackendKind::Zookeeper => {
+                "a holder paused past its session timeout: the session expires, its ephemeral \
+                 znode goes, the next in line holds"
+            }
+        }
+    }
 }
 
 /// What a successful acquire or renew hands back.
@@ -96,7 +161,28 @@ pub async fn connect(
         }
         BackendKind::Redlock => Box::new(self::redlock::Redlock::connect(endpoints, cfg)?),
         BackendKind::Etcd => Box::new(self::etcd::EtcdLock::connect(endpoints, cfg).await?),
+        BackendKind::PostgresAdvisory => {
+            Box::new(self::postgres::AdvisoryLock::connect(single(kind, endpoints)?, cfg).await?)
+        }
+        BackendKind::PostgresLease => {
+            Box::new(self::postgres::LeaseRowLock::connect(single(kind, endpoints)?, cfg).await?)
+        }
+        BackendKind::Nats => {
+            Box::new(self::nats::KvLease::connect(single(kind, endpoints)?, cfg).await?)
+        }
+        BackendKind::Zookeeper => Box::new(self::zookeeper::ZkLock::connect(endpoints, cfg).await?),
     })
+}
+
+/// The one endpoint of a single-server backend.
+fn single(kind: BackendKind, endpoints: &[String]) -> anyhow::Result<&str> {
+    match endpoints {
+        [one] => Ok(one),
+        _ => anyhow::bail!(
+            "the {kind:?} backend is one server; got {} endpoints",
+            endpoints.len()
+        ),
+    }
 }
 
 /// A value that names one acquisition by one client, unlike any other in any process:

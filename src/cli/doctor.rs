@@ -21,6 +21,9 @@ struct Item {
     ok: bool,
     /// The version or what was found; why not, when missing.
     detail: String,
+    /// For a backend: where its fencing token comes from, and its known break.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    about: Option<String>,
     /// The Debian package that provides it, when missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     install: Option<&'static str>,
@@ -29,7 +32,16 @@ struct Item {
 pub fn main(args: Args) -> Result<u8> {
     let mut items = Vec::new();
     for a in cluster::available_backends() {
-        let name = format!("{:?}", a.kind).to_lowercase();
+        // The name a workload's `backend.kind` uses.
+        let name = serde_json::to_value(a.kind)?
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let about = Some(format!(
+            "token: {}; known break: {}",
+            a.kind.token().unwrap_or("none"),
+            a.kind.known_break()
+        ));
         items.push(match &a.found {
             Ok(path) => Item {
                 area: "backend",
@@ -42,6 +54,7 @@ pub fn main(args: Args) -> Result<u8> {
                     path.display()
                 ),
                 install: None,
+                about: about.clone(),
             },
             Err(e) => Item {
                 area: "backend",
@@ -49,6 +62,7 @@ pub fn main(args: Args) -> Result<u8> {
                 ok: false,
                 detail: e.to_string(),
                 install: Some(a.binary.package),
+                about,
             },
         });
     }
@@ -59,6 +73,7 @@ pub fn main(args: Args) -> Result<u8> {
         ok: true,
         detail: "SIGSTOP / SIGCONT of client processes".into(),
         install: None,
+        about: None,
     });
     items.push(Item {
         area: "runtime",
@@ -66,6 +81,7 @@ pub fn main(args: Args) -> Result<u8> {
         ok: true,
         detail: "servers run as local processes on loopback (the default)".into(),
         install: None,
+        about: None,
     });
     let (ok, detail) = crate::cli::image::doctor_line();
     items.push(Item {
@@ -74,6 +90,7 @@ pub fn main(args: Args) -> Result<u8> {
         ok,
         detail,
         install: (!ok).then_some("docker.io"),
+        about: None,
     });
     items.push(Item {
         area: "runtime",
@@ -81,6 +98,7 @@ pub fn main(args: Args) -> Result<u8> {
         ok: true,
         detail: "servers someone else runs, named by backend.endpoints".into(),
         install: None,
+        about: None,
     });
     let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
     packages.sort();
@@ -102,7 +120,10 @@ pub fn main(args: Args) -> Result<u8> {
                 println!("{area}s:");
             }
             let mark = if i.ok { "ok     " } else { "MISSING" };
-            println!("  {mark} {:<16} {}", i.name, i.detail);
+            println!("  {mark} {:<17} {}", i.name, i.detail);
+            if let Some(about) = &i.about {
+                println!("  {:<25} {about}", "");
+            }
         }
         match &install {
             Some(cmd) => println!("to install what is missing: {cmd}"),

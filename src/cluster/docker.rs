@@ -55,6 +55,24 @@ pub fn default_image(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::Redis | BackendKind::Redlock => "redis",
         BackendKind::Etcd => "quay.io/coreos/etcd",
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => "postgres",
+        BackendKind::Nats => "nats",
+        BackendKind::Zookeeper => "zookeeper",
+    }
+}
+
+/// Whether the docker runtime runs a backend's servers yet, and if not, why.
+/// PostgreSQL refuses to run as root (the host image has only root), and the
+/// ZooKeeper and NATS command lines have not been tried in containers.
+pub fn unsupported(kind: BackendKind) -> Option<&'static str> {
+    match kind {
+        BackendKind::Redis | BackendKind::Redlock | BackendKind::Etcd => None,
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
+            Some("postgres refuses to run as root, and the host image has no other user; use the local runtime")
+        }
+        BackendKind::Nats | BackendKind::Zookeeper => {
+            Some("its servers are not run in containers yet; use the local runtime")
+        }
     }
 }
 
@@ -165,6 +183,9 @@ impl DockerCluster {
         if spec.nodes == 0 {
             bail!("a {:?} cluster needs at least one node", spec.kind);
         }
+        if let Some(why) = unsupported(spec.kind) {
+            bail!("{:?} under the docker runtime: {why}", spec.kind);
+        }
         let docker = connect().await?;
         let mounts = image_mounts(&docker, image).await?;
         let dir = std::fs::canonicalize(&spec.dir)
@@ -247,6 +268,8 @@ impl DockerCluster {
                 client_advertise: client,
                 peer_listen: peer,
                 peer_advertise: peer,
+                // ZooKeeper's; it does not run in containers yet (`unsupported`).
+                election: None,
                 data_dir: dir.join("data").join(&name),
                 log_path: dir.join("nodes").join(format!("{name}.log")),
                 name,
@@ -257,7 +280,7 @@ impl DockerCluster {
             let node = self.plan.nodes[i].clone();
             std::fs::create_dir_all(&node.data_dir)
                 .with_context(|| format!("creating {}", node.data_dir.display()))?;
-            let mut cmd = self.plan.command(i, false);
+            let mut cmd = self.plan.command(i, false)?;
             if matches!(kind, BackendKind::Redis | BackendKind::Redlock) {
                 // Clients arrive through Docker's port forwarding, from outside the
                 // container's loopback: Redis' protected mode would refuse them.
@@ -570,8 +593,9 @@ impl Cluster for DockerCluster {
     async fn leader(&self) -> Option<String> {
         match self.plan.spec.kind {
             BackendKind::Redis => self.plan.nodes.first().map(|n| n.name.clone()),
-            BackendKind::Redlock => None,
             BackendKind::Etcd => etcd_leader(&self.running(), self.plan.nodes.len()).await,
+            // Independent servers (Redlock); the rest do not start (`unsupported`).
+            _ => None,
         }
     }
 

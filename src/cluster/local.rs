@@ -98,6 +98,9 @@ pub struct NodeSpec {
     pub peer_listen: Option<SocketAddr>,
     /// What peers are told to dial to reach this node.
     pub peer_advertise: Option<SocketAddr>,
+    /// Where a ZooKeeper server listens for leader election (its peer address is
+    /// for the quorum's traffic).
+    pub election: Option<SocketAddr>,
     pub data_dir: PathBuf,
     pub log_path: PathBuf,
 }
@@ -122,7 +125,7 @@ impl ClusterPlan {
             bail!("a {:?} cluster needs at least one node", spec.kind);
         }
         let binary = server_binary(spec.kind).resolve(spec.binary.as_deref())?;
-        let has_peers = matches!(spec.kind, BackendKind::Etcd);
+        let has_peers = matches!(spec.kind, BackendKind::Etcd | BackendKind::Zookeeper);
         let nodes = (1..=spec.nodes)
             .map(|i| {
                 let name = format!("n{i}");
@@ -140,6 +143,11 @@ impl ClusterPlan {
                     client_advertise: client,
                     peer_listen: peer,
                     peer_advertise: peer,
+                    election: if spec.kind == BackendKind::Zookeeper {
+                        Some(free_loopback_addr()?)
+                    } else {
+                        None
+                    },
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -175,13 +183,18 @@ impl ClusterPlan {
         Ok(cluster)
     }
 
-    /// The command line that runs node `i`.
+    /// The command line that runs node `i` (after any setup its first start needs).
     /// `rejoin`: an etcd member that comes back without its data joins the running
     /// cluster as a new member instead of bootstrapping a new one.
-    pub(super) fn command(&self, i: usize, rejoin: bool) -> Command {
+    pub(super) fn command(&self, i: usize, rejoin: bool) -> Result<Command> {
         let node = &self.nodes[i];
         let mut cmd = Command::new(&self.binary);
         match self.spec.kind {
+            BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
+                return super::postgres::command(self, i)
+            }
+            BackendKind::Nats => return Ok(super::nats::command(self, i)),
+            BackendKind::Zookeeper => return super::zookeeper::command(self, i),
             BackendKind::Redis | BackendKind::Redlock => {
                 // No persistence: a killed instance comes back empty, as the
                 // Redis-docs setup the Redlock debate assumes.
@@ -230,7 +243,7 @@ impl ClusterPlan {
                     .arg("--strict-reconfig-check=false");
             }
         }
-        cmd
+        Ok(cmd)
     }
 }
 
@@ -400,7 +413,23 @@ impl LocalCluster {
             BackendKind::Redis => self.plan.nodes.first().map(|n| n.name.clone()),
             BackendKind::Redlock => None,
             BackendKind::Etcd => self.etcd_leader().await,
+            BackendKind::Zookeeper => self.zookeeper_leader().await,
+            // One server: it is the one every client talks to.
+            BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Nats => {
+                self.plan.nodes.first().map(|n| n.name.clone())
+            }
         }
+    }
+
+    /// The running server that says it leads (`srvr`: `Mode: leader`, or
+    /// `standalone` for a single server).
+    async fn zookeeper_leader(&self) -> Option<String> {
+        for (i, node) in self.plan.nodes.iter().enumerate() {
+            if self.children[i].is_some() && super::zookeeper::leads(node.client_listen).await {
+                return Some(node.name.clone());
+            }
+        }
+        None
     }
 
     /// Asks every running member for its status: its own member id and its leader's.
@@ -495,7 +524,7 @@ impl LocalCluster {
             .append(true)
             .open(&node.log_path)
             .with_context(|| format!("opening {}", node.log_path.display()))?;
-        let mut cmd = self.plan.command(i, rejoin);
+        let mut cmd = self.plan.command(i, rejoin)?;
         if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
             prepare(node, &mut cmd)
                 .with_context(|| format!("preparing node {} to start", node.name))?;
@@ -656,6 +685,9 @@ pub(super) async fn etcd_leader(running: &[(String, SocketAddr)], total: usize) 
 /// Redis replies `+PONG` to `PING`; an etcd member's `/health` says `"health":"true"`
 /// once the cluster has a leader.
 pub(super) async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
+    if let BackendKind::PostgresAdvisory | BackendKind::PostgresLease = kind {
+        return super::postgres::ready(addr).await;
+    }
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
         let (request, healthy): (&[u8], &str) = match kind {
@@ -664,6 +696,10 @@ pub(super) async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
                 b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
                 "\"health\":\"true\"",
             ),
+            BackendKind::PostgresAdvisory | BackendKind::PostgresLease => return None,
+            // The server greets first: nothing to send.
+            BackendKind::Nats => (b"", super::nats::READY),
+            BackendKind::Zookeeper => (b"srvr", super::zookeeper::SERVING),
         };
         s.write_all(request).await.ok()?;
         let mut reply = Vec::new();

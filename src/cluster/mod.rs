@@ -11,6 +11,10 @@
 pub mod docker;
 pub mod external;
 pub mod local;
+mod nats;
+pub mod postgres;
+mod setup;
+mod zookeeper;
 
 pub use docker::DockerCluster;
 pub use external::ExternalCluster;
@@ -142,6 +146,23 @@ pub fn server_binary(kind: BackendKind) -> ServerBinary {
             package: "etcd-server",
             env: "LOCKCHECK_ETCD",
         },
+        // Not on PATH in Debian: the versioned directory holds initdb beside it.
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => ServerBinary {
+            name: "/usr/lib/postgresql/15/bin/postgres",
+            package: "postgresql",
+            env: "LOCKCHECK_POSTGRES",
+        },
+        // The servers are Java; the jars are checked when a node starts.
+        BackendKind::Zookeeper => ServerBinary {
+            name: "java",
+            package: "zookeeper",
+            env: "LOCKCHECK_JAVA",
+        },
+        BackendKind::Nats => ServerBinary {
+            name: "nats-server",
+            package: "nats-server",
+            env: "LOCKCHECK_NATS_SERVER",
+        },
     }
 }
 
@@ -151,7 +172,8 @@ pub fn default_nodes(kind: BackendKind) -> usize {
     match kind {
         BackendKind::Redis => 1,
         BackendKind::Redlock => 5,
-        BackendKind::Etcd => 3,
+        BackendKind::Etcd | BackendKind::Zookeeper => 3,
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Nats => 1,
     }
 }
 
@@ -261,7 +283,7 @@ pub struct Availability {
 
 /// Every backend lockcheck knows, and whether its server program is here.
 pub fn available_backends() -> Vec<Availability> {
-    [BackendKind::Redis, BackendKind::Redlock, BackendKind::Etcd]
+    BackendKind::ALL
         .into_iter()
         .map(|kind| {
             let binary = server_binary(kind);

@@ -299,11 +299,10 @@ impl Workload {
         let bad = |key: &str, what: String| anyhow!("{file}: {key}: {what}");
 
         let kind = raw.backend.kind;
-        let nodes = raw.backend.nodes.unwrap_or(match kind {
-            BackendKind::Redis => 1,
-            BackendKind::Redlock => 5,
-            BackendKind::Etcd => 3,
-        });
+        let nodes = raw
+            .backend
+            .nodes
+            .unwrap_or(crate::cluster::default_nodes(kind));
         if nodes == 0 {
             bail!(bad("backend.nodes", "expected at least 1 node".into()));
         }
@@ -313,14 +312,11 @@ impl Workload {
                 format!("redis is a single instance: expected 1, found {nodes} (use kind = \"redlock\" for several)")
             ));
         }
-        let fencing_token = raw
-            .backend
-            .fencing_token
-            .unwrap_or(kind != BackendKind::Redlock);
-        if kind == BackendKind::Redlock && fencing_token {
+        let fencing_token = raw.backend.fencing_token.unwrap_or(kind.token().is_some());
+        if kind.token().is_none() && fencing_token {
             bail!(bad(
                 "backend.fencing_token",
-                "Redlock hands out no fencing token: expected false".into()
+                format!("{kind:?} hands out no fencing token: expected false")
             ));
         }
         let resource = raw.resource.unwrap_or(Mode::Unfenced);
@@ -547,10 +543,19 @@ impl Workload {
                 "{file}: backend.endpoints: redis is a single instance: expected 1 address, found {endpoints}"
             ),
             Runtime::External => self.backend.nodes = endpoints,
+
             _ if endpoints > 0 => bail!(
                 "{file}: backend.endpoints: only for runtime = \"external\"; under the {rt} runtime lockcheck starts its own servers"
             ),
             _ => {}
+        }
+        if self.runtime == Runtime::Docker {
+            if let Some(why) = crate::cluster::docker::unsupported(self.backend.kind) {
+                bail!(
+                    "{file}: backend.kind: {:?} does not run under the docker runtime: {why}",
+                    self.backend.kind
+                );
+            }
         }
         for (i, f) in self.faults.iter().enumerate() {
             if let Some(why) = runtime_refuses(self.runtime, f.kind) {

@@ -1,0 +1,108 @@
+//! A ZooKeeper ensemble as Debian runs it: `java -cp zookeeper.jar:slf4j-simple.jar
+//! org.apache.zookeeper.server.quorum.QuorumPeerMain <cfg>` per node (zookeeper.jar's
+//! manifest names its other jars in /usr/share/java; slf4j-simple sends the log to
+//! stderr, which is the node's log). Each node's `zoo.cfg` and `myid` are written
+//! into its data directory before every start.
+//!
+//! A short tick (100 ms) keeps elections and tests fast. The session timeout a
+//! client asks for is honoured from 2 ticks up to 2 minutes, so the workload's lease
+//! (the session timeout) is what the server applies.
+
+use super::{ClusterError, ClusterPlan};
+use anyhow::{Context, Result};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The jars a server needs, and the Debian package of each.
+const JARS: [(&str, &str); 2] = [
+    ("/usr/share/java/zookeeper.jar", "zookeeper"),
+    ("/usr/share/java/slf4j-simple.jar", "libslf4j-java"),
+];
+
+const TICK_MS: u64 = 100;
+
+/// What `srvr` answers once the server serves (`Mode: leader`, `follower`,
+/// `standalone`); a server without a quorum says it is "not currently serving".
+pub(super) const SERVING: &str = "Mode: ";
+
+/// The command that runs node `i`, after writing its configuration.
+pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
+    for (jar, package) in JARS {
+        if !Path::new(jar).exists() {
+            return Err(ClusterError::MissingBinary {
+                binary: jar.to_string(),
+                package,
+                hint: String::new(),
+            }
+            .into());
+        }
+    }
+    let node = &plan.nodes[i];
+    std::fs::create_dir_all(&node.data_dir)
+        .with_context(|| format!("creating {}", node.data_dir.display()))?;
+    let mut cfg = format!(
+        "tickTime={TICK_MS}\ninitLimit=50\nsyncLimit=10\n\
+         minSessionTimeout={}\nmaxSessionTimeout=120000\n\
+         dataDir={}\nclientPort={}\nclientPortAddress={}\n\
+         admin.enableServer=false\n4lw.commands.whitelist=srvr\n\
+         standaloneEnabled=true\n",
+        2 * TICK_MS,
+        node.data_dir.display(),
+        node.client_listen.port(),
+        node.client_listen.ip(),
+    );
+    for (k, n) in plan.nodes.iter().enumerate() {
+        let peer = n
+            .peer_advertise
+            .context("zookeeper nodes have a peer address")?;
+        let election = n
+            .election
+            .context("zookeeper nodes have an election address")?;
+        writeln!(
+            cfg,
+            "server.{}={}:{}:{}",
+            k + 1,
+            peer.ip(),
+            peer.port(),
+            election.port()
+        )?;
+    }
+    let cfg_path = node.data_dir.join("zoo.cfg");
+    std::fs::write(&cfg_path, cfg).with_context(|| format!("writing {}", cfg_path.display()))?;
+    std::fs::write(node.data_dir.join("myid"), format!("{}\n", i + 1))
+        .with_context(|| format!("writing the myid of {}", node.name))?;
+
+    let mut cmd = Command::new(&plan.binary);
+    cmd.args([
+        "-Xms32m",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
+    ])
+    .arg("-Dorg.slf4j.simpleLogger.showDateTime=true")
+    .arg("-cp")
+    .arg(JARS.map(|(jar, _)| jar).join(":"))
+    .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+    .arg(&cfg_path);
+    Ok(cmd)
+}
+
+/// Whether the server at `addr` says it leads the ensemble (or runs alone).
+pub(super) async fn leads(addr: SocketAddr) -> bool {
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        s.write_all(b"srvr").await.ok()?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).await.ok()?;
+        Some(reply.contains("Mode: leader") || reply.contains("Mode: standalone"))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), ask).await,
+        Ok(Some(true))
+    )
+}

@@ -1,0 +1,147 @@
+//! `lockcheck run` end to end on the other lock services (ZooKeeper, PostgreSQL,
+//! NATS): the holder paused past its lease/session shows the known break, fencing by
+//! the backend's token keeps the resource safe, and a run without faults is valid.
+
+mod run_support;
+use run_support::*;
+use std::path::{Path, PathBuf};
+
+/// The known break: two holders, and a stale write the resource applied (judged
+/// by token; without tokens, as writes of two holders interleaved).
+fn shows_the_break(name: &str, kinds: &[&str]) {
+    let r = run(&workload(name), &[]);
+    assert_eq!(r.code, 1, "{name}: {}\n{}", r.json, r.stderr);
+    for &kind in kinds {
+        assert!(
+            !r.anomalies(kind).is_empty(),
+            "{name}: no {kind} in {}",
+            r.json["anomalies"]
+        );
+    }
+    r.assert_nothing_left();
+}
+
+/// Fenced by the backend's token: valid, and the fence did turn stale writes away.
+fn fenced_is_safe(name: &str) {
+    let r = run(&workload(name), &[]);
+    assert_eq!(r.code, 0, "{name}: {}\n{}", r.json, r.stderr);
+    assert!(r.anomalies("stale-write-accepted").is_empty());
+    assert!(
+        r.json["figures"]["writes_rejected_by_fence"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{name}: the pause never produced a stale write: {}",
+        r.json["figures"]
+    );
+    r.assert_nothing_left();
+}
+
+/// A short workload without faults; fenced where the backend has a token.
+fn no_faults(dir: &Path, kind: &str, fenced: bool) -> PathBuf {
+    let (fencing, resource) = if fenced {
+        ("true", "fenced")
+    } else {
+        ("false", "unfenced")
+    };
+    let text = format!(
+        r#"duration = "3s"
+resource = "{resource}"
+
+[backend]
+kind = "{kind}"
+lease = "2s"
+fencing_token = {fencing}
+acquire_timeout = "1s"
+
+[clients]
+count = 3
+
+[critical_section]
+hold = "100ms"
+writes = 2
+think = "20ms"
+"#
+    );
+    let path = dir.join(format!("{kind}-no-fault.toml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn valid_without_faults(kind: &str, fenced: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&no_faults(dir.path(), kind, fenced), &[]);
+    assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
+    assert!(r.json["anomalies"].as_array().unwrap().is_empty());
+    assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);
+    r.assert_nothing_left();
+}
+
+// ---- PostgreSQL ----
+
+#[test]
+fn postgres_advisory_holder_paused_past_idle_session_timeout_shows_the_break() {
+    shows_the_break(
+        "postgres-advisory-pause.toml",
+        &["double-holder", "interleaved-writes"],
+    );
+}
+
+#[test]
+fn postgres_lease_row_holder_paused_past_locked_until_shows_the_break() {
+    shows_the_break(
+        "postgres-lease-pause-unfenced.toml",
+        &["double-holder", "stale-write-accepted"],
+    );
+}
+
+#[test]
+fn postgres_lease_row_fenced_by_its_token_is_safe() {
+    fenced_is_safe("postgres-lease-pause-fenced.toml");
+}
+
+#[test]
+fn postgres_without_faults_is_valid() {
+    valid_without_faults("postgres-advisory", false);
+    valid_without_faults("postgres-lease", true);
+}
+
+// ---- NATS ----
+
+#[test]
+fn nats_holder_paused_past_the_max_age_shows_the_break() {
+    shows_the_break(
+        "nats-pause-unfenced.toml",
+        &["double-holder", "stale-write-accepted"],
+    );
+}
+
+#[test]
+fn nats_fenced_by_revision_is_safe() {
+    fenced_is_safe("nats-pause-fenced.toml");
+}
+
+#[test]
+fn nats_without_faults_is_valid() {
+    valid_without_faults("nats", true);
+}
+
+// ---- ZooKeeper ----
+
+#[test]
+fn zookeeper_holder_paused_past_its_session_timeout_shows_the_break() {
+    shows_the_break(
+        "zookeeper-pause-unfenced.toml",
+        &["double-holder", "stale-write-accepted"],
+    );
+}
+
+#[test]
+fn zookeeper_fenced_by_czxid_is_safe() {
+    fenced_is_safe("zookeeper-pause-fenced.toml");
+}
+
+#[test]
+fn zookeeper_without_faults_is_valid() {
+    valid_without_faults("zookeeper", true);
+}
