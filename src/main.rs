@@ -30,6 +30,8 @@ enum Command {
     Doctor(cli::doctor::Args),
     /// Undo what a run killed with -9 left behind (stopped processes, skewed clocks, servers).
     Recover(cli::recover::Args),
+    /// Build the Docker image that runs this machine's own servers (lockcheck/host).
+    Image(cli::image::Args),
     /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
     Bench(cli::bench::Args),
     /// (internal) One lock client, driven by the controller over stdin/stdout.
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
         Command::Recover(args) => cli::recover::main(args),
+        Command::Image(args) => cli::image::main(args),
         Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
         Command::Report(args) => cli::report::main(args),

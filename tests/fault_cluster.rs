@@ -7,7 +7,7 @@ mod fault_support;
 
 use fault_support::redis_cmd;
 use lockcheck::backend::BackendKind;
-use lockcheck::cluster::{ClusterSpec, LocalCluster};
+use lockcheck::cluster::{Cluster, ClusterSpec, LocalCluster};
 use lockcheck::fault::clock::{self, ClockChange, ClockFault};
 use lockcheck::fault::journal::{self, is_stopped};
 use lockcheck::fault::node::{KillNodes, NodeTarget, PauseNodes};
@@ -17,15 +17,19 @@ use rand_chacha::ChaCha8Rng;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
-async fn cluster(kind: BackendKind, dir: &std::path::Path, clocks: bool) -> Mutex<LocalCluster> {
+async fn cluster(
+    kind: BackendKind,
+    dir: &std::path::Path,
+    clocks: bool,
+) -> Mutex<Box<dyn Cluster>> {
     let spec = ClusterSpec {
         prepare: clocks.then(|| clock::prepare_hook(dir.to_path_buf())),
         ..ClusterSpec::new(kind, dir)
     };
-    Mutex::new(LocalCluster::start(spec).await.unwrap())
+    Mutex::new(Box::new(LocalCluster::start(spec).await.unwrap()))
 }
 
-fn scene<'a>(cluster: &'a Mutex<LocalCluster>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
+fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
     Scene {
         clients: &[],
         holder: None,
@@ -89,7 +93,7 @@ async fn a_killed_redis_node_restarts_empty_when_wiped() {
     let mut kill = KillNodes::new(NodeTarget::Node("n3".into()), true);
     let value = kill.start(&mut scene(&c, &mut rng)).await.unwrap().unwrap();
     assert_eq!(value["targets"][0], "n3");
-    assert!(!c.lock().await.is_running("n3").unwrap());
+    assert!(c.lock().await.pid("n3").is_none());
     assert!(
         redis_cmd(n3, &["PING"], Duration::from_millis(300)).is_err(),
         "down"
@@ -204,13 +208,13 @@ async fn link_faults_cut_a_node_off_cut_the_holder_off_and_slow_a_node() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(BackendKind::Redlock, dir.path(), false).await;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let nodes: Vec<_> = c
-        .lock()
-        .await
-        .nodes()
-        .iter()
-        .map(|n| (n.name.clone(), n.client_listen))
-        .collect();
+    let nodes: Vec<_> = {
+        let c = c.lock().await;
+        c.node_names()
+            .into_iter()
+            .zip(c.endpoints().iter().map(|e| e.parse().unwrap()))
+            .collect()
+    };
     let names = ["client-0".to_string(), "client-1".to_string()];
     let (_proxies, endpoints) = Proxies::for_clients(dir.path(), &names, &nodes, 5)
         .await

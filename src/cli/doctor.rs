@@ -83,6 +83,23 @@ pub fn main(args: Args) -> Result<u8> {
         install: None,
         about: None,
     });
+    let (ok, detail) = crate::cli::image::doctor_line();
+    items.push(Item {
+        area: "runtime",
+        name: "docker".into(),
+        ok,
+        detail,
+        install: (!ok).then_some("docker.io"),
+        about: None,
+    });
+    items.push(Item {
+        area: "runtime",
+        name: "external".into(),
+        ok: true,
+        detail: "servers someone else runs, named by backend.endpoints".into(),
+        install: None,
+        about: None,
+    });
     let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
     packages.sort();
     packages.dedup();

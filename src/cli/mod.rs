@@ -6,6 +6,7 @@ pub mod analyze;
 pub mod bench;
 pub mod check;
 pub mod doctor;
+pub mod image;
 pub mod recover;
 pub mod report;
 pub mod run;

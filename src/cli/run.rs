@@ -30,13 +30,24 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub test_count: u64,
+    /// Where the servers run, instead of the workload's `runtime`: local processes,
+    /// Docker containers, or the servers named by the workload's `backend.endpoints`.
+    #[arg(long, value_enum)]
+    pub runtime: Option<crate::cluster::Runtime>,
+    /// The image for the docker runtime (default: the workload's `backend.image`,
+    /// else the backend's official image).
+    #[arg(long, value_name = "IMAGE")]
+    pub image: Option<String>,
 }
 
 /// The exit code of a run stopped by a signal (128 + SIGINT, as shells report it).
 const EXIT_INTERRUPTED: u8 = 130;
 
 pub fn main(args: Args) -> Result<u8> {
-    let w = Workload::load(&args.workload)?;
+    let mut w = Workload::load(&args.workload)?;
+    if let Some(runtime) = args.runtime {
+        w = w.with_runtime(runtime)?;
+    }
     let time_limit = match args.time_limit {
         Some(s) => Some(
             Duration::try_from_secs_f64(s)
@@ -55,6 +66,7 @@ pub fn main(args: Args) -> Result<u8> {
         results: args.results.clone(),
         worker_exe: std::env::current_exe().context("finding the lockcheck program")?,
         live: !args.json && std::io::stderr().is_terminal(),
+        image: args.image.clone(),
     };
     let mut reports = Vec::new();
     for i in 0..args.test_count {

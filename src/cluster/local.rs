@@ -186,7 +186,7 @@ impl ClusterPlan {
     /// The command line that runs node `i` (after any setup its first start needs).
     /// `rejoin`: an etcd member that comes back without its data joins the running
     /// cluster as a new member instead of bootstrapping a new one.
-    fn command(&self, i: usize, rejoin: bool) -> Result<Command> {
+    pub(super) fn command(&self, i: usize, rejoin: bool) -> Result<Command> {
         let node = &self.nodes[i];
         let mut cmd = Command::new(&self.binary);
         match self.spec.kind {
@@ -361,49 +361,28 @@ impl LocalCluster {
     /// waits for one and tries again until the ready timeout; each try starts from
     /// the member list, so a change that took effect unseen is not made twice.
     async fn etcd_readmit(&mut self, i: usize) -> Result<()> {
-        let others: Vec<String> = (0..self.plan.nodes.len())
-            .filter(|&j| j != i && self.children[j].is_some())
-            .map(|j| format!("http://{}", self.plan.nodes[j].client_listen))
+        let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())
+            .filter(|&j| self.children[j].is_some())
+            .map(|j| {
+                (
+                    self.plan.nodes[j].name.clone(),
+                    self.plan.nodes[j].client_listen,
+                )
+            })
             .collect();
-        let peer = self.plan.nodes[i]
+        let node = &self.plan.nodes[i];
+        let peer = node
             .peer_advertise
             .map(|a| format!("http://{a}"))
             .context("an etcd member without a peer address")?;
-        let timeout = Duration::from_secs(2);
-        let options = etcd_client::ConnectOptions::new()
-            .with_timeout(timeout)
-            .with_connect_timeout(timeout);
-        let mut etcd = etcd_client::Client::connect(&others, Some(options))
-            .await
-            .with_context(|| format!("connecting to {}", others.join(",")))?;
-        let deadline = Instant::now() + self.plan.spec.ready_timeout;
-        loop {
-            let attempt = async {
-                let members = etcd.member_list().await.context("listing members")?;
-                let old = members
-                    .members()
-                    .iter()
-                    .find(|m| m.peer_urls().contains(&peer));
-                if let Some(old) = old {
-                    etcd.member_remove(old.id())
-                        .await
-                        .context("removing the old member")?;
-                }
-                etcd.member_add([peer.clone()], None)
-                    .await
-                    .context("adding it again")?;
-                anyhow::Ok(())
-            };
-            match attempt.await {
-                Ok(()) => return Ok(()),
-                Err(e) if Instant::now() >= deadline => return Err(e),
-                Err(_) => {
-                    while self.etcd_leader().await.is_none() && Instant::now() < deadline {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                    }
-                }
-            }
-        }
+        etcd_readmit(
+            &node.name,
+            &running,
+            self.plan.nodes.len(),
+            peer,
+            self.plan.spec.ready_timeout,
+        )
+        .await
     }
 
     /// Empties the data directory of a node that is down, so that its restart comes
@@ -457,24 +436,16 @@ impl LocalCluster {
 
     /// Asks every running member for its status: its own member id and its leader's.
     async fn etcd_leader(&self) -> Option<String> {
-        let mut ids = Vec::new();
-        let mut votes: Vec<String> = Vec::new();
-        for (i, node) in self.plan.nodes.iter().enumerate() {
-            if self.children[i].is_none() {
-                continue;
-            }
-            if let Some((id, leader)) = etcd_status(node.client_listen).await {
-                ids.push((id, node.name.clone()));
-                votes.push(leader);
-            }
-        }
-        let quorum = self.plan.nodes.len() / 2 + 1;
-        let named = votes
-            .iter()
-            .find(|v| votes.iter().filter(|w| w == v).count() >= quorum)?;
-        ids.into_iter()
-            .find(|(id, _)| id == named)
-            .map(|(_, name)| name)
+        let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())
+            .filter(|&j| self.children[j].is_some())
+            .map(|j| {
+                (
+                    self.plan.nodes[j].name.clone(),
+                    self.plan.nodes[j].client_listen,
+                )
+            })
+            .collect();
+        etcd_leader(&running, self.plan.nodes.len()).await
     }
 
     /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
@@ -638,10 +609,84 @@ impl Drop for LocalCluster {
     }
 }
 
+/// Removes member `node` from the running etcd cluster (`running`: the members up,
+/// by name and client address; `total`: the cluster's size) and adds it again,
+/// empty, at `peer`. Membership changes need a leader (a follower without one drops
+/// them), so this waits for one and tries again until `timeout`; each try starts
+/// from the member list, so a change that took effect unseen is not made twice.
+pub(super) async fn etcd_readmit(
+    node: &str,
+    running: &[(String, SocketAddr)],
+    total: usize,
+    peer: String,
+    timeout: Duration,
+) -> Result<()> {
+    let others: Vec<String> = running
+        .iter()
+        .filter(|(name, _)| name != node)
+        .map(|(_, addr)| format!("http://{addr}"))
+        .collect();
+    let request = Duration::from_secs(2);
+    let options = etcd_client::ConnectOptions::new()
+        .with_timeout(request)
+        .with_connect_timeout(request);
+    let mut etcd = etcd_client::Client::connect(&others, Some(options))
+        .await
+        .with_context(|| format!("connecting to {}", others.join(",")))?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let attempt = async {
+            let members = etcd.member_list().await.context("listing members")?;
+            let old = members
+                .members()
+                .iter()
+                .find(|m| m.peer_urls().contains(&peer));
+            if let Some(old) = old {
+                etcd.member_remove(old.id())
+                    .await
+                    .context("removing the old member")?;
+            }
+            etcd.member_add([peer.clone()], None)
+                .await
+                .context("adding it again")?;
+            anyhow::Ok(())
+        };
+        match attempt.await {
+            Ok(()) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => return Err(e),
+            Err(_) => {
+                while etcd_leader(running, total).await.is_none() && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+}
+
+/// The member that a quorum of the cluster's `total` members names as leader, asking
+/// each of `running` (name, client address) for its status; none while etcd elects.
+pub(super) async fn etcd_leader(running: &[(String, SocketAddr)], total: usize) -> Option<String> {
+    let mut ids = Vec::new();
+    let mut votes: Vec<String> = Vec::new();
+    for (name, addr) in running {
+        if let Some((id, leader)) = etcd_status(*addr).await {
+            ids.push((id, name.clone()));
+            votes.push(leader);
+        }
+    }
+    let quorum = total / 2 + 1;
+    let named = votes
+        .iter()
+        .find(|v| votes.iter().filter(|w| w == v).count() >= quorum)?;
+    ids.into_iter()
+        .find(|(id, _)| id == named)
+        .map(|(_, name)| name)
+}
+
 /// Whether a node answers as a server of its kind does when it is ready to serve:
 /// Redis replies `+PONG` to `PING`; an etcd member's `/health` says `"health":"true"`
 /// once the cluster has a leader.
-async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
+pub(super) async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
     if let BackendKind::PostgresAdvisory | BackendKind::PostgresLease = kind {
         return super::postgres::ready(addr).await;
     }
@@ -710,7 +755,7 @@ async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
 /// A loopback address whose port nothing listens on right now.
-fn free_loopback_addr() -> Result<SocketAddr> {
+pub(super) fn free_loopback_addr() -> Result<SocketAddr> {
     for _ in 0..100 {
         let addr = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
@@ -730,7 +775,7 @@ fn is_port_taken(e: &anyhow::Error) -> bool {
             ClusterError::Exited { tail, .. } | ClusterError::NotReady { tail, .. } => {
                 tail.to_ascii_lowercase().contains("address already in use")
             }
-            ClusterError::MissingBinary { .. } => false,
+            ClusterError::MissingBinary { .. } | ClusterError::Docker(_) => false,
         })
     })
 }

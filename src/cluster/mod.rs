@@ -1,10 +1,15 @@
-//! Starting, watching and stopping the servers of a backend: local processes on
-//! loopback (the default, [`local`]), later Docker containers. (Owned by the backends work.)
+//! Starting, watching and stopping the servers of a backend, behind one small
+//! [`Cluster`] trait with three runtimes: local processes on loopback (the default,
+//! [`local`]), one Docker container per node on a network made for the run
+//! ([`docker`]), and servers someone else runs ([`external`]), which lockcheck only
+//! talks to.
 //!
 //! This module knows which server program each backend runs and which Debian package
 //! installs it, so that a missing server is an environment problem named precisely
 //! (the runner exits 5 with it) rather than a failed spawn.
 
+pub mod docker;
+pub mod external;
 pub mod local;
 mod mariadb;
 mod nats;
@@ -12,10 +17,110 @@ pub mod postgres;
 mod setup;
 mod zookeeper;
 
+pub use docker::DockerCluster;
+pub use external::ExternalCluster;
 pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec, Prepare};
 
 use crate::backend::BackendKind;
+use anyhow::Result;
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// Where a backend's servers run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Runtime {
+    /// Local processes on loopback, started and stopped by lockcheck.
+    #[default]
+    Local,
+    /// One Docker container per node, started and removed by lockcheck.
+    Docker,
+    /// Servers lockcheck did not start: it only connects to them.
+    External,
+}
+
+impl Runtime {
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::Local => "local",
+            Runtime::Docker => "docker",
+            Runtime::External => "external",
+        }
+    }
+}
+
+/// The running servers of one backend, whatever runs them. Node faults go through
+/// it: kill and restart a node, wipe its data, find the leader, signal its process.
+/// Dropping a cluster stops what it started.
+#[async_trait]
+pub trait Cluster: Send + Sync {
+    fn kind(&self) -> BackendKind;
+    fn runtime(&self) -> Runtime;
+    /// The nodes' names, n1..nN, in node order.
+    fn node_names(&self) -> Vec<String>;
+    /// The addresses (`host:port`) clients dial, one per node, in node order: what
+    /// `backend::connect` takes.
+    fn endpoints(&self) -> Vec<String>;
+    /// The run directory (nodes' data, logs, clock files).
+    fn dir(&self) -> &Path;
+    /// The server program as this machine sees it, where it is known (a clock fault
+    /// asks whether its interposer can reach it).
+    fn program(&self) -> Option<&Path>;
+    /// The process id, on this machine, of a running node's server (a container's
+    /// main process for Docker); none for a node that is down or not ours.
+    fn pid(&self, node: &str) -> Option<u32>;
+    /// Kills a node as a crash would (SIGKILL), keeping its data.
+    async fn kill(&mut self, node: &str) -> Result<()>;
+    /// Starts a node that is down again, same addresses and data; waits until it serves.
+    async fn restart(&mut self, node: &str) -> Result<()>;
+    /// Empties the data of a node that is down: it comes back with nothing.
+    async fn wipe(&mut self, node: &str) -> Result<()>;
+    /// The node that leads now, where the backend has one.
+    async fn leader(&self) -> Option<String>;
+    /// Stops every node and removes what the cluster made; also what drop does.
+    async fn stop(&mut self);
+}
+
+#[async_trait]
+impl Cluster for LocalCluster {
+    fn kind(&self) -> BackendKind {
+        LocalCluster::kind(self)
+    }
+    fn runtime(&self) -> Runtime {
+        Runtime::Local
+    }
+    fn node_names(&self) -> Vec<String> {
+        self.nodes().iter().map(|n| n.name.clone()).collect()
+    }
+    fn endpoints(&self) -> Vec<String> {
+        LocalCluster::endpoints(self)
+    }
+    fn dir(&self) -> &Path {
+        &self.plan().spec.dir
+    }
+    fn program(&self) -> Option<&Path> {
+        Some(&self.plan().binary)
+    }
+    fn pid(&self, node: &str) -> Option<u32> {
+        LocalCluster::pid(self, node)
+    }
+    async fn kill(&mut self, node: &str) -> Result<()> {
+        LocalCluster::kill(self, node)
+    }
+    async fn restart(&mut self, node: &str) -> Result<()> {
+        LocalCluster::restart(self, node).await
+    }
+    async fn wipe(&mut self, node: &str) -> Result<()> {
+        LocalCluster::wipe(self, node)
+    }
+    async fn leader(&self) -> Option<String> {
+        LocalCluster::leader(self).await
+    }
+    async fn stop(&mut self) {
+        LocalCluster::stop(self)
+    }
+}
 
 /// A server program a backend runs, and where it comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +208,9 @@ pub enum ClusterError {
         log: PathBuf,
         tail: String,
     },
+    /// The Docker Engine cannot be reached, or the image is not there (exit 5).
+    #[error("{0}")]
+    Docker(String),
     /// A node never answered its readiness check.
     #[error("node {node} did not become ready within {secs:.1}s; last lines of {log}:\n{tail}")]
     NotReady {
@@ -116,7 +224,10 @@ pub enum ClusterError {
 impl ClusterError {
     /// Whether the cause is an environment problem (the runner's exit code 5).
     pub fn is_environment(&self) -> bool {
-        matches!(self, ClusterError::MissingBinary { .. })
+        matches!(
+            self,
+            ClusterError::MissingBinary { .. } | ClusterError::Docker(_)
+        )
     }
 }
 

@@ -612,7 +612,12 @@ impl Fault for ClockFault {
             return Ok(None);
         };
         let binary = match scene.cluster {
-            Some(c) => c.lock().await.plan().binary.clone(),
+            Some(c) => c
+                .lock()
+                .await
+                .program()
+                .context("a clock fault needs a server program lockcheck runs")?
+                .to_path_buf(),
             None => bail!("a clock fault needs the run's cluster"),
         };
         let journal = Journal::for_run(&dir)?;

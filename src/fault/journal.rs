@@ -89,6 +89,9 @@ pub enum Effect {
     /// A proxied link cut or slowed. The proxy lives in the controller, so its
     /// links heal when the controller dies; recorded for the account.
     Link { link: String, mode: String },
+    /// Docker objects (containers, network, volumes) labelled with this run id:
+    /// undone by removing them all.
+    Containers { run: String },
 }
 
 /// What `recover` did about one effect.
@@ -267,6 +270,7 @@ fn describe(effect: &Effect) -> String {
             format!("clock of {target} ({})", file.display())
         }
         Effect::Link { link, mode } => format!("link {link} ({mode})"),
+        Effect::Containers { run } => format!("docker objects of run {run}"),
     }
 }
 
@@ -293,6 +297,15 @@ pub fn undo(effect: &Effect) -> Result<String> {
             Err(e) => return Err(e),
         },
         Effect::Link { .. } => "healed when the controller's proxy ended".into(),
+        Effect::Containers { run } => {
+            let r = crate::cluster::docker::remove_run_blocking(run)?;
+            format!(
+                "removed {} containers, {} networks, {} volumes",
+                r.containers.len(),
+                r.networks.len(),
+                r.volumes.len()
+            )
+        }
     })
 }
 

@@ -13,7 +13,7 @@ pub mod pause;
 pub mod proxy;
 pub mod schedule;
 
-use crate::cluster::LocalCluster;
+use crate::cluster::Cluster;
 use anyhow::Result;
 use async_trait::async_trait;
 use nix::unistd::Pid;
@@ -52,7 +52,7 @@ pub struct Scene<'a> {
     pub rng: &'a mut ChaCha8Rng,
     /// The backend's servers, for faults on nodes (kill and restart, pause a node);
     /// `None` where a fault is exercised without a cluster.
-    pub cluster: Option<&'a tokio::sync::Mutex<LocalCluster>>,
+    pub cluster: Option<&'a tokio::sync::Mutex<Box<dyn Cluster>>>,
 }
 
 /// A lock client's OS process.

@@ -202,13 +202,13 @@ pub(crate) async fn pick(
         bail!("a node fault needs the run's cluster");
     };
     let cluster = cluster.lock().await;
-    let names: Vec<String> = cluster.nodes().iter().map(|n| n.name.clone()).collect();
+    let names: Vec<String> = cluster.node_names();
     let leader = match target {
         NodeTarget::Primary => cluster.leader().await,
         _ => None,
     };
     let picked = target.select(&names, leader.as_deref(), scene.rng);
-    let dir = cluster.plan().spec.dir.clone();
+    let dir = cluster.dir().to_path_buf();
     Ok((!picked.is_empty()).then_some((picked, dir)))
 }
 
@@ -261,6 +261,8 @@ impl Fault for PauseNodes {
         let stopped = stop(Journal::for_run(&dir)?, &procs)?;
         let mut value = targets(&stopped.names());
         value["duration_ms"] = json!(self.duration.as_millis() as u64);
+        // In every runtime: a container's main process is signalled from this machine.
+        value["method"] = json!("sigstop");
         self.stopped = Some(stopped);
         Ok(Some(value))
     }
@@ -313,10 +315,10 @@ impl Fault for KillNodes {
             if cluster.pid(&n).is_none() {
                 continue; // already down
             }
-            cluster.kill(&n)?;
+            cluster.kill(&n).await?;
             self.killed.push(n.clone());
             if self.wipe {
-                cluster.wipe(&n)?;
+                cluster.wipe(&n).await?;
             }
         }
         if self.killed.is_empty() {
@@ -332,7 +334,7 @@ impl Fault for KillNodes {
             bail!("a node fault needs the run's cluster");
         };
         let mut cluster = cluster.lock().await;
-        let journal = Journal::for_run(&cluster.plan().spec.dir)?;
+        let journal = Journal::for_run(cluster.dir())?;
         let value = targets(&self.killed);
         // Try every node; report the first failure after all were tried.
         let mut first = None;

@@ -515,8 +515,7 @@ impl LinkFault {
         };
         let (dir, nodes) = {
             let c = cluster.lock().await;
-            let nodes: Vec<String> = c.nodes().iter().map(|n| n.name.clone()).collect();
-            (c.plan().spec.dir.clone(), nodes)
+            (c.dir().to_path_buf(), c.node_names())
         };
         let clients: Vec<String> = scene.clients.iter().map(|c| c.name.clone()).collect();
         Ok(match &self.links {

@@ -16,7 +16,7 @@ pub mod workload;
 
 use crate::backend::{BackendKind, LockConfig};
 use crate::check::{self, Verdict};
-use crate::cluster::{self, ClusterError, ClusterSpec, LocalCluster};
+use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Runtime};
 use crate::fault::client_name;
 use crate::history::{self, AppliedWrite, HistoryWriter};
 use crate::resource::{self, Mode};
@@ -48,6 +48,9 @@ pub struct Options {
     pub worker_exe: PathBuf,
     /// Show the live status line on stderr.
     pub live: bool,
+    /// The image for the docker runtime, instead of the workload's or the backend's
+    /// official one.
+    pub image: Option<String>,
 }
 
 /// What `verdict.json` holds: the checker's verdict and the run's figures.
@@ -147,9 +150,11 @@ impl Live {
 /// Writes the run directory and points `results/latest` at it.
 pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     // A missing server is an environment problem, found before anything starts.
-    cluster::server_binary(w.backend.kind)
-        .resolve(None)
-        .map_err(environment)?;
+    if w.runtime == Runtime::Local {
+        cluster::server_binary(w.backend.kind)
+            .resolve(None)
+            .map_err(environment)?;
+    }
     let seed = opts.seed.unwrap_or(w.seed);
     let duration = opts.time_limit.unwrap_or(w.duration);
     let dir = new_run_dir(&opts.results, &w.name)?;
@@ -242,13 +247,17 @@ async fn execute(
     {
         spec.prepare = Some(crate::fault::clock::prepare_hook(dir.to_path_buf()));
     }
-    let servers = LocalCluster::start(spec).await.map_err(|e| {
+    let servers = start_cluster(&w, spec, opts).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
             Ok(ce) => anyhow!(ce),
             Err(e) => e,
         }
-        .context(format!("starting the {:?} cluster", w.backend.kind))
+        .context(format!(
+            "starting the {:?} cluster ({} runtime)",
+            w.backend.kind,
+            w.runtime.name()
+        ))
     })?;
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
@@ -263,13 +272,19 @@ async fn execute(
     });
     let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
     let (_proxies, endpoints) = if linked {
-        let nodes: Vec<_> = servers
-            .lock()
-            .await
-            .nodes()
-            .iter()
-            .map(|n| (n.name.clone(), n.client_listen))
-            .collect();
+        // Whatever the runtime, a node's proxy forwards to where clients would dial.
+        let nodes = {
+            let c = servers.lock().await;
+            c.node_names()
+                .into_iter()
+                .zip(c.endpoints())
+                .map(|(name, e)| {
+                    use std::net::ToSocketAddrs;
+                    let addr = e.to_socket_addrs().ok().and_then(|mut a| a.next());
+                    Ok((name, addr.with_context(|| format!("resolving {e}"))?))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
         let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &clients, &nodes, seed).await?;
         (Some(p), e)
     } else {
@@ -298,9 +313,9 @@ async fn execute(
     {
         let cluster = servers.lock().await;
         let nodes = cluster
-            .nodes()
-            .iter()
-            .filter_map(|n| Some((n.name.clone(), cluster.pid(&n.name)? as i32)));
+            .node_names()
+            .into_iter()
+            .filter_map(|n| Some((n.clone(), cluster.pid(&n)? as i32)));
         let clients = workers
             .procs()
             .iter()
@@ -362,12 +377,36 @@ async fn execute(
     }
     workers.stop(Duration::from_secs(2)).await;
     drop(res);
-    servers.lock().await.stop();
+    servers.lock().await.stop().await;
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// Starts the workload's servers under its runtime.
+async fn start_cluster(
+    w: &Workload,
+    spec: ClusterSpec,
+    opts: &Options,
+) -> Result<Box<dyn Cluster>> {
+    Ok(match w.runtime {
+        Runtime::Local => Box::new(cluster::LocalCluster::start(spec).await?),
+        Runtime::Docker => {
+            let image = opts
+                .image
+                .as_deref()
+                .or(w.backend.image.as_deref())
+                .unwrap_or(cluster::docker::default_image(w.backend.kind));
+            Box::new(cluster::DockerCluster::start(spec, image).await?)
+        }
+        Runtime::External => Box::new(cluster::ExternalCluster::new(
+            w.backend.kind,
+            spec.dir,
+            w.backend.endpoints.clone(),
+        )?),
+    })
 }
 
 /// Lets the run go for `duration` (the first task to fail ends it early), raises the

@@ -7,7 +7,7 @@
 use super::controller::{Acquired, Recorder};
 use super::workload::{FaultEntry, FaultKind};
 use super::Live;
-use crate::cluster::LocalCluster;
+use crate::cluster::Cluster;
 use crate::fault::clock::ClockFault;
 use crate::fault::node::{KillNodes, PauseNodes};
 use crate::fault::proxy::LinkFault;
@@ -80,7 +80,7 @@ pub struct Nemesis {
     rng: ChaCha8Rng,
     recorder: Arc<Recorder>,
     live: Arc<Live>,
-    cluster: Arc<tokio::sync::Mutex<LocalCluster>>,
+    cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
 }
 
 impl Nemesis {
@@ -91,7 +91,7 @@ impl Nemesis {
         seed: u64,
         recorder: Arc<Recorder>,
         live: Arc<Live>,
-        cluster: Arc<tokio::sync::Mutex<LocalCluster>>,
+        cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
     ) -> Result<Nemesis> {
         let start = Instant::from_std(recorder.started());
         // A `[schedule]` lays every occurrence out from the seed before the run.

@@ -86,6 +86,7 @@
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
+use crate::cluster::Runtime;
 use crate::fault::clock::ClockChange;
 use crate::fault::node::NodeTarget;
 use crate::fault::proxy::{Links, Mode as LinkMode};
@@ -114,6 +115,9 @@ pub struct Workload {
     pub section: CriticalSection,
     pub resource: Mode,
     pub faults: Vec<FaultEntry>,
+    /// Where the servers run: lockcheck's own processes (default), its own
+    /// containers, or someone else's servers (`backend.endpoints`).
+    pub runtime: Runtime,
     /// `[schedule]`: the faults laid out from the seed, instead of each entry's
     /// own `after` / `interval`.
     pub schedule: Option<Schedule>,
@@ -151,6 +155,10 @@ pub struct Backend {
     pub fencing_token: bool,
     /// How long one acquire may wait for the lock before it fails.
     pub acquire_timeout: Duration,
+    /// The servers' addresses under the external runtime (n1 first).
+    pub endpoints: Vec<String>,
+    /// The image under the docker runtime, instead of the backend's official one.
+    pub image: Option<String>,
 }
 
 /// The lease a holder gets, and how often a holder renews it during a long hold.
@@ -475,7 +483,7 @@ impl Workload {
                 Some(schedule)
             }
         };
-        Ok(Workload {
+        Workload {
             name,
             path: path.to_path_buf(),
             text: text.to_string(),
@@ -491,6 +499,8 @@ impl Workload {
                     .backend
                     .acquire_timeout
                     .map_or(Duration::from_secs(1), |d| d.0),
+                endpoints: raw.backend.endpoints.unwrap_or_default(),
+                image: raw.backend.image,
             },
             clients: Clients {
                 count,
@@ -507,7 +517,81 @@ impl Workload {
             resource,
             faults,
             schedule,
-        })
+            runtime: raw.runtime.unwrap_or_default(),
+        }
+        .checked_for_runtime()
+    }
+
+    /// The same workload under another runtime (`--runtime`), checked again: a
+    /// fault the runtime cannot apply is an error here, never a silent skip.
+    pub fn with_runtime(mut self, runtime: Runtime) -> Result<Workload> {
+        self.runtime = runtime;
+        self.checked_for_runtime()
+    }
+
+    /// Checks what depends on the runtime: the endpoints an external cluster needs
+    /// (which also give its number of nodes), and the faults it can apply.
+    fn checked_for_runtime(mut self) -> Result<Workload> {
+        let file = self.path.display();
+        let rt = self.runtime.name();
+        let endpoints = self.backend.endpoints.len();
+        match self.runtime {
+            Runtime::External if endpoints == 0 => bail!(
+                "{file}: backend.endpoints: the external runtime needs the servers' addresses, like [\"127.0.0.1:6379\"]"
+            ),
+            Runtime::External if self.backend.kind == BackendKind::Redis && endpoints != 1 => bail!(
+                "{file}: backend.endpoints: redis is a single instance: expected 1 address, found {endpoints}"
+            ),
+            Runtime::External => self.backend.nodes = endpoints,
+
+            _ if endpoints > 0 => bail!(
+                "{file}: backend.endpoints: only for runtime = \"external\"; under the {rt} runtime lockcheck starts its own servers"
+            ),
+            _ => {}
+        }
+        if self.runtime == Runtime::Docker {
+            if let Some(why) = crate::cluster::docker::unsupported(self.backend.kind) {
+                bail!(
+                    "{file}: backend.kind: {:?} does not run under the docker runtime: {why}",
+                    self.backend.kind
+                );
+            }
+        }
+        for (i, f) in self.faults.iter().enumerate() {
+            if let Some(why) = runtime_refuses(self.runtime, f.kind) {
+                bail!(
+                    "{file}: faults[{i}].kind: {} is unavailable under the {rt} runtime: {why}",
+                    f.kind.name()
+                );
+            }
+        }
+        Ok(self)
+    }
+}
+
+/// Why a runtime cannot apply a kind of fault, if it cannot. Under the external
+/// runtime lockcheck owns the clients and the links to the servers (its proxy),
+/// never the servers' processes or clocks.
+fn runtime_refuses(runtime: Runtime, kind: FaultKind) -> Option<&'static str> {
+    match (runtime, kind) {
+        (Runtime::External, FaultKind::PauseNode) => Some("pausing a server needs its process; lockcheck did not start these servers"),
+        (Runtime::External, FaultKind::Kill) => Some("killing and restarting a server needs its process; lockcheck did not start these servers"),
+        (Runtime::External, FaultKind::Clock) => Some("a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start"),
+        (Runtime::Local | Runtime::Docker | Runtime::External, _) => None,
+    }
+}
+
+impl FaultKind {
+    /// The kind as a workload spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::Pause => "pause",
+            FaultKind::PauseNode => "pause-node",
+            FaultKind::Kill => "kill",
+            FaultKind::Clock => "clock",
+            FaultKind::Partition => "partition",
+            FaultKind::Latency => "latency",
+        }
     }
 }
 
@@ -740,6 +824,7 @@ mod raw {
         pub resource: Option<Mode>,
         #[serde(default)]
         pub faults: Vec<Fault>,
+        pub runtime: Option<Runtime>,
         pub schedule: Option<Schedule>,
     }
 
@@ -768,6 +853,8 @@ mod raw {
         pub renew_every: Option<Dur>,
         pub fencing_token: Option<bool>,
         pub acquire_timeout: Option<Dur>,
+        pub endpoints: Option<Vec<String>>,
+        pub image: Option<String>,
     }
 
     /// `lease = "2s"` or `lease = "client-go"`.

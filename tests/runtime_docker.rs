@@ -1,0 +1,285 @@
+//! The docker runtime on this machine's Docker Engine: the Redis and etcd pause
+//! workloads run with each server node in a container (the host image, built once
+//! per test binary, runs this machine's servers), the unfenced ones are flagged, the
+//! fenced ones safe, and nothing of a run is left afterwards: no container, network
+//! or volume labelled with it, no process. A controller killed with -9 leaves its
+//! containers to `lockcheck recover`, which removes them.
+
+mod run_support;
+use run_support::*;
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const IMAGE: &str = "lockcheck/host:latest";
+
+/// `lockcheck image build`, once per test binary (it is idempotent anyway).
+fn image() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = lockcheck().args(["image", "build"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "image build: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+fn docker_run(workload_name: &str) -> Finished {
+    image();
+    run(
+        &workload(workload_name),
+        &["--runtime", "docker", "--image", IMAGE],
+    )
+}
+
+/// The run id the journal names for the run's Docker objects.
+fn run_id(dir: &Path) -> String {
+    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
+    journal
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| Some(v["do"]["run"].as_str()?.to_string()))
+        .expect("the journal names the run's docker objects")
+}
+
+/// What `docker <what> ls` lists with the run's label (the docker CLI, as a user
+/// would check, independent of lockcheck's own client).
+fn labelled(what: &str, run: &str) -> Vec<String> {
+    let mut cmd = Command::new("docker");
+    cmd.arg(what).arg("ls").arg("-q");
+    if what == "container" {
+        cmd.arg("-a");
+    }
+    let out = cmd
+        .args(["--filter", &format!("label=lockcheck.run={run}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+fn assert_nothing_of_the_run(r: &Finished) {
+    let run = run_id(&r.run_dir());
+    for what in ["container", "network", "volume"] {
+        assert_eq!(
+            labelled(what, &run),
+            Vec::<String>::new(),
+            "{what}s of {run}"
+        );
+    }
+    r.assert_nothing_left();
+}
+
+fn assert_flagged(r: &Finished) {
+    assert_eq!(r.code, 1, "anomalies exit 1: {}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    assert!(
+        !r.anomalies("stale-write-accepted").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    // The servers did run in containers: their logs were collected.
+    let log = std::fs::read_to_string(r.run_dir().join("nodes/n1.log")).unwrap();
+    assert!(!log.is_empty());
+    assert_nothing_of_the_run(r);
+}
+
+fn assert_safe(r: &Finished) {
+    assert_eq!(r.code, 0, "valid exits 0: {}\n{}", r.json, r.stderr);
+    assert!(r.anomalies("stale-write-accepted").is_empty());
+    assert_nothing_of_the_run(r);
+}
+
+#[test]
+fn redis_pause_in_docker_is_flagged() {
+    let r = docker_run("redis-pause-unfenced.toml");
+    let log = std::fs::read_to_string(r.run_dir().join("nodes/n1.log")).unwrap();
+    assert!(log.contains("Ready to accept connections"), "{log}");
+    assert_flagged(&r);
+}
+
+#[test]
+fn redis_fenced_in_docker_is_safe() {
+    assert_safe(&docker_run("redis-pause-fenced.toml"));
+}
+
+#[test]
+fn etcd_pause_in_docker_is_flagged() {
+    let r = docker_run("etcd-pause-unfenced.toml");
+    for n in ["n1", "n2", "n3"] {
+        let log = std::fs::read_to_string(r.run_dir().join(format!("nodes/{n}.log"))).unwrap();
+        assert!(log.contains("etcd"), "{n}: {log}");
+    }
+    assert_flagged(&r);
+}
+
+#[test]
+fn etcd_fenced_in_docker_is_safe() {
+    assert_safe(&docker_run("etcd-pause-fenced.toml"));
+}
+
+#[test]
+fn a_redis_container_killed_and_restarted_hands_the_lock_out_again() {
+    let r = docker_run("redis-kill-restart.toml");
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("duplicate-token").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    assert!(history.ops.iter().any(|o| o.f == "kill"));
+    assert!(history.ops.iter().any(|o| o.f == "start"), "restarted");
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
+fn a_clock_jump_reaches_redis_inside_its_containers() {
+    // The interposer and the clock files are in the run directory, which every
+    // container mounts at its own path.
+    let r = docker_run("redlock-clock-jump.toml");
+    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "{}",
+        r.json["anomalies"]
+    );
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    let skew = history
+        .ops
+        .iter()
+        .find(|o| o.f == "clock-skew")
+        .expect("a clock fault");
+    assert!(skew.value.get("unreachable").is_none(), "{}", skew.value);
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
+fn the_etcd_leader_container_is_paused_and_resumed() {
+    image();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("etcd-pause-leader.toml");
+    std::fs::write(
+        &w,
+        r#"
+duration = "5s"
+resource = "fenced"
+allow = ["double-holder"]
+[backend]
+kind = "etcd"
+lease = "2s"
+acquire_timeout = "500ms"
+[clients]
+count = 2
+[critical_section]
+hold = "300ms"
+writes = 2
+[[faults]]
+kind = "pause-node"
+nodes = "primary"
+duration = "1500ms"
+after = "1s"
+"#,
+    )
+    .unwrap();
+    let r = run(&w, &["--runtime", "docker", "--image", IMAGE]);
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    let pause = history
+        .ops
+        .iter()
+        .find(|o| o.f == "pause")
+        .expect("the leader paused");
+    assert_eq!(pause.value["method"], "sigstop", "{}", pause.value);
+    assert_eq!(pause.value["targets"].as_array().map(Vec::len), Some(1));
+    assert!(history.ops.iter().any(|o| o.f == "resume"));
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
+fn an_image_that_is_not_here_is_an_environment_problem() {
+    let results = tempfile::tempdir().unwrap();
+    let out = lockcheck()
+        .arg("run")
+        .arg(workload("redis-pause-unfenced.toml"))
+        .args([
+            "--runtime",
+            "docker",
+            "--image",
+            "lockcheck/no-such-image:none",
+        ])
+        .arg("--results")
+        .arg(results.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("lockcheck image build"), "{stderr}");
+}
+
+#[test]
+fn recover_removes_the_containers_of_a_controller_killed_with_sigkill() {
+    image();
+    let results = tempfile::tempdir().unwrap();
+    let mut controller = lockcheck()
+        .arg("run")
+        .arg(workload("redis-pause-unfenced.toml"))
+        .args([
+            "--runtime",
+            "docker",
+            "--image",
+            IMAGE,
+            "--json",
+            "--results",
+        ])
+        .arg(results.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = results.path().join("latest");
+    // Until the run's container is up.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let run = loop {
+        let id = std::fs::read_to_string(dir.join("journal.jsonl"))
+            .ok()
+            .filter(|j| j.contains("\"client-0\""))
+            .map(|_| run_id(&dir));
+        if let Some(id) = id {
+            break id;
+        }
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(labelled("container", &run).len(), 1);
+    controller.kill().unwrap();
+    controller.wait().unwrap();
+    assert_eq!(
+        labelled("container", &run).len(),
+        1,
+        "the container outlives -9"
+    );
+    let out = lockcheck().arg("recover").arg(&dir).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("removed 1 containers, 1 networks"), "{said}");
+    for what in ["container", "network", "volume"] {
+        assert!(labelled(what, &run).is_empty(), "{what}s of {run} left");
+    }
+    let again = lockcheck().arg("recover").arg(&dir).output().unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing left to undo"));
+    assert!(leftovers(results.path()).is_empty());
+}
