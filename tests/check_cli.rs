@@ -186,10 +186,21 @@ fn check_writes_the_html_report_and_junit_when_asked() {
         .arg(&junit)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("double-holder"), "the report shows the anomaly");
+    assert!(
+        page.contains("double-holder"),
+        "the report shows the anomaly"
+    );
     assert!(!page.contains("src=\"http"), "the report is self-contained");
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("<failure"), "the double holder fails a JUnit case: {xml}");
+    assert!(
+        xml.contains("<failure"),
+        "the double holder fails a JUnit case: {xml}"
+    );
 }

@@ -6,8 +6,8 @@ pub mod analyze;
 pub mod bench;
 pub mod check;
 pub mod doctor;
-pub mod report;
 pub mod recover;
+pub mod report;
 pub mod run;
 pub mod worker;
 

@@ -260,6 +260,7 @@ pub struct Slot {
 struct Outcome {
     kind: OpType,
     value: Value,
+    error: Option<String>,
 }
 
 impl Slot {
@@ -338,9 +339,13 @@ impl Slot {
             }
             self.writes += 1;
             let data = format!("{}:{}", self.process, self.writes);
-            self.call(Command::Write { token, data }).await?;
+            let written = self.call(Command::Write { token, data }).await?;
             if self.process != process || !self.alive {
                 return Ok(());
+            }
+            if written.error.as_deref() == Some(worker::SELF_FENCED) {
+                // The worker judged its lease gone: it stops writing, as on a refused renew.
+                break;
             }
             tokio::time::sleep(pause).await;
         }
@@ -393,12 +398,12 @@ impl Slot {
             }
             Err(why) => (OpType::Info, invoke_value, None, Some(why)),
         };
-        rec.record(process, kind, f, value.clone(), node, error)?;
+        rec.record(process, kind, f, value.clone(), node, error.clone())?;
         if kind == OpType::Info {
             // The op may still take effect: this id must never act again.
             self.process = self.shared.next_process.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(Outcome { kind, value })
+        Ok(Outcome { kind, value, error })
     }
 
     /// Writes the request and waits for the reply with its id, dropping late replies

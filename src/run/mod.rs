@@ -61,6 +61,10 @@ pub struct RunReport {
     pub resource: Mode,
     pub figures: Figures,
     pub run_dir: PathBuf,
+    /// The workers fenced themselves this long before their own lease deadline (the
+    /// report shows the window this leaves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_fencing_margin_ms: Option<u64>,
 }
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
@@ -221,6 +225,7 @@ fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
         backend: w.backend.kind,
         resource: w.resource,
         run_dir: dir.to_path_buf(),
+        self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
     })
 }
 
@@ -288,6 +293,7 @@ async fn execute(
                 fencing_token: w.backend.fencing_token,
             },
             resource: res.addr(),
+            self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
         })
         .collect();
     let (workers, pipes) =

@@ -25,6 +25,8 @@
 //! [clients]
 //! count = 3
 //! op_timeout = "10s"            # optional: no reply by then = info, id retired
+//! self_fencing_margin = "200ms" # optional: each worker checks its own lease
+//!                               #   deadline (less this margin) before each write
 //!
 //! [critical_section]
 //! hold = "300ms"                # acquire to release, spread after each write
@@ -213,6 +215,16 @@ pub struct Clients {
     /// How long the controller waits for a worker's reply (beyond an acquire's own
     /// wait) before it records `info` and retires the process id.
     pub op_timeout: Duration,
+    /// Self-fencing: before each write a worker checks, on its own clock, that its
+    /// lease (less this margin) has not run out, and refuses to write if it has.
+    pub self_fencing_margin: Option<Duration>,
+}
+
+impl Clients {
+    /// The margin as the workers and verdict.json carry it.
+    pub fn self_fencing_margin_ms(&self) -> Option<u64> {
+        self.self_fencing_margin.map(|m| m.as_millis() as u64)
+    }
 }
 
 /// What a holder does while it holds the lock.
@@ -353,6 +365,16 @@ impl Workload {
         let count = raw.clients.count;
         if count == 0 {
             bail!(bad("clients.count", "expected at least 1 client".into()));
+        }
+        let self_fencing_margin = raw.clients.self_fencing_margin.map(|d| d.0);
+        if self_fencing_margin.is_some_and(|m| m >= lease.ttl) {
+            bail!(bad(
+                "clients.self_fencing_margin",
+                format!(
+                    "expected a margin shorter than the lease ({} ms): no write could pass",
+                    lease.ttl.as_millis()
+                )
+            ));
         }
         if raw.critical_section.writes == 0 {
             bail!(bad(
@@ -502,6 +524,7 @@ impl Workload {
                     .clients
                     .op_timeout
                     .map_or(Duration::from_secs(10), |d| d.0),
+                self_fencing_margin,
             },
             section: CriticalSection {
                 hold: raw.critical_section.hold.0,
@@ -801,6 +824,7 @@ mod raw {
     pub struct Clients {
         pub count: usize,
         pub op_timeout: Option<Dur>,
+        pub self_fencing_margin: Option<Dur>,
     }
 
     #[derive(Deserialize)]
@@ -867,6 +891,23 @@ interval = "2s"
 
     fn parse(text: &str) -> Result<Workload> {
         Workload::parse(text, Path::new("w/test.toml"))
+    }
+
+    #[test]
+    fn a_self_fencing_margin_must_leave_part_of_the_lease() {
+        assert_eq!(parse(GOOD).unwrap().clients.self_fencing_margin_ms(), None);
+        let with = |m: &str| {
+            parse(&GOOD.replace(
+                "count = 3",
+                &format!("count = 3\nself_fencing_margin = \"{m}\""),
+            ))
+        };
+        assert_eq!(
+            with("200ms").unwrap().clients.self_fencing_margin_ms(),
+            Some(200)
+        );
+        let e = format!("{:#}", with("1500ms").unwrap_err());
+        assert!(e.contains("clients.self_fencing_margin"), "{e}");
     }
 
     #[test]
