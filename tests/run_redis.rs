@@ -320,3 +320,46 @@ fn self_fencing_workers_refuse_to_write_past_their_own_lease_deadline() {
     with.assert_nothing_left();
     without.assert_nothing_left();
 }
+
+#[test]
+fn a_self_fencing_worker_whose_clock_runs_slow_misjudges_its_lease_and_writes_stale() {
+    // The same workload without the clock fault: the worker's own clock is right.
+    let skewed = workload("redis-self-fencing-slow-clock.toml");
+    let text = std::fs::read_to_string(&skewed).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("redis-self-fencing-right-clock.toml");
+    std::fs::write(&plain, &text[..text.find("[[faults]]").unwrap()]).unwrap();
+    let right = std::thread::spawn(move || run(&plain, &[]));
+    let slow = run(&skewed, &[]);
+    let right = right.join().unwrap();
+
+    // The skew reached the holder's worker, not a node.
+    let history = lockcheck::history::read_jsonl(&slow.run_dir().join("history.jsonl")).unwrap();
+    let skew = history
+        .ops
+        .iter()
+        .find(|o| o.f == "clock-skew")
+        .expect("the clock fault ran");
+    assert_eq!(skew.value["rate"], 0.5);
+    let target = skew.value["targets"][0].as_str().unwrap();
+    assert!(target.starts_with("client-"), "{skew:?}");
+    assert!(slow
+        .run_dir()
+        .join(format!("clocks/{target}.clock"))
+        .exists());
+
+    assert_eq!(
+        stale_applied(&right),
+        0,
+        "a worker with a right clock fences itself in time: {}",
+        right.json
+    );
+    assert!(
+        stale_applied(&slow) > 0,
+        "a worker whose clock runs at half speed writes past its lease: {}",
+        slow.json
+    );
+    assert!(!slow.anomalies("stale-write-accepted").is_empty());
+    slow.assert_nothing_left();
+    right.assert_nothing_left();
+}

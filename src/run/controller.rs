@@ -101,10 +101,12 @@ impl Workers {
     /// each client reaches the nodes through links of its own), each in its own process
     /// group (a Ctrl-C at the terminal reaches the controller, which stops them in
     /// order), killed by the kernel if the controller dies, logging to
-    /// `clients/client-N.log`. Waits until each has connected.
+    /// `clients/client-N.log`. With `clocks`, each starts under the clock interposer
+    /// with a clock of its own that a clock fault can skew. Waits until each has connected.
     pub async fn start(
         exe: &Path,
         configs: &[worker::Config],
+        clocks: bool,
         dir: &Path,
         ready_timeout: Duration,
     ) -> Result<(Workers, Vec<Pipes>)> {
@@ -128,6 +130,9 @@ impl Workers {
                 .stderr(Stdio::from(log))
                 .process_group(0)
                 .kill_on_drop(true);
+            if clocks {
+                cmd.envs(crate::fault::clock::process_clock(dir, &name)?);
+            }
             // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
             unsafe {
                 cmd.pre_exec(|| {

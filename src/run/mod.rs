@@ -296,8 +296,18 @@ async fn execute(
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
         })
         .collect();
-    let (workers, pipes) =
-        Workers::start(&opts.worker_exe, &configs, dir, Duration::from_secs(20)).await?;
+    let clocks = w
+        .faults
+        .iter()
+        .any(|f| f.kind == workload::FaultKind::Clock && f.clock_of_client);
+    let (workers, pipes) = Workers::start(
+        &opts.worker_exe,
+        &configs,
+        clocks,
+        dir,
+        Duration::from_secs(20),
+    )
+    .await?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind.
     let journal = crate::fault::journal::Journal::for_run(dir)?;

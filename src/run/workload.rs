@@ -65,8 +65,8 @@
 //! duration = "500ms"
 //!
 //! [[faults]]
-//! kind = "clock"                # live, per node (not Go servers: reported)
-//! nodes = "majority"
+//! kind = "clock"                # live, per node (not Go servers: reported),
+//! nodes = "majority"            #   or a worker's own: target = "holder"
 //! offset = "+20s"               # a jump; or rate = 2.0; or a strobe:
 //!                               #   offset2 = "-1s", period = "20ms"
 //! duration = "4s"
@@ -251,6 +251,8 @@ pub struct FaultEntry {
     pub wipe: bool,
     /// Clock: what happens to the clocks.
     pub clock: Option<ClockChange>,
+    /// Clock: the clock of the `target` client's worker, not of server nodes.
+    pub clock_of_client: bool,
     /// Partition, latency: what the links between the clients and the nodes do,
     /// and which links.
     pub link: Option<LinkMode>,
@@ -425,7 +427,14 @@ impl Workload {
                     "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
                 ));
             }
-            if !client_fault && !link_fault && f.target.is_some() {
+            let clock_of_client = f.kind == FaultKind::Clock && f.target.is_some();
+            if clock_of_client && f.nodes.is_some() {
+                bail!(bad(
+                    &key("target"),
+                    "a clock fault skews either a client's clock (`target`) or nodes' (`nodes`), not both".into()
+                ));
+            }
+            if !client_fault && !link_fault && !clock_of_client && f.target.is_some() {
                 bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
             }
             if f.kind != FaultKind::Kill && f.wipe.is_some() {
@@ -446,6 +455,7 @@ impl Workload {
                 nodes: f.nodes.unwrap_or(NodeTarget::One),
                 wipe: f.wipe.unwrap_or(false),
                 clock,
+                clock_of_client,
                 link,
                 links,
                 duration: f.duration.0,
@@ -891,6 +901,25 @@ interval = "2s"
 
     fn parse(text: &str) -> Result<Workload> {
         Workload::parse(text, Path::new("w/test.toml"))
+    }
+
+    #[test]
+    fn a_clock_fault_skews_a_client_or_nodes_not_both() {
+        let clock = |whose: &str| {
+            parse(&GOOD.replace(
+                "kind = \"pause\"\ntarget = \"holder\"",
+                &format!("kind = \"clock\"\nrate = 0.5\n{whose}"),
+            ))
+        };
+        let w = clock("target = \"holder\"").unwrap();
+        assert!(w.faults[0].clock_of_client);
+        assert_eq!(w.faults[0].target, Target::Holder);
+        assert!(!clock("nodes = \"all\"").unwrap().faults[0].clock_of_client);
+        let e = format!(
+            "{:#}",
+            clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
+        );
+        assert!(e.contains("not both"), "{e}");
     }
 
     #[test]
