@@ -8,7 +8,7 @@ mod fault_support;
 use fault_support::redis_cmd;
 use lockcheck::backend::BackendKind;
 use lockcheck::cluster::{Cluster, ClusterSpec, LocalCluster};
-use lockcheck::fault::clock::{self, ClockChange, ClockFault};
+use lockcheck::fault::clock::{self, ClockChange, ClockFault, Clocks};
 use lockcheck::fault::journal::{self, is_stopped};
 use lockcheck::fault::node::{KillNodes, NodeTarget, PauseNodes};
 use lockcheck::fault::{Fault, Scene};
@@ -138,7 +138,7 @@ async fn a_clock_jump_on_a_majority_of_redlock_nodes_expires_their_keys() {
         .unwrap();
     }
     let mut fault = ClockFault::new(
-        NodeTarget::Majority,
+        Clocks::Nodes(NodeTarget::Majority),
         ClockChange::Jump {
             offset_ns: 20_000_000_000,
         },
@@ -182,7 +182,10 @@ async fn a_clock_fault_on_etcd_says_it_cannot_reach_it() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(BackendKind::Etcd, dir.path(), true).await;
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let mut fault = ClockFault::new(NodeTarget::All, ClockChange::Rate { rate: 2.0 });
+    let mut fault = ClockFault::new(
+        Clocks::Nodes(NodeTarget::All),
+        ClockChange::Rate { rate: 2.0 },
+    );
     let value = fault
         .start(&mut scene(&c, &mut rng))
         .await

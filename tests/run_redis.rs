@@ -253,3 +253,113 @@ fn test_count_runs_a_fresh_cluster_per_seed_and_reports_the_detection_rate() {
     assert!(0.0 < median && median <= worst && worst <= longest, "{s}");
     r.assert_nothing_left();
 }
+
+/// Applied writes whose token is lower than one applied before them: what an
+/// unfenced resource let through from deposed holders.
+fn stale_applied(r: &Finished) -> usize {
+    let applied = lockcheck::run::read_applied(&r.run_dir().join("resource.jsonl")).unwrap();
+    let mut highest = None;
+    applied
+        .iter()
+        .filter(|w| {
+            let stale = w.token < highest;
+            highest = highest.max(w.token);
+            stale
+        })
+        .count()
+}
+
+#[test]
+fn self_fencing_workers_refuse_to_write_past_their_own_lease_deadline() {
+    // The same schedule with and without self-fencing, side by side.
+    let without = std::thread::spawn(|| run(&workload("redis-pause-unfenced.toml"), &[]));
+    let with = run(&workload("redis-pause-self-fencing.toml"), &[]);
+    let without = without.join().unwrap();
+    assert!(
+        stale_applied(&without) > 0,
+        "without self-fencing the woken holder writes: {}",
+        without.json
+    );
+    assert!(!without.anomalies("stale-write-accepted").is_empty());
+
+    assert_eq!(with.json["self_fencing_margin_ms"], 200, "{}", with.json);
+    let history = lockcheck::history::read_jsonl(&with.run_dir().join("history.jsonl")).unwrap();
+    let fenced: Vec<_> = history
+        .ops
+        .iter()
+        .filter(|o| {
+            o.f == "write" && o.error.as_deref() == Some(lockcheck::run::worker::SELF_FENCED)
+        })
+        .collect();
+    assert!(!fenced.is_empty(), "no write was self-fenced");
+    assert!(fenced
+        .iter()
+        .all(|o| o.kind == lockcheck::history::OpType::Fail));
+    // A self-fenced holder stops writing and releases, as on a refused renew.
+    for w in &fenced {
+        let next = history
+            .ops
+            .iter()
+            .find(|o| o.index > w.index && o.process == w.process)
+            .expect("the holder goes on after refusing to write");
+        assert_eq!(next.f, "release", "after {w:?}: {next:?}");
+    }
+    // The residual window (a pause between the check and the write) can still let
+    // one through under a slow machine; the pauses here land before the check.
+    assert!(
+        stale_applied(&with) < stale_applied(&without),
+        "self-fencing: {} stale writes applied, without: {}",
+        stale_applied(&with),
+        stale_applied(&without)
+    );
+    let report = std::fs::read_to_string(with.run_dir().join("report.html")).unwrap();
+    assert!(
+        report.contains("residual window"),
+        "the report shows the residual window"
+    );
+    with.assert_nothing_left();
+    without.assert_nothing_left();
+}
+
+#[test]
+fn a_self_fencing_worker_whose_clock_runs_slow_misjudges_its_lease_and_writes_stale() {
+    // The same workload without the clock fault: the worker's own clock is right.
+    let skewed = workload("redis-self-fencing-slow-clock.toml");
+    let text = std::fs::read_to_string(&skewed).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("redis-self-fencing-right-clock.toml");
+    std::fs::write(&plain, &text[..text.find("[[faults]]").unwrap()]).unwrap();
+    let right = std::thread::spawn(move || run(&plain, &[]));
+    let slow = run(&skewed, &[]);
+    let right = right.join().unwrap();
+
+    // The skew reached the holder's worker, not a node.
+    let history = lockcheck::history::read_jsonl(&slow.run_dir().join("history.jsonl")).unwrap();
+    let skew = history
+        .ops
+        .iter()
+        .find(|o| o.f == "clock-skew")
+        .expect("the clock fault ran");
+    assert_eq!(skew.value["rate"], 0.5);
+    let target = skew.value["targets"][0].as_str().unwrap();
+    assert!(target.starts_with("client-"), "{skew:?}");
+    assert!(slow
+        .run_dir()
+        .join(format!("clocks/{target}.clock"))
+        .exists());
+
+    assert_eq!(
+        stale_applied(&right),
+        0,
+        "a worker with a right clock fences itself in time: {}",
+        right.json
+    );
+    assert!(
+        stale_applied(&slow) > 0,
+        "a worker whose clock runs at half speed writes past its lease: {}",
+        slow.json
+    );
+    assert!(!slow.anomalies("stale-write-accepted").is_empty());
+    slow.assert_nothing_left();
+    right.assert_nothing_left();
+}

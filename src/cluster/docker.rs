@@ -58,19 +58,20 @@ pub fn default_image(kind: BackendKind) -> &'static str {
         BackendKind::PostgresAdvisory | BackendKind::PostgresLease => "postgres",
         BackendKind::Nats => "nats",
         BackendKind::Zookeeper => "zookeeper",
+        BackendKind::Mariadb => "mariadb",
     }
 }
 
 /// Whether the docker runtime runs a backend's servers yet, and if not, why.
 /// PostgreSQL refuses to run as root (the host image has only root), and the
-/// ZooKeeper and NATS command lines have not been tried in containers.
+/// ZooKeeper, NATS and MariaDB command lines have not been tried in containers.
 pub fn unsupported(kind: BackendKind) -> Option<&'static str> {
     match kind {
         BackendKind::Redis | BackendKind::Redlock | BackendKind::Etcd => None,
         BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
             Some("postgres refuses to run as root, and the host image has no other user; use the local runtime")
         }
-        BackendKind::Nats | BackendKind::Zookeeper => {
+        BackendKind::Nats | BackendKind::Zookeeper | BackendKind::Mariadb => {
             Some("its servers are not run in containers yet; use the local runtime")
         }
     }

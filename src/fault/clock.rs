@@ -366,20 +366,25 @@ pub fn prepare_hook(run_dir: PathBuf) -> Prepare {
             if reach(&binary)? != Reach::Live {
                 return Ok(());
             }
-            let shim = install_shim(&run_dir)?;
-            let path = clock_file(&run_dir, &node.name);
-            if !path.exists() {
-                // Created unskewed; no ClockControl here, whose drop would reset a
-                // skew in effect when the node restarts.
-                let clocks = path.parent().expect("a clock file is in clocks/");
-                std::fs::create_dir_all(clocks)
-                    .with_context(|| format!("creating {}", clocks.display()))?;
-                Mapping::open(&path, true)?;
-            }
-            cmd.envs(child_env(&shim, &path));
+            cmd.envs(process_clock(&run_dir, &node.name)?);
             Ok(())
         },
     ))
+}
+
+/// The environment that starts process `name` of a run (a node, or a worker) under
+/// the interposer with its own clock file, created unskewed if it is not there yet.
+/// No ClockControl here, whose drop would reset a skew in effect when a node restarts.
+pub fn process_clock(run_dir: &Path, name: &str) -> Result<[(OsString, OsString); 2]> {
+    let shim = install_shim(run_dir)?;
+    let path = clock_file(run_dir, name);
+    if !path.exists() {
+        let clocks = path.parent().expect("a clock file is in clocks/");
+        std::fs::create_dir_all(clocks)
+            .with_context(|| format!("creating {}", clocks.display()))?;
+        Mapping::open(&path, true)?;
+    }
+    Ok(child_env(&shim, &path))
 }
 
 /// The file a command name runs (looked up on PATH unless it is a path).
@@ -574,8 +579,16 @@ impl ClockChange {
 /// Recorded as nemesis `clock-skew` / `clock-reset`; a node the interposer
 /// cannot reach is listed under `unreachable` with the reason, never skewed in
 /// words only.
+/// Whose clocks a clock fault skews.
+#[derive(Debug, Clone)]
+pub enum Clocks {
+    Nodes(NodeTarget),
+    /// A worker's own clock: its view of its lease (started under the interposer).
+    Client(Target),
+}
+
 pub struct ClockFault {
-    nodes: NodeTarget,
+    clocks: Clocks,
     change: ClockChange,
     /// (node, journal id, control) of each clock skewed now.
     active: Vec<(String, u64, ClockControl)>,
@@ -583,9 +596,9 @@ pub struct ClockFault {
 }
 
 impl ClockFault {
-    pub fn new(nodes: NodeTarget, change: ClockChange) -> ClockFault {
+    pub fn new(clocks: Clocks, change: ClockChange) -> ClockFault {
         ClockFault {
-            nodes,
+            clocks,
             change,
             active: Vec::new(),
             journal: None,
@@ -604,21 +617,36 @@ impl Fault for ClockFault {
     }
 
     fn target(&self) -> &Target {
-        &node::TIMED
+        match &self.clocks {
+            Clocks::Nodes(_) => &node::TIMED,
+            Clocks::Client(t) => t,
+        }
     }
 
     async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<serde_json::Value>> {
-        let Some((names, dir)) = node::pick(&self.nodes, scene).await? else {
-            return Ok(None);
+        let (names, dir) = match &self.clocks {
+            Clocks::Nodes(nodes) => match node::pick(nodes, scene).await? {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+            Clocks::Client(t) => {
+                let (Some(slot), Some(c)) = (t.pick_client(scene), scene.cluster) else {
+                    return Ok(None);
+                };
+                let dir = c.lock().await.dir().to_path_buf();
+                (vec![scene.clients[slot].name.clone()], dir)
+            }
         };
-        let binary = match scene.cluster {
-            Some(c) => c
+        // Workers are this program: only a node may be a binary the interposer misses.
+        let binary = match (scene.cluster, &self.clocks) {
+            (_, Clocks::Client(_)) => std::env::current_exe()?,
+            (Some(c), _) => c
                 .lock()
                 .await
                 .program()
                 .context("a clock fault needs a server program lockcheck runs")?
                 .to_path_buf(),
-            None => bail!("a clock fault needs the run's cluster"),
+            (None, _) => bail!("a clock fault needs the run's cluster"),
         };
         let journal = Journal::for_run(&dir)?;
         let mut unreachable = Vec::new();

@@ -101,10 +101,12 @@ impl Workers {
     /// each client reaches the nodes through links of its own), each in its own process
     /// group (a Ctrl-C at the terminal reaches the controller, which stops them in
     /// order), killed by the kernel if the controller dies, logging to
-    /// `clients/client-N.log`. Waits until each has connected.
+    /// `clients/client-N.log`. With `clocks`, each starts under the clock interposer
+    /// with a clock of its own that a clock fault can skew. Waits until each has connected.
     pub async fn start(
         exe: &Path,
         configs: &[worker::Config],
+        clocks: bool,
         dir: &Path,
         ready_timeout: Duration,
     ) -> Result<(Workers, Vec<Pipes>)> {
@@ -128,6 +130,9 @@ impl Workers {
                 .stderr(Stdio::from(log))
                 .process_group(0)
                 .kill_on_drop(true);
+            if clocks {
+                cmd.envs(crate::fault::clock::process_clock(dir, &name)?);
+            }
             // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
             unsafe {
                 cmd.pre_exec(|| {
@@ -260,6 +265,7 @@ pub struct Slot {
 struct Outcome {
     kind: OpType,
     value: Value,
+    error: Option<String>,
 }
 
 impl Slot {
@@ -338,9 +344,13 @@ impl Slot {
             }
             self.writes += 1;
             let data = format!("{}:{}", self.process, self.writes);
-            self.call(Command::Write { token, data }).await?;
+            let written = self.call(Command::Write { token, data }).await?;
             if self.process != process || !self.alive {
                 return Ok(());
+            }
+            if written.error.as_deref() == Some(worker::SELF_FENCED) {
+                // The worker judged its lease gone: it stops writing, as on a refused renew.
+                break;
             }
             tokio::time::sleep(pause).await;
         }
@@ -393,12 +403,12 @@ impl Slot {
             }
             Err(why) => (OpType::Info, invoke_value, None, Some(why)),
         };
-        rec.record(process, kind, f, value.clone(), node, error)?;
+        rec.record(process, kind, f, value.clone(), node, error.clone())?;
         if kind == OpType::Info {
             // The op may still take effect: this id must never act again.
             self.process = self.shared.next_process.fetch_add(1, Ordering::Relaxed);
         }
-        Ok(Outcome { kind, value })
+        Ok(Outcome { kind, value, error })
     }
 
     /// Writes the request and waits for the reply with its id, dropping late replies

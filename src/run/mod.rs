@@ -64,6 +64,10 @@ pub struct RunReport {
     pub resource: Mode,
     pub figures: Figures,
     pub run_dir: PathBuf,
+    /// The workers fenced themselves this long before their own lease deadline (the
+    /// report shows the window this leaves).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_fencing_margin_ms: Option<u64>,
 }
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
@@ -226,6 +230,7 @@ fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
         backend: w.backend.kind,
         resource: w.resource,
         run_dir: dir.to_path_buf(),
+        self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
     })
 }
 
@@ -303,10 +308,21 @@ async fn execute(
                 fencing_token: w.backend.fencing_token,
             },
             resource: res.addr(),
+            self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
         })
         .collect();
-    let (workers, pipes) =
-        Workers::start(&opts.worker_exe, &configs, dir, Duration::from_secs(20)).await?;
+    let clocks = w
+        .faults
+        .iter()
+        .any(|f| f.kind == workload::FaultKind::Clock && f.clock_of_client);
+    let (workers, pipes) = Workers::start(
+        &opts.worker_exe,
+        &configs,
+        clocks,
+        dir,
+        Duration::from_secs(20),
+    )
+    .await?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind.
     let journal = crate::fault::journal::Journal::for_run(dir)?;

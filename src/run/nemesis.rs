@@ -8,7 +8,7 @@ use super::controller::{Acquired, Recorder};
 use super::workload::{FaultEntry, FaultKind};
 use super::Live;
 use crate::cluster::Cluster;
-use crate::fault::clock::ClockFault;
+use crate::fault::clock::{ClockFault, Clocks};
 use crate::fault::node::{KillNodes, PauseNodes};
 use crate::fault::proxy::LinkFault;
 use crate::fault::schedule;
@@ -30,7 +30,11 @@ pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
         FaultKind::PauseNode => Box::new(PauseNodes::new(entry.nodes.clone(), entry.duration)),
         FaultKind::Kill => Box::new(KillNodes::new(entry.nodes.clone(), entry.wipe)),
         FaultKind::Clock => Box::new(ClockFault::new(
-            entry.nodes.clone(),
+            if entry.clock_of_client {
+                Clocks::Client(entry.target.clone())
+            } else {
+                Clocks::Nodes(entry.nodes.clone())
+            },
             entry
                 .clock
                 .expect("a clock entry carries its change (checked at load)"),

@@ -5,6 +5,12 @@
 //! the worker answers one [`Reply`] on stdout, in order. The worker's first line is
 //! the reply with id 0: `ok` once it is connected, or `fail` with the reason. The
 //! worker's own clock stamps nothing: the controller times every op itself.
+//!
+//! A self-fencing worker (`[clients] self_fencing_margin`) also keeps its own view of
+//! its lease, as Kubernetes' leader election does: the deadline is its own clock at
+//! the acquire or renew request plus the granted lease, less the margin; past it, the
+//! worker refuses to write. That view is only as good as the worker's clock, and a
+//! pause between the check and the write still lets a stale write through.
 
 use crate::backend::{self, BackendKind, Grant, LockClient, LockConfig, LockError};
 use crate::history::OpType;
@@ -13,6 +19,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
 /// What a worker is started with (one JSON argument).
@@ -22,6 +29,40 @@ pub struct Config {
     pub endpoints: Vec<String>,
     pub lock: LockConfig,
     pub resource: SocketAddr,
+    /// Self-fencing: the safety margin taken off the lease before each write; none
+    /// means the worker writes whatever its lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_fencing_margin_ms: Option<u64>,
+}
+
+/// The error of a write a self-fencing worker refused: the controller ends the
+/// critical section on it, as on a refused renew.
+pub const SELF_FENCED: &str = "self-fenced: lease deadline passed";
+
+/// A holder's own view of its lease, on its own clock.
+struct Lease {
+    margin: Duration,
+    /// The configured lease, for a backend whose grant does not say.
+    fallback: Duration,
+    /// When the worker stops trusting its lease; none when it holds nothing.
+    deadline: Option<Instant>,
+}
+
+impl Lease {
+    /// Counts the lease from the moment the request was sent (`sent`), not from the
+    /// reply: the server started its TTL somewhere in between.
+    fn granted(&mut self, sent: Instant, g: &Grant) {
+        let lease = g.lease_ms.map_or(self.fallback, Duration::from_millis);
+        self.deadline = sent.checked_add(lease.saturating_sub(self.margin));
+    }
+
+    fn lost(&mut self) {
+        self.deadline = None;
+    }
+
+    fn expired(&self) -> bool {
+        self.deadline.is_none_or(|d| Instant::now() >= d)
+    }
 }
 
 /// One op for the worker to perform, as logical process `process`.
@@ -134,11 +175,16 @@ pub async fn serve(config: Config) -> Result<()> {
             return Err(e);
         }
     };
+    let mut lease = config.self_fencing_margin_ms.map(|m| Lease {
+        margin: Duration::from_millis(m),
+        fallback: config.lock.lease,
+        deadline: None,
+    });
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let req: Request = serde_json::from_str(&line)
             .with_context(|| format!("bad request from the controller: {line}"))?;
-        let mut reply = perform(lock.as_mut(), &mut res, &req).await;
+        let mut reply = perform(lock.as_mut(), &mut res, lease.as_mut(), &req).await;
         // Writes and reads go to the resource, not to a node of the lock service.
         if !matches!(req.op, Command::Write { .. } | Command::Read) {
             reply.node = lock.node();
@@ -148,21 +194,46 @@ pub async fn serve(config: Config) -> Result<()> {
     Ok(())
 }
 
-async fn perform(lock: &mut dyn LockClient, res: &mut resource::Client, req: &Request) -> Reply {
+/// Performs one request. `lease` is the self-fencing worker's view of its lease:
+/// every grant moves its deadline, every refusal or release drops it, and a write
+/// past it is refused here, before it reaches the resource.
+async fn perform(
+    lock: &mut dyn LockClient,
+    res: &mut resource::Client,
+    mut lease: Option<&mut Lease>,
+    req: &Request,
+) -> Reply {
     let id = req.id;
+    let sent = Instant::now();
+    let mut granted = |r: Result<Grant, LockError>| match r {
+        Ok(g) => {
+            if let Some(l) = lease.as_deref_mut() {
+                l.granted(sent, &g);
+            }
+            Reply::ok(id, grant_value(g))
+        }
+        Err(e) => {
+            if let Some(l) = lease.as_deref_mut() {
+                l.lost();
+            }
+            Reply::from_lock_error(id, e)
+        }
+    };
     match &req.op {
-        Command::Acquire => match lock.acquire().await {
-            Ok(g) => Reply::ok(id, grant_value(g)),
-            Err(e) => Reply::from_lock_error(id, e),
-        },
-        Command::Renew { .. } => match lock.renew().await {
-            Ok(g) => Reply::ok(id, grant_value(g)),
-            Err(e) => Reply::from_lock_error(id, e),
-        },
-        Command::Release { .. } => match lock.release().await {
-            Ok(()) => Reply::ok(id, Value::Null),
-            Err(e) => Reply::from_lock_error(id, e),
-        },
+        Command::Acquire => granted(lock.acquire().await),
+        Command::Renew { .. } => granted(lock.renew().await),
+        Command::Release { .. } => {
+            if let Some(l) = lease {
+                l.lost();
+            }
+            match lock.release().await {
+                Ok(()) => Reply::ok(id, Value::Null),
+                Err(e) => Reply::from_lock_error(id, e),
+            }
+        }
+        Command::Write { .. } if lease.as_ref().is_some_and(|l| l.expired()) => {
+            Reply::failed(id, OpType::Fail, SELF_FENCED.into())
+        }
         Command::Write { token, data } => match res.write(req.process, *token, data).await {
             Ok(WriteOutcome::Applied { seq }) => {
                 Reply::ok(id, json!({ "token": token, "data": data, "seq": seq }))

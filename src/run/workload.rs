@@ -25,6 +25,8 @@
 //! [clients]
 //! count = 3
 //! op_timeout = "10s"            # optional: no reply by then = info, id retired
+//! self_fencing_margin = "200ms" # optional: each worker checks its own lease
+//!                               #   deadline (less this margin) before each write
 //!
 //! [critical_section]
 //! hold = "300ms"                # acquire to release, spread after each write
@@ -63,8 +65,8 @@
 //! duration = "500ms"
 //!
 //! [[faults]]
-//! kind = "clock"                # live, per node (not Go servers: reported)
-//! nodes = "majority"
+//! kind = "clock"                # live, per node (not Go servers: reported),
+//! nodes = "majority"            #   or a worker's own: target = "holder"
 //! offset = "+20s"               # a jump; or rate = 2.0; or a strobe:
 //!                               #   offset2 = "-1s", period = "20ms"
 //! duration = "4s"
@@ -221,6 +223,16 @@ pub struct Clients {
     /// How long the controller waits for a worker's reply (beyond an acquire's own
     /// wait) before it records `info` and retires the process id.
     pub op_timeout: Duration,
+    /// Self-fencing: before each write a worker checks, on its own clock, that its
+    /// lease (less this margin) has not run out, and refuses to write if it has.
+    pub self_fencing_margin: Option<Duration>,
+}
+
+impl Clients {
+    /// The margin as the workers and verdict.json carry it.
+    pub fn self_fencing_margin_ms(&self) -> Option<u64> {
+        self.self_fencing_margin.map(|m| m.as_millis() as u64)
+    }
 }
 
 /// What a holder does while it holds the lock.
@@ -247,6 +259,8 @@ pub struct FaultEntry {
     pub wipe: bool,
     /// Clock: what happens to the clocks.
     pub clock: Option<ClockChange>,
+    /// Clock: the clock of the `target` client's worker, not of server nodes.
+    pub clock_of_client: bool,
     /// Partition, latency: what the links between the clients and the nodes do,
     /// and which links.
     pub link: Option<LinkMode>,
@@ -358,6 +372,16 @@ impl Workload {
         if count == 0 {
             bail!(bad("clients.count", "expected at least 1 client".into()));
         }
+        let self_fencing_margin = raw.clients.self_fencing_margin.map(|d| d.0);
+        if self_fencing_margin.is_some_and(|m| m >= lease.ttl) {
+            bail!(bad(
+                "clients.self_fencing_margin",
+                format!(
+                    "expected a margin shorter than the lease ({} ms): no write could pass",
+                    lease.ttl.as_millis()
+                )
+            ));
+        }
         if raw.critical_section.writes == 0 {
             bail!(bad(
                 "critical_section.writes",
@@ -407,7 +431,14 @@ impl Workload {
                     "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
                 ));
             }
-            if !client_fault && !link_fault && f.target.is_some() {
+            let clock_of_client = f.kind == FaultKind::Clock && f.target.is_some();
+            if clock_of_client && f.nodes.is_some() {
+                bail!(bad(
+                    &key("target"),
+                    "a clock fault skews either a client's clock (`target`) or nodes' (`nodes`), not both".into()
+                ));
+            }
+            if !client_fault && !link_fault && !clock_of_client && f.target.is_some() {
                 bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
             }
             if f.kind != FaultKind::Kill && f.wipe.is_some() {
@@ -428,6 +459,7 @@ impl Workload {
                 nodes: f.nodes.unwrap_or(NodeTarget::One),
                 wipe: f.wipe.unwrap_or(false),
                 clock,
+                clock_of_client,
                 link,
                 links,
                 duration: f.duration.0,
@@ -508,6 +540,7 @@ impl Workload {
                     .clients
                     .op_timeout
                     .map_or(Duration::from_secs(10), |d| d.0),
+                self_fencing_margin,
             },
             section: CriticalSection {
                 hold: raw.critical_section.hold.0,
@@ -884,6 +917,7 @@ mod raw {
     pub struct Clients {
         pub count: usize,
         pub op_timeout: Option<Dur>,
+        pub self_fencing_margin: Option<Dur>,
     }
 
     #[derive(Deserialize)]
@@ -950,6 +984,42 @@ interval = "2s"
 
     fn parse(text: &str) -> Result<Workload> {
         Workload::parse(text, Path::new("w/test.toml"))
+    }
+
+    #[test]
+    fn a_clock_fault_skews_a_client_or_nodes_not_both() {
+        let clock = |whose: &str| {
+            parse(&GOOD.replace(
+                "kind = \"pause\"\ntarget = \"holder\"",
+                &format!("kind = \"clock\"\nrate = 0.5\n{whose}"),
+            ))
+        };
+        let w = clock("target = \"holder\"").unwrap();
+        assert!(w.faults[0].clock_of_client);
+        assert_eq!(w.faults[0].target, Target::Holder);
+        assert!(!clock("nodes = \"all\"").unwrap().faults[0].clock_of_client);
+        let e = format!(
+            "{:#}",
+            clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
+        );
+        assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn a_self_fencing_margin_must_leave_part_of_the_lease() {
+        assert_eq!(parse(GOOD).unwrap().clients.self_fencing_margin_ms(), None);
+        let with = |m: &str| {
+            parse(&GOOD.replace(
+                "count = 3",
+                &format!("count = 3\nself_fencing_margin = \"{m}\""),
+            ))
+        };
+        assert_eq!(
+            with("200ms").unwrap().clients.self_fencing_margin_ms(),
+            Some(200)
+        );
+        let e = format!("{:#}", with("1500ms").unwrap_err());
+        assert!(e.contains("clients.self_fencing_margin"), "{e}");
     }
 
     #[test]
