@@ -318,7 +318,7 @@ fn lock_fixtures_render_and_zombies_match_double_holders() {
         let res_path = root.join(file.replace(".jsonl", ".resource.jsonl"));
         let resource = res_path
             .exists()
-            .then(|| lockcheck::report::read_resource(&res_path).unwrap());
+            .then(|| lockcheck::history::read_resource(&res_path).unwrap());
         let verdict = lock::check(
             &history,
             &lock::LockInput {

@@ -23,7 +23,7 @@ fn unfenced_redis_with_the_holder_paused_past_its_ttl_shows_two_holders_and_a_st
     }
     // The stale write is one the resource applied: resource.jsonl has its seq.
     let dir = r.run_dir();
-    let applied = lockcheck::run::read_applied(&dir.join("resource.jsonl")).unwrap();
+    let applied = lockcheck::history::read_resource(&dir.join("resource.jsonl")).unwrap();
     let stale = r.anomalies("stale-write-accepted")[0];
     let tokens: Vec<u64> = stale["tokens"]
         .as_array()
@@ -71,7 +71,7 @@ fn fenced_redis_rejects_every_stale_write_and_is_valid() {
             .unwrap()
             > 0
     );
-    let applied = lockcheck::run::read_applied(&r.run_dir().join("resource.jsonl")).unwrap();
+    let applied = lockcheck::history::read_resource(&r.run_dir().join("resource.jsonl")).unwrap();
     assert!(
         applied.windows(2).all(|w| w[0].token <= w[1].token),
         "a fenced resource applies tokens in order"
@@ -257,7 +257,7 @@ fn test_count_runs_a_fresh_cluster_per_seed_and_reports_the_detection_rate() {
 /// Applied writes whose token is lower than one applied before them: what an
 /// unfenced resource let through from deposed holders.
 fn stale_applied(r: &Finished) -> usize {
-    let applied = lockcheck::run::read_applied(&r.run_dir().join("resource.jsonl")).unwrap();
+    let applied = lockcheck::history::read_resource(&r.run_dir().join("resource.jsonl")).unwrap();
     let mut highest = None;
     applied
         .iter()

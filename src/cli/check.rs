@@ -6,7 +6,7 @@ use crate::check::lock::LockInput;
 use crate::check::models::{kv, multi_register::MultiRegister, mutex::Mutex, register::Register};
 use crate::check::{AnomalyKind, Limits, Validity, Verdict};
 use crate::history::import::{self, Format};
-use crate::history::{AppliedWrite, History, HistoryError};
+use crate::history::{History, HistoryError};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -156,7 +156,11 @@ pub struct Checked {
 /// know) is an error with exit code 4 naming the file and where.
 pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
     if let Some(model) = streamed_lock_model(file, opts)? {
-        let resource = opts.resource.as_deref().map(read_resource).transpose()?;
+        let resource = opts
+            .resource
+            .as_deref()
+            .map(crate::history::read_resource)
+            .transpose()?;
         let input = LockInput {
             resource: resource.as_deref(),
         };
@@ -183,7 +187,11 @@ pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
             model.name()
         );
     }
-    let resource = opts.resource.as_deref().map(read_resource).transpose()?;
+    let resource = opts
+        .resource
+        .as_deref()
+        .map(crate::history::read_resource)
+        .transpose()?;
     let initial = opts.initial.map_or(
         if format == Format::PorcupineEtcd {
             None
@@ -279,30 +287,6 @@ fn head(file: &Path) -> Result<String, HistoryError> {
     Ok(String::from_utf8_lossy(&head).into_owned())
 }
 
-/// Reads `resource.jsonl`: one applied write per line, every bad line an error
-/// naming file, line and reason.
-pub fn read_resource(path: &Path) -> Result<Vec<AppliedWrite>, HistoryError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(i, l)| !(l.trim().is_empty() && *i + 1 == text.lines().count()))
-        .map(|(i, l)| {
-            serde_json::from_str::<AppliedWrite>(l).map_err(|e| HistoryError::Malformed {
-                file: file.clone(),
-                line: i + 1,
-                field: "line".into(),
-                reason: format!(
-                    "not an applied write {{\"seq\", \"process\", \"token\", \"data\"}}: {e}"
-                ),
-            })
-        })
-        .collect()
-}
-
 pub fn main(args: Args) -> Result<u8> {
     if !(args.time_limit > 0.0 && args.time_limit.is_finite()) {
         anyhow::bail!("--time-limit must be a positive number of seconds");
@@ -323,7 +307,11 @@ pub fn main(args: Args) -> Result<u8> {
         // The report draws every op, so the history is read whole here even where
         // the check itself streamed it.
         let (history, _) = import::read(&args.file, opts.format)?;
-        let resource = opts.resource.as_deref().map(read_resource).transpose()?;
+        let resource = opts
+            .resource
+            .as_deref()
+            .map(crate::history::read_resource)
+            .transpose()?;
         let title = args.file.display().to_string();
         let input = crate::report::Input {
             title: &title,

@@ -10,7 +10,9 @@ mod write;
 pub mod import;
 pub mod synth;
 
-pub use read::{parse_jsonl, read_jsonl, read_jsonl_each, read_jsonl_refs, HistoryError};
+pub use read::{
+    parse_jsonl, read_jsonl, read_jsonl_each, read_jsonl_refs, read_resource, HistoryError,
+};
 pub use write::HistoryWriter;
 
 use serde::{Deserialize, Serialize};

@@ -1,7 +1,7 @@
 //! Reading `history.jsonl`: every rule of the spec checked, every bad line named by
 //! file, 1-based line and field. Nothing is skipped silently.
 
-use super::{History, Op, OpRef, OpType, Process};
+use super::{AppliedWrite, History, Op, OpRef, OpType, Process};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -175,6 +175,30 @@ impl<'f> Lines<'f> {
             .map_err(|(f, r)| self.bad(f, r))?;
         Ok(Some(op))
     }
+}
+
+/// Reads `resource.jsonl`, the protected resource's own log of applied writes. A bad
+/// line is an error naming the file and the 1-based line, as for the history.
+pub fn read_resource(path: &Path) -> Result<Vec<AppliedWrite>, HistoryError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str::<AppliedWrite>(l).map_err(|e| HistoryError::Malformed {
+                file: file.clone(),
+                line: i + 1,
+                field: "line".into(),
+                reason: format!(
+                    "not an applied write {{\"seq\", \"process\", \"token\", \"data\"}}: {e}"
+                ),
+            })
+        })
+        .collect()
 }
 
 type Fault = (&'static str, String);

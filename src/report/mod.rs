@@ -80,7 +80,9 @@ pub struct RunDir {
 impl RunDir {
     pub fn load(dir: &Path) -> Result<RunDir> {
         let history = read_jsonl(&dir.join(HISTORY_FILE))?;
-        let resource = optional(&dir.join(RESOURCE_FILE), read_resource)?;
+        let resource = optional(&dir.join(RESOURCE_FILE), |p| {
+            Ok(crate::history::read_resource(p)?)
+        })?;
         let stored = optional(&dir.join(VERDICT_FILE), |p| {
             let text = std::fs::read_to_string(p)?;
             let obj: Map<String, Value> = serde_json::from_str(&text)?;
@@ -215,27 +217,6 @@ pub fn write_html(run_dir: &Path, out: &Path) -> Result<()> {
 pub fn write_html_for(input: &Input<'_>, out: &Path) -> Result<()> {
     let page = html::render(input);
     std::fs::write(out, page).with_context(|| format!("writing {}", out.display()))
-}
-
-/// Reads `resource.jsonl`: one applied write per line, each line named in errors.
-pub fn read_resource(path: &Path) -> Result<Vec<AppliedWrite>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str::<AppliedWrite>(l).map_err(|e| {
-                crate::history::HistoryError::Malformed {
-                    file: path.display().to_string(),
-                    line: i + 1,
-                    field: "line".into(),
-                    reason: e.to_string(),
-                }
-                .into()
-            })
-        })
-        .collect()
 }
 
 /// HTML and XML text and attribute escaping; characters XML 1.0 cannot carry are dropped.

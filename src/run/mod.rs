@@ -18,7 +18,7 @@ use crate::backend::{BackendKind, LockConfig};
 use crate::check::{self, Verdict};
 use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Runtime};
 use crate::fault::client_name;
-use crate::history::{self, AppliedWrite, HistoryWriter};
+use crate::history::{self, HistoryWriter};
 use crate::resource::{self, Mode};
 use anyhow::{anyhow, Context, Result};
 use controller::{Recorder, Shared, Slot, Workers};
@@ -212,7 +212,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
 /// Checks the run's history and resource log and computes the figures.
 fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
-    let applied = read_applied(&dir.join("resource.jsonl"))?;
+    let applied = history::read_resource(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
         &history,
         &check::lock::LockInput {
@@ -544,18 +544,6 @@ fn point_latest(results: &Path, dir: &Path) -> Result<()> {
     std::os::unix::fs::symlink(name, &tmp)
         .and_then(|()| std::fs::rename(&tmp, results.join("latest")))
         .with_context(|| format!("pointing {}/latest at {}", results.display(), dir.display()))
-}
-
-/// Reads `resource.jsonl`.
-pub fn read_applied(path: &Path) -> Result<Vec<AppliedWrite>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| {
-            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1))
-        })
-        .collect()
 }
 
 /// The summary of `--test-count N`: how often the workload found an anomaly, and
