@@ -38,7 +38,7 @@ fn etcd_fenced_by_revision_is_safe() {
 #[test]
 fn etcd_without_faults_is_valid() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), "etcd"), &[]);
+    let r = run(&no_fault_workload(dir.path(), "etcd", true), &[]);
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert!(r.json["anomalies"].as_array().unwrap().is_empty());
     r.assert_nothing_left();

@@ -4,7 +4,6 @@
 
 mod run_support;
 use run_support::*;
-use std::path::{Path, PathBuf};
 
 /// The known break: two holders, and a stale write the resource applied (judged
 /// by token; without tokens, as writes of two holders interleaved).
@@ -37,40 +36,9 @@ fn fenced_is_safe(name: &str) {
     r.assert_nothing_left();
 }
 
-/// A short workload without faults; fenced where the backend has a token.
-fn no_faults(dir: &Path, kind: &str, fenced: bool) -> PathBuf {
-    let (fencing, resource) = if fenced {
-        ("true", "fenced")
-    } else {
-        ("false", "unfenced")
-    };
-    let text = format!(
-        r#"duration = "3s"
-resource = "{resource}"
-
-[backend]
-kind = "{kind}"
-lease = "2s"
-fencing_token = {fencing}
-acquire_timeout = "1s"
-
-[clients]
-count = 3
-
-[critical_section]
-hold = "100ms"
-writes = 2
-think = "20ms"
-"#
-    );
-    let path = dir.join(format!("{kind}-no-fault.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 fn valid_without_faults(kind: &str, fenced: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_faults(dir.path(), kind, fenced), &[]);
+    let r = run(&no_fault_workload(dir.path(), kind, fenced), &[]);
     assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
     assert!(r.json["anomalies"].as_array().unwrap().is_empty());
     assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);

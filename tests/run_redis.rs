@@ -82,7 +82,10 @@ fn fenced_redis_rejects_every_stale_write_and_is_valid() {
 #[test]
 fn redis_without_faults_is_valid_and_the_run_directory_is_complete() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), "redis"), &["--seed", "9"]);
+    let r = run(
+        &no_fault_workload(dir.path(), "redis", true),
+        &["--seed", "9"],
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert_eq!(r.json["valid"], true);
     assert!(r.json["anomalies"].as_array().unwrap().is_empty());

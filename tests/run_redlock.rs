@@ -19,7 +19,7 @@ fn redlock_with_the_holder_paused_past_its_validity_shows_two_holders() {
 #[test]
 fn redlock_without_faults_is_valid() {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), "redlock"), &[]);
+    let r = run(&no_fault_workload(dir.path(), "redlock", false), &[]);
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert!(r.json["anomalies"].as_array().unwrap().is_empty());
     r.assert_nothing_left();

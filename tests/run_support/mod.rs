@@ -77,13 +77,13 @@ pub fn run(workload: &Path, args: &[&str]) -> Finished {
     }
 }
 
-/// Writes a workload without faults for `kind` into `dir`.
-pub fn no_fault_workload(dir: &Path, kind: &str) -> PathBuf {
-    let fencing = if kind == "redlock" { "false" } else { "true" };
-    let resource = if kind == "redlock" {
-        "unfenced"
+/// Writes a short workload without faults for `kind` into `dir`; `fenced` where
+/// the backend hands out a token (the resource then checks it).
+pub fn no_fault_workload(dir: &Path, kind: &str, fenced: bool) -> PathBuf {
+    let (fencing, resource) = if fenced {
+        ("true", "fenced")
     } else {
-        "fenced"
+        ("false", "unfenced")
     };
     let text = format!(
         r#"duration = "3s"
