@@ -106,6 +106,19 @@ pub mod f {
     pub const LATENCY: &str = "latency";
 }
 
+/// The `error` strings of lockcheck's own runs that readers tell apart.
+pub mod error {
+    /// A write the resource's fencing check rejected: its token was lower than one
+    /// already applied (the spec's `stale-token`).
+    pub const STALE_TOKEN: &str = "stale-token";
+    /// A write without a token to a fenced resource.
+    pub const MISSING_TOKEN: &str = "missing-token";
+    /// A write the client withheld itself: its own lease deadline had passed, so it
+    /// gave up the lock instead of sending (a self-fencing client). It never reached
+    /// the resource, so it is not a write "after deposition".
+    pub const SELF_FENCED: &str = "self-fenced: lease deadline passed";
+}
+
 /// One line of `history.jsonl`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Op {

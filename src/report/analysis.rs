@@ -171,7 +171,8 @@ pub fn zombie_windows(history: &History, calls: &Calls) -> ZombieWindows {
             after
                 .iter()
                 .map(|&c| &calls.calls[c])
-                .filter(|c| c.is_write())
+                // A write the client withheld (self-fenced) never left it.
+                .filter(|c| c.is_write() && c.outcome != Outcome::Withheld)
         };
         let mut indexes = vec![
             idx(calls.calls[s.acquire]
@@ -589,6 +590,7 @@ fn times(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::error;
     use crate::report::sections::tests::H;
     use serde_json::json;
 
@@ -659,6 +661,34 @@ mod tests {
         assert_eq!(a.fencing.rejected_in_run, 1);
         assert_eq!(a.zombies.writes_rejected_after, 1);
         assert_eq!(a.guidance.answer, Answer::FencingTokens);
+    }
+
+    #[test]
+    fn a_self_fenced_write_is_not_a_write_after_deposition() {
+        // Process 0 wakes past its lease deadline, withholds its write and releases:
+        // the write never left the client, so it is no zombie write.
+        let h = H::default()
+            .acquire(0, 0, None)
+            .write(10, 0, None, 1)
+            .acquire(1200, 1, None)
+            .write(1210, 1, None, 2)
+            .inv(1300, 0, "write", json!({"token": null, "data": "late"}))
+            .fail(1301, 0, "write", error::SELF_FENCED)
+            .release(1400, 0, None)
+            .history();
+        let c = Calls::of(&h);
+        let a = analyze(&h, &c, None, Some(200));
+        assert_eq!(a.zombies.deposed, 1);
+        assert_eq!(a.zombies.writes_after, 0);
+        let sf = a.self_fencing.unwrap();
+        assert_eq!(sf.writes_after, 0);
+        assert!(
+            sf.sentence.contains("(0 writes after deposition)"),
+            "{}",
+            sf.sentence
+        );
+        let s = crate::report::summary::summarize(&h, &c, &[]);
+        assert_eq!((s.writes_withheld, s.writes_failed), (1, 0));
     }
 
     #[test]

@@ -96,6 +96,12 @@ fn figures(s: &Summary, failing: usize) -> String {
         (s.writes_failed + s.writes_unknown).to_string(),
         "writes failed or unknown",
     );
+    if s.writes_withheld > 0 {
+        out += &fig(
+            s.writes_withheld.to_string(),
+            "writes withheld by self-fencing",
+        );
+    }
     out += &fig(s.faults.to_string(), "fault periods");
     out += &fig(failing.to_string(), "anomalies (not allowed)");
     out + "</section>\n"

@@ -2,7 +2,7 @@
 //! one thing) and critical sections (acquire ok .. release invoke, as the spec defines
 //! them). The timeline draws these and the analyses measure them.
 
-use crate::history::{History, OpType, Process};
+use crate::history::{error, History, OpType, Process};
 
 /// What a call did, from the history's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,6 +13,9 @@ pub enum Outcome {
     StaleRejected,
     /// Unknown: completed `info`, or never completed.
     Info,
+    /// Withheld by the client itself (`fail` with the self-fenced error): its lease
+    /// deadline had passed, so the write was never sent.
+    Withheld,
 }
 
 /// The `f` of a call, as the report tells them apart.
@@ -127,10 +130,11 @@ impl Calls {
             let kind = CallKind::of(&i.f);
             let outcome = match c.map(|c| c.kind) {
                 Some(OpType::Ok) => Outcome::Ok,
-                Some(OpType::Fail) if c.and_then(|c| c.error.as_deref()) == Some("stale-token") => {
-                    Outcome::StaleRejected
-                }
-                Some(OpType::Fail) => Outcome::Fail,
+                Some(OpType::Fail) => match c.and_then(|c| c.error.as_deref()) {
+                    Some(error::STALE_TOKEN) => Outcome::StaleRejected,
+                    Some(error::SELF_FENCED) => Outcome::Withheld,
+                    _ => Outcome::Fail,
+                },
                 _ => Outcome::Info,
             };
             calls.push(Call {

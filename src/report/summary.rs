@@ -18,6 +18,8 @@ pub struct Summary {
     /// Refused by the resource's fencing check (`stale-token`).
     pub writes_rejected: usize,
     pub writes_failed: usize,
+    /// Withheld by self-fencing clients: never sent.
+    pub writes_withheld: usize,
     pub writes_unknown: usize,
     pub faults: usize,
 }
@@ -43,6 +45,7 @@ pub fn summarize(history: &History, calls: &Calls, bands: &[FaultBand]) -> Summa
         writes_ok: count(CallKind::Write, &[Outcome::Ok]),
         writes_rejected: count(CallKind::Write, &[Outcome::StaleRejected]),
         writes_failed: count(CallKind::Write, &[Outcome::Fail]),
+        writes_withheld: count(CallKind::Write, &[Outcome::Withheld]),
         writes_unknown: count(CallKind::Write, &[Outcome::Info]),
         faults: bands.len(),
     }

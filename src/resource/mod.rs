@@ -30,10 +30,7 @@ pub enum Mode {
     Unfenced,
 }
 
-/// The `error` of a write the fence rejected, as the history spells it.
-pub const STALE_TOKEN: &str = "stale-token";
-/// The `error` of a write without a token to a fenced resource.
-pub const MISSING_TOKEN: &str = "missing-token";
+pub use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
 
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "lowercase")]

@@ -37,7 +37,7 @@ pub struct Config {
 
 /// The error of a write a self-fencing worker refused: the controller ends the
 /// critical section on it, as on a refused renew.
-pub const SELF_FENCED: &str = "self-fenced: lease deadline passed";
+pub use crate::history::error::SELF_FENCED;
 
 /// A holder's own view of its lease, on its own clock.
 struct Lease {
