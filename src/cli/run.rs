@@ -83,7 +83,7 @@ pub fn main(args: Args) -> Result<u8> {
                 b.lease.ttl.as_secs_f64(),
                 b.lease.preset.map(|p| format!(" ({})", p.name)).unwrap_or_default(),
                 w.clients.count,
-                mode_name(w.resource),
+                w.resource.describe(),
                 time_limit.unwrap_or(w.duration).as_secs_f64(),
             );
         }
@@ -121,13 +121,6 @@ fn kind_name(k: crate::backend::BackendKind) -> String {
     format!("{k:?}").to_lowercase()
 }
 
-fn mode_name(m: crate::resource::Mode) -> &'static str {
-    match m {
-        crate::resource::Mode::Fenced => "fenced",
-        crate::resource::Mode::Unfenced => "unfenced",
-    }
-}
-
 fn print_report(r: &RunReport) {
     let v = &r.verdict;
     let head = match v.valid {
@@ -140,7 +133,11 @@ fn print_report(r: &RunReport) {
         r.workload,
         r.seed,
         kind_name(r.backend),
-        mode_name(r.resource)
+        crate::resource::Spec {
+            kind: r.resource_kind,
+            fence: r.fence,
+        }
+        .describe()
     );
     let mut kinds: Vec<_> = v.anomalies.iter().map(|a| a.kind).collect();
     kinds.sort();
@@ -188,11 +185,16 @@ fn print_report(r: &RunReport) {
         })
         .collect();
     println!("  {ops} ops in {:.1} s: {}", f.run_time_s, by_f.join(", "));
-    if let Some(l) = f.acquire_latency_ms {
-        println!(
-            "  acquire latency: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-            l.p50, l.p90, l.p99, l.max
-        );
+    for (what, l) in [
+        ("acquire", f.acquire_latency_ms),
+        ("write", f.write_latency_ms),
+    ] {
+        if let Some(l) = l {
+            println!(
+                "  {what} latency: p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+                l.p50, l.p90, l.p99, l.max
+            );
+        }
     }
     println!(
         "  {} critical sections completed, {} faults, {} stale writes rejected by the fence{}",

@@ -1,28 +1,31 @@
-//! The protected resource: what the lock is for. A small TCP server in the controller
-//! that the workers write to directly, so that a paused holder's write arrives when it
-//! wakes up, after another client took the lock: the stale write.
+//! The protected resource: what the lock is for. Workers write to it directly, not
+//! through the controller, so that a paused holder's write arrives when it wakes up,
+//! after another client took the lock: the stale write.
 //!
-//! It applies writes in its own order (`seq` 1, 2, 3, ...). `fenced`, it rejects a
-//! write whose token is lower than the highest it has applied (Kleppmann's fencing
-//! token check); `unfenced`, it accepts everything. It keeps `resource.jsonl`, its own
-//! log of applied writes, one unbuffered line each.
+//! Two kinds, chosen by the workload (`[resource] kind`):
 //!
-//! Protocol: one JSON object per line each way.
-//! `{"op":"write","process":3,"token":7,"data":"3:12"}` → `{"seq":5}` or
-//! `{"error":"stale-token"}`; `{"op":"read"}` → `{"seq":5,"data":"3:12"}`.
+//! - lockcheck's own small TCP server in the controller ([`own`], the default),
+//!   which applies the fence itself;
+//! - a real PostgreSQL ([`postgres`]), started privately for the run, that workers
+//!   update with the conditional `UPDATE` users write; there the fence is the
+//!   `WHERE` clause the client sends, as in production.
+//!
+//! Either way the fence is a comparison of the write's token with the highest token
+//! applied ([`Fence`]: `<=`, `<` or none), a write it rejects completes `fail` with
+//! [`STALE_TOKEN`], and `resource.jsonl` holds the resource's own order of applied
+//! writes (`seq` 1, 2, 3, ...): the history spec's optional file, which the checker
+//! and the report read whatever the kind.
 
-use crate::history::AppliedWrite;
-use anyhow::{anyhow, bail, Context, Result};
+pub mod own;
+pub mod postgres;
+
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
-use std::fs::File;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use std::sync::Arc;
 
-/// Whether the resource checks fencing tokens.
+/// Whether the resource checks fencing tokens (`verdict.json`'s `resource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mode {
@@ -30,193 +33,104 @@ pub enum Mode {
     Unfenced,
 }
 
+/// Which resource the workers write to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// lockcheck's own TCP server in the controller.
+    #[default]
+    Lockcheck,
+    /// A private PostgreSQL server, written with a conditional `UPDATE`.
+    Postgres,
+}
+
+/// The fence: how a write's token must compare with the highest token applied, as
+/// the `WHERE` clause of a conditional write says it (`stored <= new`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Fence {
+    /// No token condition: every write is applied.
+    #[serde(rename = "none")]
+    Off,
+    /// `token <= $2`: a token not lower than the highest applied. The holder's own
+    /// later writes (same token) pass; a deposed holder's (lower token) do not.
+    #[serde(rename = "<=")]
+    NotBelow,
+    /// `token < $2`: only a token higher than the highest applied, so each token
+    /// writes once: a holder's second write with the same token is rejected too.
+    #[serde(rename = "<")]
+    Above,
+}
+
+impl Fence {
+    /// Whether a write with `token` passes, the highest token applied being `highest`
+    /// (none before any write).
+    pub fn admits(self, token: u64, highest: Option<u64>) -> bool {
+        match (self, highest) {
+            (Fence::Off, _) | (_, None) => true,
+            (Fence::NotBelow, Some(h)) => token >= h,
+            (Fence::Above, Some(h)) => token > h,
+        }
+    }
+
+    pub fn mode(self) -> Mode {
+        match self {
+            Fence::Off => Mode::Unfenced,
+            Fence::NotBelow | Fence::Above => Mode::Fenced,
+        }
+    }
+
+    /// As a workload spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fence::Off => "none",
+            Fence::NotBelow => "<=",
+            Fence::Above => "<",
+        }
+    }
+}
+
+/// A workload's resource: its kind and its fence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spec {
+    pub kind: Kind,
+    pub fence: Fence,
+}
+
+impl Spec {
+    /// In words, for the run's first line and its result: `fenced`, `unfenced`,
+    /// `postgres, token <= $2`, ...
+    pub fn describe(&self) -> String {
+        match (self.kind, self.fence) {
+            (Kind::Lockcheck, Fence::NotBelow) => "fenced".into(),
+            (Kind::Lockcheck, Fence::Off) => "unfenced".into(),
+            (Kind::Lockcheck, Fence::Above) => "fenced (<)".into(),
+            (Kind::Postgres, Fence::Off) => "postgres, unfenced".into(),
+            (Kind::Postgres, f) => format!("postgres, token {} $2", f.name()),
+        }
+    }
+}
+
 pub use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "lowercase")]
-enum Request {
-    Write {
-        process: u64,
-        token: Option<u64>,
-        data: String,
-    },
-    Read,
-}
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Reply {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    seq: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    data: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
-}
-
-/// What the resource has seen so far, for the live status line.
+/// What the resource has applied so far, for the live status line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     pub applied: u64,
-    /// Applied although a higher token had been applied before (unfenced only).
+    /// Applied although a higher token had been applied before.
     pub stale_accepted: u64,
-    /// Rejected by the fence.
-    pub stale_rejected: u64,
 }
 
-struct State {
-    mode: Mode,
-    seq: u64,
-    highest_token: Option<u64>,
-    data: Option<String>,
-    log: File,
-    stats: Stats,
-}
-
-impl State {
-    fn write(&mut self, process: u64, token: Option<u64>, data: String) -> Result<Reply> {
-        let stale = matches!((token, self.highest_token), (Some(t), Some(h)) if t < h);
-        if self.mode == Mode::Fenced {
-            let rejected = match token {
-                None => Some(MISSING_TOKEN),
-                Some(_) if stale => Some(STALE_TOKEN),
-                Some(_) => None,
-            };
-            if let Some(error) = rejected {
-                self.stats.stale_rejected += 1;
-                return Ok(Reply {
-                    error: Some(error.into()),
-                    ..Reply::default()
-                });
-            }
-        }
-        self.seq += 1;
-        let applied = AppliedWrite {
-            seq: self.seq,
-            process,
-            token,
-            data,
-        };
-        let mut line = serde_json::to_vec(&applied)?;
-        line.push(b'\n');
-        self.log
-            .write_all(&line)
-            .context("appending to resource.jsonl")?;
-        self.stats.applied += 1;
-        if stale {
-            self.stats.stale_accepted += 1;
-        }
-        self.highest_token = self.highest_token.max(token);
-        self.data = Some(applied.data);
-        Ok(Reply {
-            seq: Some(self.seq),
-            ..Reply::default()
-        })
-    }
-
-    fn handle(&mut self, line: &str) -> Reply {
-        let outcome = serde_json::from_str::<Request>(line)
-            .map_err(|e| anyhow!("bad request: {e}"))
-            .and_then(|req| match req {
-                Request::Write {
-                    process,
-                    token,
-                    data,
-                } => self.write(process, token, data),
-                Request::Read => Ok(Reply {
-                    seq: Some(self.seq),
-                    data: self.data.clone(),
-                    error: None,
-                }),
-            });
-        outcome.unwrap_or_else(|e| Reply {
-            error: Some(format!("{e:#}")),
-            ..Reply::default()
-        })
-    }
-}
-
-/// The running resource. Dropping it stops accepting; `resource.jsonl` is complete
-/// after every applied write.
-pub struct Server {
-    addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    accept: tokio::task::JoinHandle<()>,
-}
-
-impl Server {
-    /// Starts on a free loopback port, logging applied writes to `log_path`.
-    pub async fn start(mode: Mode, log_path: &Path) -> Result<Server> {
-        let log =
-            File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let listener = TcpListener::bind("127.0.0.1:0")
-            .await
-            .context("binding the resource to a loopback port")?;
-        let addr = listener.local_addr()?;
-        let state = Arc::new(Mutex::new(State {
-            mode,
-            seq: 0,
-            highest_token: None,
-            data: None,
-            log,
-            stats: Stats::default(),
-        }));
-        let shared = state.clone();
-        let accept = tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                tokio::spawn(serve(stream, shared.clone()));
-            }
-        });
-        Ok(Server {
-            addr,
-            state,
-            accept,
-        })
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    pub fn stats(&self) -> Stats {
-        self.stats_handle().get()
-    }
-
-    /// A handle that reads the stats from elsewhere (the live status line).
-    pub fn stats_handle(&self) -> StatsHandle {
-        StatsHandle(self.state.clone())
-    }
-}
-
+/// Reads the stats from elsewhere (the live status line).
 #[derive(Clone)]
-pub struct StatsHandle(Arc<Mutex<State>>);
+pub struct StatsHandle(Arc<dyn Fn() -> Stats + Send + Sync>);
 
 impl StatsHandle {
+    pub fn new(f: impl Fn() -> Stats + Send + Sync + 'static) -> StatsHandle {
+        StatsHandle(Arc::new(f))
+    }
+
     pub fn get(&self) -> Stats {
-        self.0.lock().map(|s| s.stats).unwrap_or_default()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.accept.abort();
-    }
-}
-
-async fn serve(stream: TcpStream, state: Arc<Mutex<State>>) {
-    let (read, mut write) = stream.into_split();
-    let mut lines = BufReader::new(read).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        let reply = match state.lock() {
-            Ok(mut s) => s.handle(&line),
-            Err(_) => return,
-        };
-        let Ok(mut out) = serde_json::to_vec(&reply) else {
-            return;
-        };
-        out.push(b'\n');
-        if write.write_all(&out).await.is_err() {
-            return;
-        }
+        (self.0)()
     }
 }
 
@@ -230,130 +144,106 @@ pub enum WriteOutcome {
     Rejected(String),
 }
 
-/// A worker's connection to the resource.
-pub struct Client {
-    lines: tokio::io::Lines<BufReader<tokio::net::tcp::OwnedReadHalf>>,
-    write: tokio::net::tcp::OwnedWriteHalf,
+/// Where a worker finds the resource (in its config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Endpoint {
+    /// lockcheck's own server, which applies the fence itself.
+    Lockcheck { addr: SocketAddr },
+    /// PostgreSQL: the fence goes into the worker's own `UPDATE`.
+    Postgres { addr: SocketAddr, fence: Fence },
 }
 
-impl Client {
-    pub async fn connect(addr: SocketAddr) -> Result<Client> {
-        let stream = TcpStream::connect(addr)
-            .await
-            .with_context(|| format!("connecting to the resource at {addr}"))?;
-        stream.set_nodelay(true)?;
-        let (read, write) = stream.into_split();
-        Ok(Client {
-            lines: BufReader::new(read).lines(),
-            write,
+/// The running resource, in the controller.
+pub enum Running {
+    Own(own::Server),
+    /// Boxed: the server's guard and its log's state are much larger than a handle.
+    Postgres(Box<postgres::Resource>),
+}
+
+impl Running {
+    /// Starts the resource of `spec`; `run_dir` holds `resource.jsonl` (and, for
+    /// PostgreSQL, the server's files under `resource/`).
+    pub async fn start(spec: Spec, run_dir: &Path) -> Result<Running> {
+        let log = run_dir.join("resource.jsonl");
+        Ok(match spec.kind {
+            Kind::Lockcheck => Running::Own(own::Server::start(spec.fence, &log).await?),
+            Kind::Postgres => Running::Postgres(Box::new(
+                postgres::Resource::start(spec.fence, &run_dir.join("resource"), &log).await?,
+            )),
         })
     }
 
-    async fn call(&mut self, req: &Request) -> Result<Reply> {
-        let mut line = serde_json::to_vec(req)?;
-        line.push(b'\n');
-        self.write.write_all(&line).await?;
-        let reply = self
-            .lines
-            .next_line()
-            .await?
-            .ok_or_else(|| anyhow!("the resource closed the connection"))?;
-        Ok(serde_json::from_str(&reply)?)
+    pub fn endpoint(&self) -> Endpoint {
+        match self {
+            Running::Own(s) => Endpoint::Lockcheck { addr: s.addr() },
+            Running::Postgres(p) => Endpoint::Postgres {
+                addr: p.addr(),
+                fence: p.fence(),
+            },
+        }
     }
 
+    pub fn stats_handle(&self) -> StatsHandle {
+        match self {
+            Running::Own(s) => s.stats_handle(),
+            Running::Postgres(p) => p.stats_handle(),
+        }
+    }
+
+    /// The server's process, where it is one of its own (for the run's journal).
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Running::Own(_) => None,
+            Running::Postgres(p) => p.pid(),
+        }
+    }
+
+    /// Completes `resource.jsonl` and stops the resource, once the workers are gone.
+    /// Dropping it instead (an interrupted run) does the same, on a best-effort basis.
+    pub async fn finish(self) -> Result<()> {
+        match self {
+            Running::Own(_) => Ok(()),
+            Running::Postgres(p) => (*p).finish().await,
+        }
+    }
+}
+
+/// A worker's connection to the resource.
+pub enum Client {
+    Own(own::Client),
+    Postgres(postgres::Client),
+}
+
+impl Client {
+    pub async fn connect(endpoint: &Endpoint) -> Result<Client> {
+        Ok(match endpoint {
+            Endpoint::Lockcheck { addr } => Client::Own(own::Client::connect(*addr).await?),
+            Endpoint::Postgres { addr, fence } => {
+                Client::Postgres(postgres::Client::connect(*addr, *fence).await?)
+            }
+        })
+    }
+
+    /// Writes `data` with `token` as `process`. `Err`: the write may or may not have
+    /// been applied.
     pub async fn write(
         &mut self,
         process: u64,
         token: Option<u64>,
         data: &str,
     ) -> Result<WriteOutcome> {
-        let reply = self
-            .call(&Request::Write {
-                process,
-                token,
-                data: data.to_string(),
-            })
-            .await?;
-        match (reply.seq, reply.error) {
-            (_, Some(e)) if e == STALE_TOKEN || e == MISSING_TOKEN => Ok(WriteOutcome::Rejected(e)),
-            (_, Some(e)) => bail!("the resource failed: {e}"),
-            (Some(seq), None) => Ok(WriteOutcome::Applied { seq }),
-            (None, None) => bail!("the resource replied without a seq"),
+        match self {
+            Client::Own(c) => c.write(process, token, data).await,
+            Client::Postgres(c) => c.write(process, token, data).await,
         }
     }
 
     /// The last applied write: its `seq` (0 before any) and data.
     pub async fn read(&mut self) -> Result<(u64, Option<String>)> {
-        let reply = self.call(&Request::Read).await?;
-        if let Some(e) = reply.error {
-            bail!("the resource failed: {e}");
-        }
-        Ok((reply.seq.unwrap_or(0), reply.data))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    async fn applied_log(path: &Path) -> Vec<AppliedWrite> {
-        std::fs::read_to_string(path)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    #[tokio::test]
-    async fn fenced_rejects_a_lower_token_and_unfenced_applies_it() {
-        let dir = tempfile::tempdir().unwrap();
-        for mode in [Mode::Fenced, Mode::Unfenced] {
-            let log = dir.path().join(format!("{mode:?}.jsonl"));
-            let server = Server::start(mode, &log).await.unwrap();
-            let mut a = Client::connect(server.addr()).await.unwrap();
-            let mut b = Client::connect(server.addr()).await.unwrap();
-            assert_eq!(
-                a.write(0, Some(1), "0:1").await.unwrap(),
-                WriteOutcome::Applied { seq: 1 }
-            );
-            assert_eq!(
-                b.write(1, Some(2), "1:2").await.unwrap(),
-                WriteOutcome::Applied { seq: 2 }
-            );
-            // The same holder writing again with its token is not stale.
-            assert_eq!(
-                b.write(1, Some(2), "1:3").await.unwrap(),
-                WriteOutcome::Applied { seq: 3 }
-            );
-            // The deposed holder wakes up and writes with its old token.
-            let late = a.write(0, Some(1), "0:4").await.unwrap();
-            match mode {
-                Mode::Fenced => {
-                    assert_eq!(late, WriteOutcome::Rejected(STALE_TOKEN.into()));
-                    assert_eq!(
-                        a.write(0, None, "0:5").await.unwrap(),
-                        WriteOutcome::Rejected(MISSING_TOKEN.into())
-                    );
-                    assert_eq!(server.stats().stale_rejected, 2);
-                    assert_eq!(b.read().await.unwrap(), (3, Some("1:3".into())));
-                }
-                Mode::Unfenced => {
-                    assert_eq!(late, WriteOutcome::Applied { seq: 4 });
-                    assert_eq!(server.stats().stale_accepted, 1);
-                    assert_eq!(b.read().await.unwrap(), (4, Some("0:4".into())));
-                }
-            }
-            let log = applied_log(&log).await;
-            assert_eq!(log.len() as u64, server.stats().applied);
-            assert_eq!(
-                log[1],
-                AppliedWrite {
-                    seq: 2,
-                    process: 1,
-                    token: Some(2),
-                    data: "1:2".into()
-                }
-            );
+        match self {
+            Client::Own(c) => c.read().await,
+            Client::Postgres(c) => c.read().await,
         }
     }
 }

@@ -404,6 +404,12 @@ impl Slot {
             Err(why) => (OpType::Info, invoke_value, None, Some(why)),
         };
         rec.record(process, kind, f, value.clone(), node, error.clone())?;
+        if kind == OpType::Fail && error.as_deref() == Some(crate::resource::STALE_TOKEN) {
+            self.shared
+                .live
+                .stale_rejected
+                .fetch_add(1, Ordering::Relaxed);
+        }
         if kind == OpType::Info {
             // The op may still take effect: this id must never act again.
             self.process = self.shared.next_process.fetch_add(1, Ordering::Relaxed);

@@ -16,6 +16,10 @@ pub struct Figures {
     pub ops: BTreeMap<String, BTreeMap<String, u64>>,
     /// Latency of successful acquires (invoke to ok), in milliseconds.
     pub acquire_latency_ms: Option<Percentiles>,
+    /// Latency of the writes the resource answered (applied, or rejected by its
+    /// fence), invoke to completion, in milliseconds.
+    #[serde(default)]
+    pub write_latency_ms: Option<Percentiles>,
     /// Acquires followed by a successful release by the same process.
     pub critical_sections: u64,
     /// Faults started (nemesis start records).
@@ -72,6 +76,7 @@ impl Figures {
         let ops = &history.ops;
         let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
         let mut latencies = Vec::new();
+        let mut write_latencies = Vec::new();
         for (invoke, done) in history.pairs() {
             let inv = &ops[invoke];
             let outcome = done.map_or(OpType::Info, |d| ops[d].kind);
@@ -80,8 +85,15 @@ impl Figures {
                 .or_default()
                 .entry(outcome_name(outcome).into())
                 .or_default() += 1;
-            if let (Some(d), true) = (done, inv.f == f::ACQUIRE && outcome == OpType::Ok) {
-                latencies.push(ops[d].time.saturating_sub(inv.time) as f64 / 1e6);
+            let Some(d) = done else { continue };
+            let took = ops[d].time.saturating_sub(inv.time) as f64 / 1e6;
+            if inv.f == f::ACQUIRE && outcome == OpType::Ok {
+                latencies.push(took);
+            }
+            let answered = outcome == OpType::Ok
+                || ops[d].error.as_deref() == Some(crate::resource::STALE_TOKEN);
+            if inv.f == f::WRITE && answered {
+                write_latencies.push(took);
             }
         }
         // A section counts once its holder's release succeeds.
@@ -129,6 +141,7 @@ impl Figures {
             run_time_s: span as f64 / 1e9,
             ops: counts,
             acquire_latency_ms: Percentiles::of(latencies),
+            write_latency_ms: Percentiles::of(write_latencies),
             critical_sections: sections,
             faults,
             unreachable,

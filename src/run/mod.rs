@@ -62,6 +62,9 @@ pub struct RunReport {
     pub seed: u64,
     pub backend: BackendKind,
     pub resource: Mode,
+    /// Which resource the workers wrote to, and its fence.
+    pub resource_kind: resource::Kind,
+    pub fence: resource::Fence,
     pub figures: Figures,
     pub run_dir: PathBuf,
     /// The workers fenced themselves this long before their own lease deadline (the
@@ -83,6 +86,8 @@ pub struct Interrupted {
 #[derive(Default)]
 pub struct Live {
     pub ops: AtomicU64,
+    /// Writes the fence rejected, as the workers were told.
+    pub stale_rejected: AtomicU64,
     state: Mutex<LiveState>,
 }
 
@@ -144,7 +149,7 @@ impl Live {
                 self.ops.load(Ordering::Relaxed),
                 s.overlaps,
                 res.stale_accepted,
-                res.stale_rejected
+                self.stale_rejected.load(Ordering::Relaxed)
             )
         })
     }
@@ -156,6 +161,12 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     // A missing server is an environment problem, found before anything starts.
     if w.runtime == Runtime::Local {
         cluster::server_binary(w.backend.kind)
+            .resolve(None)
+            .map_err(environment)?;
+    }
+    // The PostgreSQL resource always runs here, whatever runs the lock service.
+    if w.resource.kind == resource::Kind::Postgres {
+        cluster::server_binary(BackendKind::PostgresLease)
             .resolve(None)
             .map_err(environment)?;
     }
@@ -228,7 +239,9 @@ fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
         workload: w.name.clone(),
         seed,
         backend: w.backend.kind,
-        resource: w.resource,
+        resource: w.resource.fence.mode(),
+        resource_kind: w.resource.kind,
+        fence: w.resource.fence,
         run_dir: dir.to_path_buf(),
         self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
     })
@@ -266,7 +279,9 @@ async fn execute(
     })?;
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
-    let res = resource::Server::start(w.resource, &dir.join("resource.jsonl")).await?;
+    let res = resource::Running::start(w.resource, dir)
+        .await
+        .context("starting the resource")?;
     // With link faults planned, each client reaches each node through a proxy of
     // its own (`client-0->n1`, ...) that the faults cut or slow.
     let linked = w.faults.iter().any(|f| {
@@ -307,7 +322,7 @@ async fn execute(
                 acquire_timeout: w.backend.acquire_timeout,
                 fencing_token: w.backend.fencing_token,
             },
-            resource: res.addr(),
+            resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
         })
         .collect();
@@ -331,7 +346,8 @@ async fn execute(
         let nodes = cluster
             .node_names()
             .into_iter()
-            .filter_map(|n| Some((n.clone(), cluster.pid(&n)? as i32)));
+            .filter_map(|n| Some((n.clone(), cluster.pid(&n)? as i32)))
+            .chain(res.pid().map(|p| ("resource".to_string(), p as i32)));
         let clients = workers
             .procs()
             .iter()
@@ -392,12 +408,13 @@ async fn execute(
         eprint!("\r\x1b[2K");
     }
     workers.stop(Duration::from_secs(2)).await;
-    drop(res);
+    // The resource's log is complete only once no worker can write any more.
+    let copied = res.finish().await.context("completing resource.jsonl");
     servers.lock().await.stop().await;
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),
-        None => Ok(()),
+        None => copied,
     }
 }
 

@@ -18,7 +18,6 @@ use crate::resource::{self, WriteOutcome};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -28,7 +27,7 @@ pub struct Config {
     pub backend: BackendKind,
     pub endpoints: Vec<String>,
     pub lock: LockConfig,
-    pub resource: SocketAddr,
+    pub resource: resource::Endpoint,
     /// Self-fencing: the safety margin taken off the lease before each write; none
     /// means the worker writes whatever its lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,7 +160,7 @@ pub async fn serve(config: Config) -> Result<()> {
         let lock = backend::connect(config.backend, &config.endpoints, &config.lock)
             .await
             .context("connecting to the lock service")?;
-        let res = resource::Client::connect(config.resource).await?;
+        let res = resource::Client::connect(&config.resource).await?;
         anyhow::Ok((lock, res))
     }
     .await;

@@ -11,6 +11,7 @@
 //! duration = "6s"
 //! seed = 1                      # optional, 0: the fault schedule's random choices
 //! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
+//!                               #   (or a [resource] table, below)
 //! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
 //!
 //! [backend]
@@ -39,6 +40,20 @@
 //! duration = "2500ms"
 //! after = "1s"                  # optional, 1s: quiet period at the start
 //! interval = "1s"               # optional: gap between occurrences; none = once
+//! ```
+//!
+//! The resource as a table instead, to choose which resource and its fence:
+//!
+//! ```toml
+//! [resource]
+//! kind = "postgres"             # optional: lockcheck (its own server, the
+//!                               #   default) | postgres (a private server the
+//!                               #   workers UPDATE themselves)
+//! fence = "<="                  # "<=": WHERE id = $3 AND token <= $2, a holder
+//!                               #   writes as often as it likes with its token;
+//!                               # "<": token < $2, each token writes once (the
+//!                               #   holder's own second write is rejected too);
+//!                               # "none": no token condition
 //! ```
 //!
 //! The fault catalogue (each entry also takes `duration`, and `after` /
@@ -94,7 +109,7 @@ use crate::fault::node::NodeTarget;
 use crate::fault::proxy::{Links, Mode as LinkMode};
 use crate::fault::schedule::Mix;
 use crate::fault::Target;
-use crate::resource::Mode;
+use crate::resource::{self, Fence, Mode};
 use anyhow::{anyhow, bail, Result};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
@@ -115,7 +130,7 @@ pub struct Workload {
     pub backend: Backend,
     pub clients: Clients,
     pub section: CriticalSection,
-    pub resource: Mode,
+    pub resource: resource::Spec,
     pub faults: Vec<FaultEntry>,
     /// Where the servers run: lockcheck's own processes (default), its own
     /// containers, or someone else's servers (`backend.endpoints`).
@@ -333,11 +348,24 @@ impl Workload {
                 format!("{kind:?} hands out no fencing token: expected false")
             ));
         }
-        let resource = raw.resource.unwrap_or(Mode::Unfenced);
-        if resource == Mode::Fenced && !fencing_token {
+        let resource = match raw.resource {
+            None | Some(raw::ResourceSpec::Mode(Mode::Unfenced)) => resource::Spec {
+                kind: resource::Kind::Lockcheck,
+                fence: Fence::Off,
+            },
+            Some(raw::ResourceSpec::Mode(Mode::Fenced)) => resource::Spec {
+                kind: resource::Kind::Lockcheck,
+                fence: Fence::NotBelow,
+            },
+            Some(raw::ResourceSpec::Table(t)) => resource::Spec {
+                kind: t.kind.unwrap_or_default(),
+                fence: t.fence,
+            },
+        };
+        if resource.fence != Fence::Off && !fencing_token {
             bail!(bad(
                 "resource",
-                "a fenced resource needs tokens: set backend.fencing_token = true, or resource = \"unfenced\"".into()
+                "a fenced resource needs tokens: set backend.fencing_token = true, or leave the resource unfenced".into()
             ));
         }
         let lease = match raw.backend.lease {
@@ -854,11 +882,54 @@ mod raw {
         pub backend: Backend,
         pub clients: Clients,
         pub critical_section: CriticalSection,
-        pub resource: Option<Mode>,
+        pub resource: Option<ResourceSpec>,
         #[serde(default)]
         pub faults: Vec<Fault>,
         pub runtime: Option<Runtime>,
         pub schedule: Option<Schedule>,
+    }
+
+    /// `resource = "fenced"` / `"unfenced"` (lockcheck's own resource), or a
+    /// `[resource]` table with its kind and fence.
+    pub enum ResourceSpec {
+        Mode(Mode),
+        Table(ResourceTable),
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ResourceTable {
+        pub kind: Option<resource::Kind>,
+        pub fence: Fence,
+    }
+
+    impl<'de> Deserialize<'de> for ResourceSpec {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> serde::de::Visitor<'de> for V {
+                type Value = ResourceSpec;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("\"fenced\", \"unfenced\" or a [resource] table")
+                }
+                fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ResourceSpec, E> {
+                    match s {
+                        "fenced" => Ok(ResourceSpec::Mode(Mode::Fenced)),
+                        "unfenced" => Ok(ResourceSpec::Mode(Mode::Unfenced)),
+                        _ => Err(E::custom(format!(
+                            "expected \"fenced\" or \"unfenced\" (or a [resource] table with kind and fence), found \"{s}\""
+                        ))),
+                    }
+                }
+                fn visit_map<M: serde::de::MapAccess<'de>>(
+                    self,
+                    map: M,
+                ) -> Result<ResourceSpec, M::Error> {
+                    ResourceTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                        .map(ResourceSpec::Table)
+                }
+            }
+            d.deserialize_any(V)
+        }
     }
 
     #[derive(Deserialize)]
@@ -1030,11 +1101,64 @@ interval = "2s"
         assert_eq!(w.backend.nodes, 1);
         assert!(w.backend.fencing_token);
         assert_eq!(w.backend.lease.ttl, Duration::from_millis(1500));
-        assert_eq!(w.resource, Mode::Fenced);
+        assert_eq!(w.resource.fence, Fence::NotBelow);
+        assert_eq!(w.resource.kind, resource::Kind::Lockcheck);
         assert_eq!(w.allow, vec![AnomalyKind::DoubleHolder]);
         assert_eq!(w.faults[0].target, Target::Holder);
         assert_eq!(w.faults[0].after, Duration::from_secs(1));
         assert_eq!(w.faults[0].interval, Some(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn the_resource_is_a_word_or_a_table_with_its_kind_and_fence() {
+        let table = |t: &str| {
+            parse(&format!(
+                "{}\n[resource]\n{t}\n",
+                GOOD.replace("resource = \"fenced\"\n", "")
+            ))
+        };
+        let w = table("kind = \"postgres\"\nfence = \"<\"").unwrap();
+        assert_eq!(
+            w.resource,
+            resource::Spec {
+                kind: resource::Kind::Postgres,
+                fence: Fence::Above
+            }
+        );
+        let w = table("fence = \"none\"").unwrap();
+        assert_eq!(w.resource.kind, resource::Kind::Lockcheck);
+        assert_eq!(w.resource.fence.mode(), Mode::Unfenced);
+        let e = format!(
+            "{:#}",
+            table("kind = \"postgres\"\nfence = \"<<\"").unwrap_err()
+        );
+        assert!(e.contains("resource.fence") && e.contains("`<=`"), "{e}");
+        let e = format!(
+            "{:#}",
+            table("kind = \"postgres\"\nfence = \"<\"\nfenced = true").unwrap_err()
+        );
+        assert!(e.contains("resource.fenced: unknown field"), "{e}");
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace("\"fenced\"", "\"fencing\"")).unwrap_err()
+        );
+        assert!(
+            e.contains("resource:") && e.contains("[resource] table"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            table("kind = \"postgres\"\nfence = \"<=\"")
+                .and_then(|_| parse(&format!(
+                    "{}\n[resource]\nfence = \"<=\"\n",
+                    GOOD.replace("resource = \"fenced\"\n", "").replace(
+                        "lease = \"1500ms\"",
+                        "lease = \"1500ms\"\nfencing_token = false"
+                    )
+                )))
+                .unwrap_err()
+        );
+        assert!(e.contains("needs tokens"), "{e}");
     }
 
     #[test]
