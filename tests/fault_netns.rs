@@ -1,0 +1,308 @@
+//! Partitions between server nodes (`partition-nodes`), each node in a network
+//! namespace of its own: a real 3-member etcd whose leader is cut off from its
+//! peers elects another and heals back into one cluster; a run with the fault
+//! leaves no namespace, veth, bridge or process behind; and `lockcheck recover`
+//! removes them all after the controller is killed with -9 mid-partition.
+
+mod run_support;
+
+use etcd_client::{Client, ConnectOptions};
+use lockcheck::backend::BackendKind;
+use lockcheck::cluster::{netns, Cluster, ClusterSpec, LocalCluster, NetworkKind};
+use lockcheck::fault::netns::{NodePartition, NodeShape};
+use lockcheck::fault::node::NodeTarget;
+use lockcheck::fault::shape::Cut;
+use lockcheck::fault::{Fault, Scene};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use run_support::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
+    Scene {
+        clients: &[],
+        holder: None,
+        rng,
+        cluster: Some(cluster),
+    }
+}
+
+/// A client of the one member at `addr`, asking it alone, with short timeouts.
+async fn member(addr: &str) -> Option<Client> {
+    let opts = ConnectOptions::new()
+        .with_timeout(Duration::from_secs(1))
+        .with_connect_timeout(Duration::from_secs(1))
+        // As the lock's clients do: a member without a leader says so at once.
+        .with_require_leader(true);
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        Client::connect([format!("http://{addr}")], Some(opts)),
+    )
+    .await
+    .ok()?
+    .ok()
+}
+
+/// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.
+async fn grants_lease(addr: &str) -> bool {
+    let Some(mut c) = member(addr).await else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), c.lease_grant(5, None)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// The leader id each member names, or none for one that does not answer.
+async fn leaders_named(endpoints: &[String]) -> Vec<Option<u64>> {
+    let mut named = Vec::new();
+    for e in endpoints {
+        let leader = match member(e).await {
+            Some(mut c) => match tokio::time::timeout(Duration::from_secs(2), c.status()).await {
+                Ok(Ok(s)) if s.leader() != 0 => Some(s.leader()),
+                _ => None,
+            },
+            None => None,
+        };
+        named.push(leader);
+    }
+    named
+}
+
+/// Waits (up to `within`) for the cluster to name a leader that `ok` accepts.
+async fn leader_where(
+    c: &Mutex<Box<dyn Cluster>>,
+    within: Duration,
+    ok: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(l) = c.lock().await.leader().await.filter(|l| ok(l)) {
+            return Some(l);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// The rules of `ns`'s OUTPUT chain, as `iptables -S` prints them.
+fn output_rules(ns: &str) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "iptables", "-S", "OUTPUT"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Nothing of run `id` on the machine: no namespace, no host interface.
+fn assert_network_gone(id: &str) {
+    let names = netns::namespaces_of(id).unwrap();
+    assert!(names.is_empty(), "namespaces left behind: {names:?}");
+    let listed = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        !listed.contains(id),
+        "ip netns list still shows {id}: {listed}"
+    );
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    let host = netns::host_interface(id);
+    assert!(
+        !links.contains(&host),
+        "ip link still shows {host}: {links}"
+    );
+}
+
+#[tokio::test]
+async fn an_isolated_etcd_leader_is_replaced_and_the_cluster_heals_into_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = netns::run_id(dir.path());
+    let spec = ClusterSpec {
+        network: NetworkKind::Namespaces,
+        ..ClusterSpec::new(BackendKind::Etcd, dir.path())
+    };
+    let c: Mutex<Box<dyn Cluster>> = Mutex::new(Box::new(LocalCluster::start(spec).await.unwrap()));
+    let endpoints = c.lock().await.endpoints();
+    assert!(
+        endpoints.iter().all(|e| e.starts_with("10.213.")),
+        "the members listen in their namespaces: {endpoints:?}"
+    );
+    assert_eq!(
+        netns::namespaces_of(&id).unwrap().len(),
+        4,
+        "3 members and the switch"
+    );
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let old = leader_where(&c, Duration::from_secs(10), |_| true)
+        .await
+        .expect("a leader");
+    let old_addr = endpoints[old[1..].parse::<usize>().unwrap() - 1].clone();
+    assert!(
+        grants_lease(&old_addr).await,
+        "the leader grants leases before the cut"
+    );
+
+    let mut cut = NodePartition::new(NodeShape::Isolate(NodeTarget::Primary), Cut::Blackhole);
+    let value = cut
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .expect("the leader is there to isolate");
+    let cut_at = Instant::now();
+    assert_eq!(value["targets"][0], old.as_str(), "{value}");
+    assert_eq!(value["between"], "nodes", "{value}");
+    assert_eq!(value["links"].as_array().unwrap().len(), 4, "{value}");
+    let ns = netns::namespace(&id, &old);
+    assert_eq!(
+        output_rules(&ns).matches("-j DROP").count(),
+        2,
+        "{}",
+        output_rules(&ns)
+    );
+
+    let new = leader_where(&c, Duration::from_secs(10), |l| l != old)
+        .await
+        .unwrap_or_else(|| panic!("{old} isolated, and no one replaced it"));
+    let elected = cut_at.elapsed();
+    // The clients still reach every member; the old leader's side cannot commit.
+    assert!(
+        !grants_lease(&old_addr).await,
+        "the isolated {old} granted a lease without a quorum"
+    );
+    let new_addr = endpoints[new[1..].parse::<usize>().unwrap() - 1].clone();
+    assert!(
+        grants_lease(&new_addr).await,
+        "the majority side grants leases"
+    );
+
+    let value = cut.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    let healed_at = Instant::now();
+    assert_eq!(value["links"].as_array().unwrap().len(), 4, "{value}");
+    assert!(!output_rules(&ns).contains("DROP"), "{}", output_rules(&ns));
+    // One cluster again: every member names the same leader, and the old one
+    // serves lease grants again.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let named = leaders_named(&endpoints).await;
+        if named.iter().all(|l| l.is_some() && *l == named[0]) && grants_lease(&old_addr).await {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not one cluster after the heal: {named:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let healed = healed_at.elapsed();
+    eprintln!(
+        "isolated leader {old}: {new} elected after {:.2} s; one cluster again {:.2} s after the heal",
+        elected.as_secs_f64(),
+        healed.as_secs_f64()
+    );
+    drop(cut);
+    c.lock().await.stop().await;
+    assert_network_gone(&id);
+    drop(c);
+}
+
+/// The run directory `results/latest` points at.
+fn latest(results: &Path) -> PathBuf {
+    let link = results.join("latest");
+    results.join(std::fs::read_link(&link).unwrap())
+}
+
+#[test]
+fn a_run_with_a_node_partition_leaves_nothing_behind() {
+    let r = run(&workload("etcd-partition-isolate-leader.toml"), &[]);
+    let dir = r.run_dir();
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let cuts: Vec<&str> = history
+        .lines()
+        .filter(|l| l.contains("\"partition\"") && l.contains("\"between\":\"nodes\""))
+        .collect();
+    assert!(
+        !cuts.is_empty(),
+        "no node partition in the history:\n{history}"
+    );
+    assert!(
+        history.lines().filter(|l| l.contains("\"heal\"")).count() >= cuts.len(),
+        "every partition healed:\n{history}"
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    assert_network_gone(&netns::run_id(&dir));
+    r.assert_nothing_left();
+}
+
+#[test]
+fn recover_removes_the_namespaces_a_killed_controller_left() {
+    let results = tempfile::tempdir().unwrap();
+    let mut controller = lockcheck()
+        .arg("run")
+        .arg(workload("etcd-partition-isolate-leader.toml"))
+        .arg("--results")
+        .arg(results.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The journal is written line by line, unbuffered: the cut is in force once
+    // its rules are journaled and a moment has passed.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let dir = loop {
+        if results.path().join("latest").exists() {
+            let dir = latest(results.path());
+            let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+            if journal.contains("node-cut") {
+                break dir;
+            }
+        }
+        assert!(Instant::now() < deadline, "no node partition within 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    controller.kill().unwrap(); // SIGKILL: no Drop runs
+    controller.wait().unwrap();
+    let id = netns::run_id(&dir);
+    let left = netns::namespaces_of(&id).unwrap();
+    assert_eq!(
+        left.len(),
+        4,
+        "the killed run left its namespaces: {left:?}"
+    );
+    let cut_rules: usize = left
+        .iter()
+        .map(|ns| output_rules(ns).matches("DROP").count())
+        .sum();
+    assert_eq!(
+        cut_rules, 4,
+        "and its cut: the isolated node's 2 rules, 1 in each peer"
+    );
+    assert!(!leftovers(results.path()).is_empty(), "and its processes");
+
+    let out = lockcheck()
+        .arg("recover")
+        .arg(&dir)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let actions = report["undone"].to_string();
+    assert!(actions.contains("node link rule"), "{report}");
+    assert!(actions.contains("removed 4 namespace(s)"), "{report}");
+    assert_network_gone(&id);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !leftovers(results.path()).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = leftovers(results.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
