@@ -217,7 +217,11 @@ fn latest(results: &Path) -> PathBuf {
 
 #[test]
 fn a_run_with_a_node_partition_leaves_nothing_behind() {
-    let r = run(&workload("etcd-partition-isolate-leader.toml"), &[]);
+    // Long enough for one cut (from 1 s, for 4 s) and its heal.
+    let r = run(
+        &workload("etcd-partition-isolate-leader.toml"),
+        &["--time-limit", "6"],
+    );
     let dir = r.run_dir();
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     let cuts: Vec<&str> = history
@@ -237,24 +241,24 @@ fn a_run_with_a_node_partition_leaves_nothing_behind() {
     r.assert_nothing_left();
 }
 
-#[test]
-fn recover_removes_the_namespaces_a_killed_controller_left() {
-    let results = tempfile::tempdir().unwrap();
-    let mut controller = lockcheck()
+/// Starts `lockcheck run` on the etcd leader-isolation workload and returns once
+/// its first node partition is in force: the controller, and the run directory.
+fn run_until_nodes_are_cut(results: &Path) -> (std::process::Child, PathBuf) {
+    let controller = lockcheck()
         .arg("run")
         .arg(workload("etcd-partition-isolate-leader.toml"))
         .arg("--results")
-        .arg(results.path())
+        .arg(results)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The journal is written line by line, unbuffered: the cut is in force once
-    // its rules are journaled and a moment has passed.
+    // The journal is written line by line, unbuffered: the cut's rules are
+    // journaled just before they are added, a few milliseconds each.
     let deadline = Instant::now() + Duration::from_secs(30);
     let dir = loop {
-        if results.path().join("latest").exists() {
-            let dir = latest(results.path());
+        if results.join("latest").exists() {
+            let dir = latest(results);
             let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
             if journal.contains("node-cut") {
                 break dir;
@@ -264,6 +268,43 @@ fn recover_removes_the_namespaces_a_killed_controller_left() {
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(200));
+    (controller, dir)
+}
+
+/// Waits up to 3 s for every process of the run under `results` to be gone.
+fn assert_processes_gone(results: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !leftovers(results).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = leftovers(results);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+#[test]
+fn sigterm_in_the_middle_of_a_node_partition_removes_it_all() {
+    let results = tempfile::tempdir().unwrap();
+    let (mut controller, dir) = run_until_nodes_are_cut(results.path());
+    let id = netns::run_id(&dir);
+    assert_eq!(netns::namespaces_of(&id).unwrap().len(), 4);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(controller.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while controller.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_network_gone(&id);
+    assert_processes_gone(results.path());
+}
+
+#[test]
+fn recover_removes_the_namespaces_a_killed_controller_left() {
+    let results = tempfile::tempdir().unwrap();
+    let (mut controller, dir) = run_until_nodes_are_cut(results.path());
     controller.kill().unwrap(); // SIGKILL: no Drop runs
     controller.wait().unwrap();
     let id = netns::run_id(&dir);
@@ -299,10 +340,5 @@ fn recover_removes_the_namespaces_a_killed_controller_left() {
     assert!(actions.contains("node link rule"), "{report}");
     assert!(actions.contains("removed 4 namespace(s)"), "{report}");
     assert_network_gone(&id);
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !leftovers(results.path()).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = leftovers(results.path());
-    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert_processes_gone(results.path());
 }
