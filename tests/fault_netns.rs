@@ -209,19 +209,89 @@ async fn an_isolated_etcd_leader_is_replaced_and_the_cluster_heals_into_one() {
     drop(c);
 }
 
+/// How a TCP connect from inside `node`'s namespace to `to` ends within 500 ms:
+/// "ok", "refused" (a reset) or "timeout" (a black hole).
+fn connect_from(network: &netns::Network, node: &str, to: &str) -> &'static str {
+    use std::os::fd::AsRawFd;
+    let ns = network.open(node).unwrap();
+    let to: std::net::SocketAddr = to.parse().unwrap();
+    // A namespace is per thread: this one enters it, the test's stays out.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            netns::enter(ns.as_raw_fd()).unwrap();
+            match std::net::TcpStream::connect_timeout(&to, Duration::from_millis(500)) {
+                Ok(_) => "ok",
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => "refused",
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => "timeout",
+                Err(e) => panic!("connecting to {to} from {node}: {e}"),
+            }
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+#[tokio::test]
+async fn a_reset_refuses_and_a_black_hole_swallows_only_the_cut_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ClusterSpec {
+        network: NetworkKind::Namespaces,
+        ..ClusterSpec::new(BackendKind::Redlock, dir.path())
+    };
+    let c: Mutex<Box<dyn Cluster>> = Mutex::new(Box::new(LocalCluster::start(spec).await.unwrap()));
+    let (network, e) = {
+        let c = c.lock().await;
+        (c.network().unwrap(), c.endpoints())
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for (cut, how) in [(Cut::Reset, "refused"), (Cut::Blackhole, "timeout")] {
+        let shape = NodeShape::Links(vec![("n1".into(), "n2".into())]);
+        let mut fault = NodePartition::new(shape, cut);
+        let value = fault
+            .start(&mut scene(&c, &mut rng))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(value["links"], serde_json::json!(["n1->n2", "n2->n1"]));
+        assert_eq!(
+            connect_from(&network, "n1", &e[1]),
+            how,
+            "n1 -> n2, {cut:?}"
+        );
+        assert_eq!(
+            connect_from(&network, "n2", &e[0]),
+            how,
+            "n2 -> n1, {cut:?}"
+        );
+        assert_eq!(
+            connect_from(&network, "n1", &e[2]),
+            "ok",
+            "n1 -> n3 is not cut"
+        );
+        // The clients' side (the host) still reaches both.
+        for addr in &e[..2] {
+            assert!(std::net::TcpStream::connect(addr).is_ok(), "host -> {addr}");
+        }
+        fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
+        assert_eq!(connect_from(&network, "n1", &e[1]), "ok", "healed, {cut:?}");
+    }
+    let id = network.id().to_string();
+    drop(network);
+    c.lock().await.stop().await;
+    assert_network_gone(&id);
+}
+
 /// The run directory `results/latest` points at.
 fn latest(results: &Path) -> PathBuf {
     let link = results.join("latest");
     results.join(std::fs::read_link(&link).unwrap())
 }
 
-#[test]
-fn a_run_with_a_node_partition_leaves_nothing_behind() {
-    // Long enough for one cut (from 1 s, for 4 s) and its heal.
-    let r = run(
-        &workload("etcd-partition-isolate-leader.toml"),
-        &["--time-limit", "6"],
-    );
+/// Runs a leader-isolation workload long enough for one cut (from 1 s, for 4 s)
+/// and its heal: the verdict is valid, the history has the cut and its heal,
+/// and nothing of the run is left.
+fn one_leader_isolation_leaves_nothing_behind(name: &str) {
+    let r = run(&workload(name), &["--time-limit", "6"]);
     let dir = r.run_dir();
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     let cuts: Vec<&str> = history
@@ -239,6 +309,16 @@ fn a_run_with_a_node_partition_leaves_nothing_behind() {
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert_network_gone(&netns::run_id(&dir));
     r.assert_nothing_left();
+}
+
+#[test]
+fn a_run_with_a_node_partition_leaves_nothing_behind() {
+    one_leader_isolation_leaves_nothing_behind("etcd-partition-isolate-leader.toml");
+}
+
+#[test]
+fn a_zookeeper_ensemble_rides_out_its_leader_cut_off() {
+    one_leader_isolation_leaves_nothing_behind("zookeeper-partition-isolate-leader.toml");
 }
 
 /// Starts `lockcheck run` on the etcd leader-isolation workload and returns once

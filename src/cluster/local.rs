@@ -243,6 +243,11 @@ impl ClusterPlan {
                     .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                     .arg("--dir")
                     .arg(&node.data_dir);
+                // Protected mode refuses every client not on loopback; a node in its
+                // namespace is reached from the host, over the run's own bridge.
+                if !node.client_listen.ip().is_loopback() {
+                    cmd.args(["--protected-mode", "no"]);
+                }
             }
             BackendKind::Etcd => {
                 let url = |a: SocketAddr| format!("http://{a}");

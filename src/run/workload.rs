@@ -410,6 +410,18 @@ impl Workload {
             ));
         }
         let network = raw.backend.network.unwrap_or_default();
+        // Their servers, as lockcheck sets them up, let in loopback clients only.
+        if network == NetworkKind::Namespaces
+            && matches!(
+                kind,
+                BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb
+            )
+        {
+            bail!(bad(
+                "backend.network",
+                format!("{kind:?} runs on loopback only (its server admits loopback clients); namespaces are for etcd, zookeeper, redis, redlock and nats")
+            ));
+        }
         let mut faults = Vec::new();
         let raw_timed: Vec<bool> = raw
             .faults
@@ -1201,6 +1213,18 @@ interval = "2s"
         );
         assert!(
             e.contains("w/test.toml:") && e.contains("faults.shapes"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace(
+                "kind = \"redis\"",
+                &format!("kind = \"postgres-lease\"\n{ns}")
+            ))
+            .unwrap_err()
+        );
+        assert!(
+            e.contains("backend.network") && e.contains("loopback only"),
             "{e}"
         );
         // Namespaces are the local runtime's.
