@@ -204,6 +204,25 @@ async fn an_isolated_etcd_leader_is_replaced_and_the_cluster_heals_into_one() {
         healed.as_secs_f64()
     );
     drop(cut);
+    // The pid faults signal is the server's own, inside its namespace; a killed
+    // member comes back in the same namespace, at the same address.
+    let pid = c.lock().await.pid(&old).unwrap();
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+    assert_eq!(comm.trim(), "etcd");
+    let netns_of = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).unwrap();
+    assert_ne!(netns_of(&pid.to_string()), netns_of("self"));
+    c.lock().await.kill(&old).await.unwrap();
+    c.lock().await.restart(&old).await.unwrap();
+    let pid = c.lock().await.pid(&old).unwrap();
+    let ns_path = Path::new("/run/netns").join(&ns);
+    let expected = std::fs::metadata(&ns_path).unwrap();
+    let actual = std::fs::metadata(format!("/proc/{pid}/ns/net")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(actual.ino(), expected.ino(), "restarted in its namespace");
+    assert!(
+        grants_lease(&old_addr).await,
+        "{old} serves after its restart"
+    );
     c.lock().await.stop().await;
     assert_network_gone(&id);
     drop(c);
