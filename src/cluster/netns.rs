@@ -206,6 +206,28 @@ pub fn enter(fd: std::os::fd::RawFd) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Whether this machine can put nodes in namespaces and cut their links: root,
+/// `ip` and `iptables-restore`. Else why not, and the Debian package to install
+/// where one is missing.
+pub fn available() -> Result<(), (String, Option<&'static str>)> {
+    for (program, package) in [("ip", "iproute2"), ("iptables-restore", "iptables")] {
+        let found = Command::new(program)
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Err((format!("{program} not found"), Some(package)));
+        }
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err((
+            "needs root, to make network namespaces, veths and a bridge".into(),
+            None,
+        ));
+    }
+    Ok(())
+}
+
 /// What [`remove_run`] removed.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Removed {

@@ -251,7 +251,11 @@ impl Fault for NodePartition {
                 namespace: namespace.clone(),
                 rules: rules.clone(),
             })?;
-            apply(&namespace, "-A", &rules)?;
+            // One iptables-restore commit: all of them or none.
+            if let Err(e) = apply(&namespace, "-A", &rules) {
+                journal.undone(journal_id)?;
+                return Err(e);
+            }
             self.active.push(Applied {
                 namespace,
                 rules,
