@@ -352,22 +352,28 @@ fn run_until_nodes_are_cut(results: &Path) -> (std::process::Child, PathBuf) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The journal is written line by line, unbuffered: the cut's rules are
-    // journaled just before they are added, a few milliseconds each.
+    // In force once all its rules are: the isolated member's 2, 1 in each peer.
     let deadline = Instant::now() + Duration::from_secs(30);
     let dir = loop {
         if results.join("latest").exists() {
             let dir = latest(results);
-            let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
-            if journal.contains("node-cut") {
+            if drop_rules(&netns::run_id(&dir)) == 4 {
                 break dir;
             }
         }
         assert!(Instant::now() < deadline, "no node partition within 30 s");
         std::thread::sleep(Duration::from_millis(20));
     };
-    std::thread::sleep(Duration::from_millis(200));
     (controller, dir)
+}
+
+/// The DROP rules in force in the namespaces of run `id`.
+fn drop_rules(id: &str) -> usize {
+    netns::namespaces_of(id)
+        .unwrap()
+        .iter()
+        .map(|ns| output_rules(ns).matches("-j DROP").count())
+        .sum()
 }
 
 /// Waits up to 3 s for every process of the run under `results` to be gone.
@@ -413,14 +419,7 @@ fn recover_removes_the_namespaces_a_killed_controller_left() {
         4,
         "the killed run left its namespaces: {left:?}"
     );
-    let cut_rules: usize = left
-        .iter()
-        .map(|ns| output_rules(ns).matches("DROP").count())
-        .sum();
-    assert_eq!(
-        cut_rules, 4,
-        "and its cut: the isolated node's 2 rules, 1 in each peer"
-    );
+    assert_eq!(drop_rules(&id), 4, "and its cut");
     assert!(!leftovers(results.path()).is_empty(), "and its processes");
 
     let out = lockcheck()
