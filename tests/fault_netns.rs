@@ -300,6 +300,45 @@ async fn a_reset_refuses_and_a_black_hole_swallows_only_the_cut_links() {
     assert_network_gone(&id);
 }
 
+#[tokio::test]
+async fn a_majorities_ring_leaves_each_of_five_nodes_a_different_majority() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = ClusterSpec {
+        network: NetworkKind::Namespaces,
+        ..ClusterSpec::new(BackendKind::Redlock, dir.path())
+    };
+    let c: Mutex<Box<dyn Cluster>> = Mutex::new(Box::new(LocalCluster::start(spec).await.unwrap()));
+    let (network, names, e) = {
+        let c = c.lock().await;
+        (c.network().unwrap(), c.node_names(), c.endpoints())
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut fault = NodePartition::new(NodeShape::MajoritiesRing, Cut::Reset);
+    let value = fault
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(value["links"].as_array().unwrap().len(), 10, "{value}");
+    let mut views = std::collections::BTreeSet::new();
+    for a in &names {
+        let sees: std::collections::BTreeSet<&String> = names
+            .iter()
+            .zip(&e)
+            .filter(|(b, addr)| *b != a && connect_from(&network, a, addr) == "ok")
+            .map(|(b, _)| b)
+            .chain([a])
+            .collect();
+        assert_eq!(sees.len(), 3, "{a} sees a bare majority: {sees:?}");
+        assert!(views.insert(sees), "no two nodes see the same majority");
+    }
+    fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    assert_eq!(connect_from(&network, &names[0], &e[1]), "ok");
+    assert_eq!(connect_from(&network, &names[0], &e[2]), "ok");
+    c.lock().await.stop().await;
+    assert_network_gone(network.id());
+}
+
 /// The run directory `results/latest` points at.
 fn latest(results: &Path) -> PathBuf {
     let link = results.join("latest");
