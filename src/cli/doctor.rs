@@ -75,6 +75,22 @@ pub fn main(args: Args) -> Result<u8> {
         install: None,
         about: None,
     });
+    let (ok, detail, install) = match cluster::netns::available() {
+        Ok(()) => (
+            true,
+            "cuts links between server nodes in their network namespaces (iptables)".into(),
+            None,
+        ),
+        Err((why, package)) => (false, why, package),
+    };
+    items.push(Item {
+        area: "fault",
+        name: "partition-nodes".into(),
+        ok,
+        detail,
+        install,
+        about: None,
+    });
     items.push(Item {
         area: "runtime",
         name: "local processes".into(),

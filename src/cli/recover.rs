@@ -1,7 +1,9 @@
 //! `lockcheck recover [RUN_DIR]`: undoes what a run killed with -9 left behind,
 //! from the journal the controller kept in its run directory: resumes the
-//! processes it stopped, resets the clocks it skewed, kills the servers and
-//! workers it started (those still running, recognised by pid and start time).
+//! processes it stopped, resets the clocks it skewed, removes the rules that cut
+//! links between nodes, kills the servers and workers it started (those still
+//! running, recognised by pid and start time), and then removes the nodes'
+//! network namespaces, bridge and veths.
 
 use crate::fault::journal;
 use anyhow::{Context, Result};

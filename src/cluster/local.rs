@@ -16,12 +16,18 @@
 //! replays its WAL). [`LocalCluster::wipe`] between the two brings it back with
 //! nothing (an etcd member is then re-admitted as a new member).
 //!
+//! With [`NetworkKind::Namespaces`] each node runs in a network namespace of its
+//! own (`super::netns`), on its backend's usual ports at its namespace's address:
+//! the server enters the namespace between fork and exec, so its pid is the one
+//! faults signal, and the namespaces go when the cluster stops.
+//!
 //! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
 //! lockcheck, which resumes and stops them itself. Faults signal a node through
 //! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
 //! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
-use super::{default_nodes, server_binary, ClusterError};
+use super::netns::{self, Network};
+use super::{default_nodes, server_binary, ClusterError, NetworkKind};
 use crate::backend::BackendKind;
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -53,6 +59,9 @@ pub struct ClusterSpec {
     pub stop_grace: Duration,
     /// Adjusts each node's command before every start, restarts included.
     pub prepare: Option<Prepare>,
+    /// Where the nodes listen: loopback, or each in a network namespace of its own
+    /// (so that faults can cut the links between nodes).
+    pub network: NetworkKind,
 }
 
 /// A change to a node's command line made just before it starts, for what must be in
@@ -81,6 +90,7 @@ impl ClusterSpec {
             ready_timeout: Duration::from_secs(20),
             stop_grace: Duration::from_secs(5),
             prepare: None,
+            network: NetworkKind::Loopback,
         }
     }
 }
@@ -119,19 +129,43 @@ pub struct ClusterPlan {
 
 impl ClusterPlan {
     /// Resolves the server program (a missing one is [`ClusterError::MissingBinary`])
-    /// and picks free loopback ports and the nodes' directories.
+    /// and picks free loopback ports and the nodes' directories. For nodes in
+    /// namespaces ([`NetworkKind::Namespaces`]) use [`LocalCluster::start`], which
+    /// makes their network first.
     pub fn new(spec: ClusterSpec) -> Result<Self> {
+        if spec.network != NetworkKind::Loopback {
+            bail!("nodes in namespaces need their network first: use LocalCluster::start");
+        }
+        Self::plan(spec, None)
+    }
+
+    /// [`ClusterPlan::new`], on `network` if given: each node at its namespace's
+    /// address, on its backend's usual ports.
+    fn plan(spec: ClusterSpec, network: Option<&Network>) -> Result<Self> {
         if spec.nodes == 0 {
             bail!("a {:?} cluster needs at least one node", spec.kind);
         }
         let binary = server_binary(spec.kind).resolve(spec.binary.as_deref())?;
         let has_peers = matches!(spec.kind, BackendKind::Etcd | BackendKind::Zookeeper);
-        let nodes = (1..=spec.nodes)
-            .map(|i| {
-                let name = format!("n{i}");
-                let client = free_loopback_addr()?;
+        let names: Vec<String> = node_names(spec.nodes);
+        let nodes = names
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let [client_port, peer_port, election_port] = usual_ports(spec.kind);
+                // A namespace of its own has the backend's usual ports free.
+                let addr = |port: u16| match network {
+                    None => free_loopback_addr(),
+                    Some(net) => Ok(SocketAddr::from((net.addr(i), port))),
+                };
+                let client = addr(client_port)?;
                 let peer = if has_peers {
-                    Some(free_loopback_addr()?)
+                    Some(addr(peer_port)?)
+                } else {
+                    None
+                };
+                let election = if spec.kind == BackendKind::Zookeeper {
+                    Some(addr(election_port)?)
                 } else {
                     None
                 };
@@ -143,11 +177,7 @@ impl ClusterPlan {
                     client_advertise: client,
                     peer_listen: peer,
                     peer_advertise: peer,
-                    election: if spec.kind == BackendKind::Zookeeper {
-                        Some(free_loopback_addr()?)
-                    } else {
-                        None
-                    },
+                    election,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -167,11 +197,18 @@ impl ClusterPlan {
     /// Runs every node and waits until all serve. On failure everything started is
     /// stopped again.
     pub async fn start(self) -> Result<LocalCluster> {
+        self.start_on(None).await
+    }
+
+    /// [`ClusterPlan::start`], each node in its namespace of `network` if given;
+    /// the cluster then owns the network, and removes it when it stops.
+    async fn start_on(self, network: Option<Arc<Network>>) -> Result<LocalCluster> {
         fs::create_dir_all(self.spec.dir.join("nodes"))
             .with_context(|| format!("creating {}", self.spec.dir.join("nodes").display()))?;
         let mut cluster = LocalCluster {
             children: (0..self.nodes.len()).map(|_| None).collect(),
             plan: self,
+            network,
         };
         // All members first, then the wait: an etcd member is not healthy until a
         // quorum of its peers is up.
@@ -206,6 +243,11 @@ impl ClusterPlan {
                     .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
                     .arg("--dir")
                     .arg(&node.data_dir);
+                // Protected mode refuses every client not on loopback; a node in its
+                // namespace is reached from the host, over the run's own bridge.
+                if !node.client_listen.ip().is_loopback() {
+                    cmd.args(["--protected-mode", "no"]);
+                }
             }
             BackendKind::Etcd => {
                 let url = |a: SocketAddr| format!("http://{a}");
@@ -254,12 +296,22 @@ pub struct LocalCluster {
     plan: ClusterPlan,
     /// The process of each node, or none while it is killed.
     children: Vec<Option<Child>>,
+    /// The nodes' namespaces, bridge and veths, when they have their own network;
+    /// removed once the nodes have stopped.
+    network: Option<Arc<Network>>,
 }
 
 impl LocalCluster {
     /// Plans and starts a cluster, retrying with other ports when one turns out to be
     /// taken (another process may bind a port between our probe and the server's bind).
     pub async fn start(spec: ClusterSpec) -> Result<Self> {
+        if spec.network == NetworkKind::Namespaces {
+            let names: Vec<String> = node_names(spec.nodes);
+            let network = Arc::new(Network::create(&netns::run_id(&spec.dir), &names)?);
+            // Each node alone in its namespace: no port can be taken.
+            let plan = ClusterPlan::plan(spec, Some(&network))?;
+            return plan.start_on(Some(network)).await;
+        }
         const ATTEMPTS: usize = 3;
         let mut attempt = 1;
         loop {
@@ -283,6 +335,11 @@ impl LocalCluster {
 
     pub fn nodes(&self) -> &[NodeSpec] {
         &self.plan.nodes
+    }
+
+    /// The nodes' own network, when they run in namespaces.
+    pub fn network(&self) -> Option<Arc<Network>> {
+        self.network.clone()
     }
 
     /// The addresses (`host:port`) clients should dial, one per node, in node order:
@@ -497,6 +554,12 @@ impl LocalCluster {
                 let _ = child.wait();
             }
         }
+        // Every server has exited: its namespace goes at once.
+        if let Some(net) = &self.network {
+            if let Err(e) = net.remove() {
+                tracing::warn!("{e:#}");
+            }
+        }
     }
 
     fn index(&self, node: &str) -> Result<usize> {
@@ -537,6 +600,17 @@ impl LocalCluster {
             // Its own process group: a Ctrl-C at the terminal reaches lockcheck, which
             // stops the servers itself, in order, after resuming any it paused.
             .process_group(0);
+        // Open until the spawn returns: the child enters it before it execs.
+        let namespace = match &self.network {
+            Some(net) => Some(net.open(&node.name)?),
+            None => None,
+        };
+        if let Some(ns) = &namespace {
+            use std::os::fd::AsRawFd;
+            let fd = ns.as_raw_fd();
+            // SAFETY: between fork and exec the closure only makes one syscall.
+            unsafe { cmd.pre_exec(move || netns::enter(fd)) };
+        }
         let child = cmd.spawn().with_context(|| {
             format!(
                 "starting node {} ({})",
@@ -599,11 +673,15 @@ impl Drop for LocalCluster {
         // Its servers are gone: their ports may serve the next cluster.
         let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(seen) = seen.as_mut() {
-            for n in &self.plan.nodes {
-                seen.remove(&n.client_listen.port());
-                if let Some(peer) = n.peer_listen {
-                    seen.remove(&peer.port());
-                }
+            let addrs = self
+                .plan
+                .nodes
+                .iter()
+                .flat_map(|n| [Some(n.client_listen), n.peer_listen, n.election])
+                .flatten();
+            // Namespaced nodes' ports were never handed out.
+            for a in addrs.filter(|a| a.ip().is_loopback()) {
+                seen.remove(&a.port());
             }
         }
     }
@@ -748,6 +826,24 @@ async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
         .await
         .ok()
         .flatten()
+}
+
+/// The names of a cluster's `n` nodes: n1..nN.
+fn node_names(n: usize) -> Vec<String> {
+    (1..=n).map(|i| format!("n{i}")).collect()
+}
+
+/// The ports a backend's servers usually listen on (client, peer, election), for
+/// nodes in namespaces of their own, where nothing else listens.
+fn usual_ports(kind: BackendKind) -> [u16; 3] {
+    match kind {
+        BackendKind::Redis | BackendKind::Redlock => [6379, 0, 0],
+        BackendKind::Etcd => [2379, 2380, 0],
+        BackendKind::Zookeeper => [2181, 2888, 3888],
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => [5432, 0, 0],
+        BackendKind::Mariadb => [3306, 0, 0],
+        BackendKind::Nats => [4222, 6222, 0],
+    }
 }
 
 /// Ports handed out by this process to clusters still alive: the kernel may give the

@@ -13,6 +13,7 @@ pub mod external;
 pub mod local;
 mod mariadb;
 mod nats;
+pub mod netns;
 pub mod postgres;
 mod setup;
 mod zookeeper;
@@ -50,6 +51,18 @@ impl Runtime {
     }
 }
 
+/// Where a local cluster's nodes listen (`[backend] network`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkKind {
+    /// All on loopback, each on its own ports.
+    #[default]
+    Loopback,
+    /// Each node in a network namespace of its own, joined by a bridge: the links
+    /// between nodes can then be cut (`partition-nodes`).
+    Namespaces,
+}
+
 /// The running servers of one backend, whatever runs them. Node faults go through
 /// it: kill and restart a node, wipe its data, find the leader, signal its process.
 /// Dropping a cluster stops what it started.
@@ -80,6 +93,11 @@ pub trait Cluster: Send + Sync {
     async fn leader(&self) -> Option<String>;
     /// Stops every node and removes what the cluster made; also what drop does.
     async fn stop(&mut self);
+    /// The nodes' network namespaces, where they run in their own
+    /// (`NetworkKind::Namespaces`): what node-to-node partitions cut.
+    fn network(&self) -> Option<std::sync::Arc<netns::Network>> {
+        None
+    }
 }
 
 #[async_trait]
@@ -119,6 +137,9 @@ impl Cluster for LocalCluster {
     }
     async fn stop(&mut self) {
         LocalCluster::stop(self)
+    }
+    fn network(&self) -> Option<std::sync::Arc<netns::Network>> {
+        LocalCluster::network(self)
     }
 }
 

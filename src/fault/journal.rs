@@ -92,6 +92,16 @@ pub enum Effect {
     /// Docker objects (containers, network, volumes) labelled with this run id:
     /// undone by removing them all.
     Containers { run: String },
+    /// The network namespaces, bridge and veths of the run with this id
+    /// (`cluster::netns`): undone by removing them all, once its processes are
+    /// gone.
+    Network { id: String },
+    /// iptables rules cutting node-to-node links inside one node's namespace:
+    /// undone by deleting them (they also go with the namespace).
+    NodeCut {
+        namespace: String,
+        rules: Vec<String>,
+    },
 }
 
 /// What `recover` did about one effect.
@@ -244,8 +254,13 @@ pub fn recover(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
     let journal = Journal::open(run_dir)?;
     let mut done = Vec::new();
     let mut order: Vec<&(u64, Effect)> = effects.iter().rev().collect();
-    // Resume, reset and heal first; kill last.
-    order.sort_by_key(|(_, e)| matches!(e, Effect::Process(_)));
+    // Resume, reset and heal first; then kill; the namespaces last, so that
+    // they go at once, with no process left in them.
+    order.sort_by_key(|(_, e)| match e {
+        Effect::Process(_) => 1,
+        Effect::Network { .. } => 2,
+        _ => 0,
+    });
     for (id, effect) in order {
         match undo(effect) {
             Ok(action) => {
@@ -271,6 +286,10 @@ fn describe(effect: &Effect) -> String {
         }
         Effect::Link { link, mode } => format!("link {link} ({mode})"),
         Effect::Containers { run } => format!("docker objects of run {run}"),
+        Effect::Network { id } => format!("network namespaces of run {id}"),
+        Effect::NodeCut { namespace, rules } => {
+            format!("{} node link rule(s) in {namespace}", rules.len())
+        }
     }
 }
 
@@ -305,6 +324,19 @@ pub fn undo(effect: &Effect) -> Result<String> {
                 r.networks.len(),
                 r.volumes.len()
             )
+        }
+        Effect::NodeCut { namespace, rules } => crate::fault::netns::undo(namespace, rules)?,
+        Effect::Network { id } => {
+            let r = crate::cluster::netns::remove_run(id)?;
+            if r.namespaces.is_empty() && !r.host_interface {
+                "nothing left".into()
+            } else {
+                format!(
+                    "removed {} namespace(s) ({}), their bridge and veths",
+                    r.namespaces.len(),
+                    r.namespaces.join(", ")
+                )
+            }
         }
     })
 }

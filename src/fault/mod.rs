@@ -8,10 +8,12 @@
 
 pub mod clock;
 pub mod journal;
+pub mod netns;
 pub mod node;
 pub mod pause;
 pub mod proxy;
 pub mod schedule;
+pub mod shape;
 
 use crate::cluster::Cluster;
 use anyhow::Result;

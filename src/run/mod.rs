@@ -170,6 +170,11 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             .resolve(None)
             .map_err(environment)?;
     }
+    if w.backend.network == cluster::NetworkKind::Namespaces && !nix::unistd::geteuid().is_root() {
+        return Err(environment(
+            "backend.network = \"namespaces\" needs root: lockcheck makes a network namespace, veths and a bridge for the nodes",
+        ));
+    }
     let seed = opts.seed.unwrap_or(w.seed);
     let duration = opts.time_limit.unwrap_or(w.duration);
     let dir = new_run_dir(&opts.results, &w.name)?;
@@ -265,6 +270,18 @@ async fn execute(
     {
         spec.prepare = Some(crate::fault::clock::prepare_hook(dir.to_path_buf()));
     }
+    spec.network = w.backend.network;
+    // Namespaces, bridge and veths are written down before they exist, so that
+    // `lockcheck recover` removes them after a kill -9 whenever it came.
+    let journal = crate::fault::journal::Journal::for_run(dir)?;
+    let network = match spec.network {
+        cluster::NetworkKind::Namespaces => {
+            Some(journal.record(crate::fault::journal::Effect::Network {
+                id: cluster::netns::run_id(dir),
+            })?)
+        }
+        cluster::NetworkKind::Loopback => None,
+    };
     let servers = start_cluster(&w, spec, opts).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
@@ -340,7 +357,6 @@ async fn execute(
     .await?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind.
-    let journal = crate::fault::journal::Journal::for_run(dir)?;
     {
         let cluster = servers.lock().await;
         let nodes = cluster
@@ -411,6 +427,10 @@ async fn execute(
     // The resource's log is complete only once no worker can write any more.
     let copied = res.finish().await.context("completing resource.jsonl");
     servers.lock().await.stop().await;
+    // Stopping the cluster removed its network.
+    if let Some(id) = network {
+        journal.undone(id)?;
+    }
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),

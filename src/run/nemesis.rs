@@ -9,6 +9,7 @@ use super::workload::{FaultEntry, FaultKind};
 use super::Live;
 use crate::cluster::Cluster;
 use crate::fault::clock::{ClockFault, Clocks};
+use crate::fault::netns::NodePartition;
 use crate::fault::node::{KillNodes, PauseNodes};
 use crate::fault::proxy::LinkFault;
 use crate::fault::schedule;
@@ -48,6 +49,13 @@ pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
                 .link
                 .expect("a link entry carries its mode (checked at load)"),
         )),
+        FaultKind::PartitionNodes => {
+            let (shape, cut) = entry
+                .node_partition
+                .clone()
+                .expect("a partition-nodes entry carries its shape (checked at load)");
+            Box::new(NodePartition::new(shape, cut))
+        }
     }
 }
 

@@ -22,6 +22,9 @@
 //! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
 //! fencing_token = true          # optional: true, except redlock (it has none)
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
+//! network = "loopback"          # optional: loopback | namespaces (local runtime:
+//!                               #   each node in a network namespace of its own,
+//!                               #   so `partition-nodes` can cut node links)
 //!
 //! [clients]
 //! count = 3
@@ -94,6 +97,16 @@
 //! duration = "4s"
 //!
 //! [[faults]]
+//! kind = "partition-nodes"      # links between server nodes (iptables rules in
+//! shape = "isolate"             #   the nodes' namespaces: needs network =
+//! nodes = "primary"             #   "namespaces", 2+ nodes). shape: isolate (one
+//!                               #   node: `nodes` = primary | one | nN), halves,
+//!                               #   majorities-ring (4+), bridge (3+), or links
+//!                               #   with links = [["n1", "n3"]]
+//! cut = "blackhole"             # optional: blackhole (DROP) | reset (TCP RST)
+//! duration = "4s"
+//!
+//! [[faults]]
 //! kind = "latency"              # the clients' links to the nodes
 //! nodes = "all"
 //! delay = "50ms"                # each way
@@ -103,11 +116,13 @@
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
-use crate::cluster::Runtime;
+use crate::cluster::{NetworkKind, Runtime};
 use crate::fault::clock::ClockChange;
+use crate::fault::netns::NodeShape;
 use crate::fault::node::NodeTarget;
 use crate::fault::proxy::{Links, Mode as LinkMode};
 use crate::fault::schedule::Mix;
+use crate::fault::shape::Cut;
 use crate::fault::Target;
 use crate::resource::{self, Fence, Mode};
 use anyhow::{anyhow, bail, Result};
@@ -176,6 +191,8 @@ pub struct Backend {
     pub endpoints: Vec<String>,
     /// The image under the docker runtime, instead of the backend's official one.
     pub image: Option<String>,
+    /// Where the local runtime's nodes listen: loopback, or network namespaces.
+    pub network: NetworkKind,
 }
 
 /// The lease a holder gets, and how often a holder renews it during a long hold.
@@ -280,6 +297,8 @@ pub struct FaultEntry {
     /// and which links.
     pub link: Option<LinkMode>,
     pub links: Option<Links>,
+    /// Partition-nodes: which node-to-node links, and how they are cut.
+    pub node_partition: Option<(NodeShape, Cut)>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -303,6 +322,8 @@ pub enum FaultKind {
     Partition,
     /// Delay the bytes between the clients and server nodes.
     Latency,
+    /// Cut the links between server nodes (in their network namespaces).
+    PartitionNodes,
 }
 
 /// How a partition cuts a link.
@@ -416,6 +437,19 @@ impl Workload {
                 "expected at least 1 write per critical section".into()
             ));
         }
+        let network = raw.backend.network.unwrap_or_default();
+        // Their servers, as lockcheck sets them up, let in loopback clients only.
+        if network == NetworkKind::Namespaces
+            && matches!(
+                kind,
+                BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb
+            )
+        {
+            bail!(bad(
+                "backend.network",
+                format!("{kind:?} runs on loopback only (its server admits loopback clients); namespaces are for etcd, zookeeper, redis, redlock and nats")
+            ));
+        }
         let mut faults = Vec::new();
         let raw_timed: Vec<bool> = raw
             .faults
@@ -477,6 +511,7 @@ impl Workload {
             }
             let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
             let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
+            let node_partition = node_partition(&f, nodes, network, &|k, what| bad(&key(k), what))?;
             let links = link_fault.then(|| match (&f.target, &f.nodes) {
                 (Some(t), _) => Links::FromClient(t.clone()),
                 (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
@@ -490,6 +525,7 @@ impl Workload {
                 clock_of_client,
                 link,
                 links,
+                node_partition,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -561,6 +597,7 @@ impl Workload {
                     .map_or(Duration::from_secs(1), |d| d.0),
                 endpoints: raw.backend.endpoints.unwrap_or_default(),
                 image: raw.backend.image,
+                network,
             },
             clients: Clients {
                 count,
@@ -618,6 +655,11 @@ impl Workload {
                 );
             }
         }
+        if self.backend.network == NetworkKind::Namespaces && self.runtime != Runtime::Local {
+            bail!(
+                "{file}: backend.network: namespaces are the local runtime's; the {rt} runtime places its servers itself"
+            );
+        }
         for (i, f) in self.faults.iter().enumerate() {
             if let Some(why) = runtime_refuses(self.runtime, f.kind) {
                 bail!(
@@ -638,6 +680,7 @@ fn runtime_refuses(runtime: Runtime, kind: FaultKind) -> Option<&'static str> {
         (Runtime::External, FaultKind::PauseNode) => Some("pausing a server needs its process; lockcheck did not start these servers"),
         (Runtime::External, FaultKind::Kill) => Some("killing and restarting a server needs its process; lockcheck did not start these servers"),
         (Runtime::External, FaultKind::Clock) => Some("a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start"),
+        (Runtime::Docker | Runtime::External, FaultKind::PartitionNodes) => Some("links between nodes are cut inside the network namespaces the local runtime puts its nodes in"),
         (Runtime::Local | Runtime::Docker | Runtime::External, _) => None,
     }
 }
@@ -652,6 +695,7 @@ impl FaultKind {
             FaultKind::Clock => "clock",
             FaultKind::Partition => "partition",
             FaultKind::Latency => "latency",
+            FaultKind::PartitionNodes => "partition-nodes",
         }
     }
 }
@@ -761,6 +805,12 @@ fn link_mode(
 ) -> Result<Option<LinkMode>> {
     let only = |k: &str, kind: &str| Err(bad(k, format!("only a {kind} fault takes it")));
     match f.kind {
+        // Its cut is read with its shape (`node_partition`).
+        FaultKind::PartitionNodes => match (f.delay.is_some(), f.jitter.is_some()) {
+            (true, _) => only("delay", "latency"),
+            (_, true) => only("jitter", "latency"),
+            _ => Ok(None),
+        },
         FaultKind::Partition => {
             if f.delay.is_some() {
                 return only("delay", "latency");
@@ -800,6 +850,70 @@ fn link_mode(
             None => Ok(None),
         },
     }
+}
+
+/// Which node-to-node links a `partition-nodes` entry cuts, and how; other kinds
+/// take neither `shape` nor `links`. The shape is checked against the cluster's
+/// `nodes` here, so that a run never starts with a partition it cannot make.
+fn node_partition(
+    f: &raw::Fault,
+    nodes: usize,
+    network: NetworkKind,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Option<(NodeShape, Cut)>> {
+    use raw::ShapeKind;
+    if f.kind != FaultKind::PartitionNodes {
+        return match [("shape", f.shape.is_some()), ("links", f.links.is_some())]
+            .iter()
+            .find(|(_, g)| *g)
+        {
+            Some((k, _)) => Err(bad(k, "only a partition-nodes fault takes it".into())),
+            None => Ok(None),
+        };
+    }
+    if network != NetworkKind::Namespaces {
+        return Err(bad(
+            "kind",
+            "links between nodes are cut inside their network namespaces: set [backend] network = \"namespaces\"".into(),
+        ));
+    }
+    let kind = f.shape.unwrap_or(ShapeKind::Isolate);
+    if f.links.is_some() != (kind == ShapeKind::Links) {
+        return Err(bad(
+            "links",
+            "shape = \"links\" takes the pairs of nodes to cut, like links = [[\"n1\", \"n3\"]], and no other shape takes them".into(),
+        ));
+    }
+    let nodes_only_for_isolate = || {
+        Err(bad(
+            "nodes",
+            "shape = \"isolate\" (the default) takes the node to cut off, like nodes = \"primary\", and no other shape takes it".into(),
+        ))
+    };
+    let shape = match (kind, f.nodes.clone()) {
+        (ShapeKind::Isolate, Some(t @ (NodeTarget::One | NodeTarget::Primary | NodeTarget::Node(_)))) => {
+            NodeShape::Isolate(t)
+        }
+        (ShapeKind::Isolate, Some(other)) => {
+            return Err(bad(
+                "nodes",
+                format!("isolate cuts one node off: expected \"primary\", \"one\" or a node like \"n2\", found \"{other}\" (shape = \"halves\" splits the cluster)"),
+            ))
+        }
+        (ShapeKind::Isolate, None) | (_, Some(_)) => return nodes_only_for_isolate(),
+        (ShapeKind::Halves, None) => NodeShape::Halves,
+        (ShapeKind::MajoritiesRing, None) => NodeShape::MajoritiesRing,
+        (ShapeKind::Bridge, None) => NodeShape::Bridge,
+        (ShapeKind::Links, None) => NodeShape::Links(f.links.clone().unwrap_or_default()),
+    };
+    shape
+        .check(nodes)
+        .map_err(|e| bad("shape", format!("{e:#}")))?;
+    let cut = match f.cut.unwrap_or(CutKind::Blackhole) {
+        CutKind::Blackhole => Cut::Blackhole,
+        CutKind::Reset => Cut::Reset,
+    };
+    Ok(Some((shape, cut)))
 }
 
 /// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
@@ -941,6 +1055,16 @@ mod raw {
         pub heal: Option<Dur>,
     }
 
+    #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+    #[serde(rename_all = "kebab-case")]
+    pub enum ShapeKind {
+        Isolate,
+        Halves,
+        MajoritiesRing,
+        Bridge,
+        Links,
+    }
+
     #[derive(Deserialize)]
     #[serde(rename_all = "kebab-case")]
     pub enum MixKind {
@@ -959,6 +1083,7 @@ mod raw {
         pub acquire_timeout: Option<Dur>,
         pub endpoints: Option<Vec<String>>,
         pub image: Option<String>,
+        pub network: Option<NetworkKind>,
     }
 
     /// `lease = "2s"` or `lease = "client-go"`.
@@ -1015,6 +1140,11 @@ mod raw {
         pub rate: Option<f64>,
         /// Partition: `"blackhole"` (the default) or `"reset"`.
         pub cut: Option<CutKind>,
+        /// Partition-nodes: isolate (the default), halves, majorities-ring, bridge,
+        /// links.
+        pub shape: Option<ShapeKind>,
+        /// Partition-nodes with shape = "links": the pairs of nodes cut.
+        pub links: Option<Vec<(String, String)>>,
         /// Latency: added to each chunk each way, plus or minus `jitter`.
         pub delay: Option<Dur>,
         pub jitter: Option<Dur>,
@@ -1074,6 +1204,109 @@ interval = "2s"
             clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
         );
         assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn a_node_partition_needs_namespaces_and_a_shape_that_fits() {
+        let etcd = |network: &str, fault: &str| {
+            parse(
+                &GOOD
+                    .replace("kind = \"redis\"", &format!("kind = \"etcd\"\n{network}"))
+                    .replace("kind = \"pause\"\ntarget = \"holder\"", fault),
+            )
+        };
+        let ns = "network = \"namespaces\"";
+        let isolate = "kind = \"partition-nodes\"\nnodes = \"leader\"";
+        let w = etcd(ns, isolate).unwrap();
+        assert_eq!(w.backend.network, NetworkKind::Namespaces);
+        assert_eq!(
+            w.faults[0].node_partition,
+            Some((NodeShape::Isolate(NodeTarget::Primary), Cut::Blackhole))
+        );
+        let e = format!("{:#}", etcd("", isolate).unwrap_err());
+        assert!(
+            e.contains("faults[0].kind") && e.contains("namespaces"),
+            "{e}"
+        );
+        let links = "kind = \"partition-nodes\"\nshape = \"links\"\nlinks = [[\"n1\", \"n3\"]]\ncut = \"reset\"";
+        assert_eq!(
+            etcd(ns, links).unwrap().faults[0].node_partition,
+            Some((
+                NodeShape::Links(vec![("n1".into(), "n3".into())]),
+                Cut::Reset
+            ))
+        );
+        let e = format!("{:#}", etcd(ns, &links.replace("n3", "n4")).unwrap_err());
+        assert!(e.contains("faults[0].shape") && e.contains("n4"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(
+                ns,
+                "kind = \"partition-nodes\"\nshape = \"majorities-ring\""
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("at least 4 nodes"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(
+                ns,
+                "kind = \"partition-nodes\"\nshape = \"halves\"\nnodes = \"n1\""
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("faults[0].nodes"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(ns, "kind = \"partition-nodes\"\nnodes = \"minority\"").unwrap_err()
+        );
+        assert!(e.contains("halves"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(ns, "kind = \"kill\"\nshape = \"halves\"").unwrap_err()
+        );
+        assert!(e.contains("faults[0].shape: only a partition-nodes"), "{e}");
+        // One node has no links to cut.
+        let e = format!(
+            "{:#}",
+            parse(
+                &GOOD
+                    .replace("kind = \"redis\"", &format!("kind = \"redis\"\n{ns}"))
+                    .replace("kind = \"pause\"\ntarget = \"holder\"", isolate)
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("at least 2 nodes"), "{e}");
+        // An unknown key names file, line and key.
+        let e = format!(
+            "{:#}",
+            etcd(ns, &format!("{isolate}\nshapes = \"x\"")).unwrap_err()
+        );
+        assert!(
+            e.contains("w/test.toml:") && e.contains("faults.shapes"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            parse(&GOOD.replace(
+                "kind = \"redis\"",
+                &format!("kind = \"postgres-lease\"\n{ns}")
+            ))
+            .unwrap_err()
+        );
+        assert!(
+            e.contains("backend.network") && e.contains("loopback only"),
+            "{e}"
+        );
+        // Namespaces are the local runtime's.
+        let e = format!(
+            "{:#}",
+            etcd(ns, isolate)
+                .unwrap()
+                .with_runtime(Runtime::Docker)
+                .unwrap_err()
+        );
+        assert!(e.contains("backend.network"), "{e}");
     }
 
     #[test]

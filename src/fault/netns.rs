@@ -1,0 +1,324 @@
+//! Partitions between server nodes: the links of etcd's raft, ZooKeeper's
+//! quorum, cut inside the kernel. Needs the nodes in network namespaces of their
+//! own (`[backend] network = "namespaces"`, `cluster::netns`).
+//!
+//! A cut link a -> b is an iptables rule in a's namespace on the packets it sends
+//! to b's address: `DROP` (a black hole: requests hang, retransmissions go
+//! nowhere, and flow again when it heals) or `REJECT --reject-with tcp-reset` (the
+//! sender sees its connections reset and new ones refused). [`cuts`] is always
+//! symmetric, so b's rule cuts the way back. The clients' links (through the
+//! proxy on loopback, from the host's address) are never touched.
+//!
+//! Which links go is [`cuts`] of the shape, the same function the client-link
+//! proxy uses; `leader` / `primary` isolation asks the cluster who leads at the
+//! moment the fault starts. Each namespace's rules are journaled before they are
+//! added, and removed on heal, on drop, and by `lockcheck recover` (which also
+//! removes the namespaces themselves).
+
+use super::journal::{Effect, Journal};
+use super::node::{self, NodeTarget};
+use super::shape::{cuts, Cut, Shape};
+use super::{Fault, Scene, Target};
+use crate::cluster::netns::{self, Network};
+use crate::history::f;
+use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
+use rand::seq::SliceRandom;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Which node-to-node links a partition cuts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeShape {
+    /// One node (picked when the fault starts: the leader, a named one, a
+    /// seeded random one) cut off from every other node.
+    Isolate(NodeTarget),
+    /// Half the nodes (rounded down, chosen with the seed) against the rest.
+    Halves,
+    /// Each node sees a majority, no two the same one (at least 4 nodes).
+    MajoritiesRing,
+    /// Two halves, and one node that sees both (at least 3 nodes).
+    Bridge,
+    /// These pairs of nodes, cut both ways.
+    Links(Vec<(String, String)>),
+}
+
+impl NodeShape {
+    /// The shape's name in workloads and history values.
+    pub fn name(&self) -> &'static str {
+        match self {
+            NodeShape::Isolate(_) => "isolate",
+            NodeShape::Halves => "halves",
+            NodeShape::MajoritiesRing => "majorities-ring",
+            NodeShape::Bridge => "bridge",
+            NodeShape::Links(_) => "links",
+        }
+    }
+
+    /// Checks the shape against a cluster of `nodes` (n1..nN) before any run: too
+    /// few nodes for it, or a link naming a node that is not there, is an error.
+    pub fn check(&self, nodes: usize) -> Result<()> {
+        let names: Vec<String> = (1..=nodes).map(|i| format!("n{i}")).collect();
+        if nodes < 2 {
+            bail!("a partition between nodes needs at least 2 nodes, not {nodes}");
+        }
+        let probe = match self {
+            NodeShape::Isolate(NodeTarget::Node(n)) => Shape::Isolate(n.clone()),
+            NodeShape::Isolate(_) => Shape::Isolate(names[0].clone()),
+            NodeShape::Halves => Shape::Halves,
+            NodeShape::MajoritiesRing => Shape::MajoritiesRing,
+            NodeShape::Bridge => Shape::Bridge,
+            NodeShape::Links(pairs) => {
+                if let Some((a, _)) = pairs.iter().find(|(a, b)| a == b) {
+                    bail!("a link joins two nodes: found {a} with itself");
+                }
+                Shape::Links(pairs.clone())
+            }
+        };
+        cuts(&probe, &names).map(|_| ())
+    }
+}
+
+/// The rule (without its `-A` / `-D`) that cuts the packets a namespace sends to
+/// `to`.
+fn rules(cut: Cut, to: std::net::Ipv4Addr) -> Vec<String> {
+    match cut {
+        Cut::Blackhole => vec![format!("OUTPUT -d {to}/32 -j DROP")],
+        // Anything not TCP (there is none between these servers) is dropped.
+        Cut::Reset => vec![
+            format!("OUTPUT -d {to}/32 -p tcp -j REJECT --reject-with tcp-reset"),
+            format!("OUTPUT -d {to}/32 -j DROP"),
+        ],
+    }
+}
+
+/// Adds (`-A`) or deletes (`-D`) `rules` in namespace `ns`, in one
+/// `iptables-restore` that leaves every other rule alone.
+fn apply(ns: &str, op: &str, rules: &[String]) -> Result<()> {
+    let mut input = String::from("*filter\n");
+    for r in rules {
+        input.push_str(&format!("{op} {r}\n"));
+    }
+    input.push_str("COMMIT\n");
+    // -w: the xtables lock is one file for every namespace on the machine.
+    netns::run_in(ns, "iptables-restore", &["-w", "--noflush"], &input)
+}
+
+/// Removes the rules an [`Effect::NodeCut`] added, if their namespace is still
+/// there (it takes its rules with it when it goes); says what it did.
+pub fn undo(namespace: &str, rules: &[String]) -> Result<String> {
+    if !std::path::Path::new("/run/netns").join(namespace).exists() {
+        return Ok("namespace gone, and its rules with it".into());
+    }
+    apply(namespace, "-D", rules)?;
+    Ok(format!("removed {} rule(s)", rules.len()))
+}
+
+/// One namespace's rules in force, and its journal entry.
+struct Applied {
+    namespace: String,
+    rules: Vec<String>,
+    journal_id: u64,
+}
+
+/// Cuts links between server nodes, heals them when it ends. Recorded as
+/// nemesis `partition` / `heal`, the value naming the cut links.
+pub struct NodePartition {
+    shape: NodeShape,
+    cut: Cut,
+    active: Vec<Applied>,
+    links: Vec<String>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl NodePartition {
+    pub fn new(shape: NodeShape, cut: Cut) -> NodePartition {
+        NodePartition {
+            shape,
+            cut,
+            active: Vec::new(),
+            links: Vec::new(),
+            journal: None,
+        }
+    }
+
+    /// The cluster's shape for now: the node list and the shape over it (the
+    /// isolated node picked, the halves shuffled with the run's seed), and the
+    /// targets the history names; `None` when there is nobody to isolate yet
+    /// (no leader during an election).
+    async fn aim(
+        &self,
+        scene: &mut Scene<'_>,
+    ) -> Result<
+        Option<(
+            Arc<Network>,
+            Vec<String>,
+            Shape,
+            Vec<String>,
+            std::path::PathBuf,
+        )>,
+    > {
+        let Some(cluster) = scene.cluster else {
+            bail!("a node partition needs the run's cluster");
+        };
+        let (network, mut nodes, dir) = {
+            let c = cluster.lock().await;
+            let network = c.network().context(
+                "a node partition needs the nodes in namespaces: set [backend] network = \"namespaces\"",
+            )?;
+            (network, c.node_names(), c.dir().to_path_buf())
+        };
+        let shape = match &self.shape {
+            NodeShape::Isolate(target) => {
+                let Some((picked, _)) = node::pick(target, scene).await? else {
+                    return Ok(None);
+                };
+                Shape::Isolate(picked[0].clone())
+            }
+            NodeShape::Links(pairs) => Shape::Links(pairs.clone()),
+            NodeShape::Halves | NodeShape::MajoritiesRing | NodeShape::Bridge => {
+                // Who ends up on which side is the seed's choice.
+                nodes.shuffle(scene.rng);
+                match self.shape {
+                    NodeShape::Halves => Shape::Halves,
+                    NodeShape::MajoritiesRing => Shape::MajoritiesRing,
+                    _ => Shape::Bridge,
+                }
+            }
+        };
+        let targets = match &shape {
+            Shape::Isolate(n) => vec![n.clone()],
+            Shape::Halves => nodes[..nodes.len() / 2].to_vec(),
+            Shape::Bridge => vec![nodes[nodes.len() / 2].clone()],
+            _ => Vec::new(),
+        };
+        Ok(Some((network, nodes, shape, targets, dir)))
+    }
+
+    fn heal_all(&mut self) -> Result<()> {
+        let mut first = None;
+        for a in self.active.drain(..) {
+            let healed = apply(&a.namespace, "-D", &a.rules);
+            let journaled = match &self.journal {
+                Some(j) if healed.is_ok() => j.undone(a.journal_id),
+                _ => Ok(()),
+            };
+            if let Err(e) = healed.and(journaled) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+#[async_trait]
+impl Fault for NodePartition {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::PARTITION, f::HEAL)
+    }
+
+    fn target(&self) -> &Target {
+        &node::TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some((network, nodes, shape, targets, dir)) = self.aim(scene).await? else {
+            return Ok(None);
+        };
+        let cut = cuts(&shape, &nodes)?;
+        let mut per_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        self.links.clear();
+        for (from, to) in &cut {
+            let ns = network
+                .namespace_of(from)
+                .with_context(|| format!("node {from} has no namespace"))?;
+            let addr = network
+                .addr_of(to)
+                .with_context(|| format!("node {to} has no address"))?;
+            per_namespace
+                .entry(ns)
+                .or_default()
+                .extend(rules(self.cut, addr));
+            self.links.push(format!("{from}->{to}"));
+        }
+        let journal = Journal::for_run(&dir)?;
+        self.journal = Some(journal.clone());
+        for (namespace, rules) in per_namespace {
+            // Written down first: a controller killed right after still has them
+            // removed by `recover`.
+            let journal_id = journal.record(Effect::NodeCut {
+                namespace: namespace.clone(),
+                rules: rules.clone(),
+            })?;
+            // One iptables-restore commit: all of them or none.
+            if let Err(e) = apply(&namespace, "-A", &rules) {
+                journal.undone(journal_id)?;
+                return Err(e);
+            }
+            self.active.push(Applied {
+                namespace,
+                rules,
+                journal_id,
+            });
+        }
+        let mode = match self.cut {
+            Cut::Blackhole => "blackhole",
+            Cut::Reset => "reset",
+        };
+        Ok(Some(json!({
+            "targets": targets,
+            "between": "nodes",
+            "shape": self.shape.name(),
+            "links": self.links,
+            "mode": mode,
+        })))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+        let value = json!({ "between": "nodes", "links": std::mem::take(&mut self.links) });
+        self.heal_all()?;
+        Ok(value)
+    }
+}
+
+impl Drop for NodePartition {
+    fn drop(&mut self) {
+        if let Err(e) = self.heal_all() {
+            tracing::warn!("healing a node partition: {e:#}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_checked_against_the_cluster_size() {
+        assert!(NodeShape::Isolate(NodeTarget::Primary).check(3).is_ok());
+        assert!(NodeShape::Isolate(NodeTarget::Primary).check(1).is_err());
+        assert!(NodeShape::Isolate(NodeTarget::Node("n4".into()))
+            .check(3)
+            .is_err());
+        assert!(NodeShape::MajoritiesRing.check(3).is_err());
+        assert!(NodeShape::MajoritiesRing.check(5).is_ok());
+        assert!(NodeShape::Bridge.check(2).is_err());
+        let links = |a: &str, b: &str| NodeShape::Links(vec![(a.into(), b.into())]);
+        assert!(links("n1", "n3").check(3).is_ok());
+        assert!(links("n1", "n1").check(3).is_err());
+        assert!(links("n1", "n9").check(3).is_err());
+    }
+
+    #[test]
+    fn a_reset_rejects_tcp_and_drops_the_rest() {
+        let to = std::net::Ipv4Addr::new(10, 213, 4, 2);
+        assert_eq!(
+            rules(Cut::Blackhole, to),
+            vec!["OUTPUT -d 10.213.4.2/32 -j DROP"]
+        );
+        let reset = rules(Cut::Reset, to);
+        assert!(reset[0].contains("-p tcp -j REJECT --reject-with tcp-reset"));
+        assert!(reset[1].ends_with("-j DROP"));
+    }
+}
