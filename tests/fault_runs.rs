@@ -2,7 +2,9 @@
 //! on real servers, and leave nothing behind.
 
 mod run_support;
+use lockcheck::fault::journal::{self, Effect};
 use run_support::*;
+use std::time::Duration;
 
 /// Kleppmann's objection: the clocks of a majority of the Redlock instances jump
 /// forward while a lock is held; their keys expire and another client gets a quorum.
@@ -115,5 +117,81 @@ duration = "1s"
             .all(|m| m.as_str().unwrap().contains("Go binary")),
         "{missed:?}"
     );
+    r.assert_nothing_left();
+}
+
+/// etcd (Go: no interposer) with `backend.monotonic_offset`: each member starts in
+/// a time namespace of its own, the offset shows in its /proc, the cluster serves
+/// the run as usual, and the history and the verdict say which clock was shifted.
+#[test]
+fn etcd_members_started_with_a_monotonic_offset_serve_and_say_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_workload(
+        dir.path(),
+        "etcd-monotonic.toml",
+        r#"duration = "3s"
+resource = "fenced"
+[backend]
+kind = "etcd"
+lease = "2s"
+monotonic_offset = { n1 = "+600s", n2 = "-5s" }
+[clients]
+count = 2
+[critical_section]
+hold = "100ms"
+writes = 1
+"#,
+    );
+    let running = start_json(&path, &[]);
+    // The members, as the run's journal names them, with their namespaces' offsets.
+    let offsets = wait_for(
+        "the run never journaled its etcd members",
+        Duration::from_secs(20),
+        || {
+            let pending = journal::pending(&running.run_dir()?).ok()?;
+            let members: Vec<(String, String)> = pending
+                .effects
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Effect::Process(p) if p.name.starts_with('n') => Some((
+                        p.name.clone(),
+                        std::fs::read_to_string(format!("/proc/{}/timens_offsets", p.pid)).ok()?,
+                    )),
+                    _ => None,
+                })
+                .collect();
+            (members.len() == 3).then_some(members)
+        },
+    );
+    let monotonic = |node: &str| {
+        let text = &offsets.iter().find(|(n, _)| n == node).unwrap().1;
+        let line = text.lines().find(|l| l.starts_with("monotonic")).unwrap();
+        line.split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(monotonic("n1"), "600 0", "{offsets:?}");
+    assert_eq!(monotonic("n2"), "-5 0", "{offsets:?}");
+    assert_eq!(monotonic("n3"), "0 0", "n3 has no offset: {offsets:?}");
+
+    let r = running.finish();
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 0);
+    assert_eq!(
+        r.json["figures"]["monotonic_offsets"],
+        serde_json::json!([
+            "n1: monotonic +600000 ms from start (time namespace)",
+            "n2: monotonic -5000 ms from start (time namespace)"
+        ]),
+        "{}",
+        r.json["figures"]
+    );
+    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let shift = history
+        .lines()
+        .find(|l| l.contains("\"method\":\"time-namespace\""))
+        .expect("the shift is in the history");
+    assert!(shift.contains("\"f\":\"clock-skew\""), "{shift}");
     r.assert_nothing_left();
 }

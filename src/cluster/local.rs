@@ -17,12 +17,16 @@
 //! nothing (an etcd member is then re-admitted as a new member).
 //!
 //! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
-//! lockcheck, which resumes and stops them itself. Faults signal a node through
+//! lockcheck, which resumes and stops them itself. Each server process is written
+//! into the run's journal (`<dir>/journal.jsonl`) as it is spawned, restarts
+//! included, so that `lockcheck recover` ends the servers of a controller killed
+//! with -9. Faults signal a node through
 //! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
 //! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::{default_nodes, server_binary, ClusterError};
 use crate::backend::BackendKind;
+use crate::fault::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -63,6 +67,21 @@ pub struct Prepare(pub Arc<PrepareFn>);
 
 /// What a [`Prepare`] runs: the node about to start, and its command.
 pub type PrepareFn = dyn Fn(&NodeSpec, &mut Command) -> Result<()> + Send + Sync;
+
+impl Prepare {
+    /// One hook that runs each of `hooks` in turn; none if there are none.
+    pub fn chain(hooks: Vec<Prepare>) -> Option<Prepare> {
+        match hooks.len() {
+            0 => None,
+            1 => hooks.into_iter().next(),
+            _ => Some(Prepare(Arc::new(
+                move |node: &NodeSpec, cmd: &mut Command| {
+                    hooks.iter().try_for_each(|Prepare(h)| h(node, cmd))
+                },
+            ))),
+        }
+    }
+}
 
 impl std::fmt::Debug for Prepare {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -544,7 +563,15 @@ impl LocalCluster {
                 self.plan.binary.display()
             )
         })?;
+        let pid = child.id() as i32;
         self.children[i] = Some(child);
+        // Journaled the moment it exists, not once it serves: a controller killed
+        // while a restarted node is still coming up must not leave it to run on,
+        // unknown to `lockcheck recover`.
+        // One already gone cannot be left behind; the readiness wait reports it.
+        if let Ok(proc) = Proc::of(node.name.clone(), pid) {
+            Journal::for_run(&self.plan.spec.dir)?.record(Effect::Process(proc))?;
+        }
         Ok(())
     }
 

@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn workload(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -51,29 +52,89 @@ pub fn lockcheck() -> Command {
 
 /// `lockcheck run WORKLOAD --json --results TMP ARGS...`
 pub fn run(workload: &Path, args: &[&str]) -> Finished {
+    start_json(workload, args).finish()
+}
+
+/// A `lockcheck run --json` going on, for a test that looks at it mid-run.
+pub struct Running {
+    pub child: Child,
+    pub results: tempfile::TempDir,
+}
+
+/// Starts `lockcheck run WORKLOAD --json --results TMP ARGS...`.
+pub fn start_json(workload: &Path, args: &[&str]) -> Running {
     let results = tempfile::tempdir().unwrap();
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = lockcheck()
+    let child = lockcheck()
         .arg("run")
         .arg(workload)
         .arg("--json")
         .arg("--results")
         .arg(results.path())
         .args(args)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&stdout);
-    let json = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
-    Finished {
-        code: status.code().unwrap_or(-1),
-        json,
-        stderr,
-        results,
+    Running { child, results }
+}
+
+impl Running {
+    /// The run directory, once the run has made it.
+    pub fn run_dir(&self) -> Option<PathBuf> {
+        std::fs::canonicalize(self.results.path().join("latest")).ok()
+    }
+
+    /// Waits for the end of the run and reads its JSON.
+    pub fn finish(self) -> Finished {
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = self.child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        let stdout = String::from_utf8_lossy(&stdout);
+        let json = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
+        Finished {
+            code: status.code().unwrap_or(-1),
+            json,
+            stderr,
+            results: self.results,
+        }
+    }
+}
+
+/// Writes workload `text` into `dir` as `name`.
+pub fn write_workload(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `lockcheck run WORKLOAD --results RESULTS` in the background, for a test that
+/// signals or kills it mid-run; its stderr piped for the test to read.
+pub fn start_run(workload: &Path, results: &Path) -> Child {
+    lockcheck()
+        .arg("run")
+        .arg(workload)
+        .arg("--results")
+        .arg(results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Asks `check` every 20 ms until it gives a value; fails the test, saying what
+/// never came, after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what} (waited {timeout:?})");
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -104,9 +165,7 @@ writes = 2
 think = "20ms"
 "#
     );
-    let path = dir.join(format!("{kind}-no-fault.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
+    write_workload(dir, &format!("{kind}-no-fault.toml"), &text)
 }
 
 /// A process and its state letter (`T` = stopped) and command line.
