@@ -186,9 +186,11 @@ fn recover_undoes_what_a_killed_controller_left_behind() {
 
 /// One fault kind: the run to kill, when to kill it, and what the kill leaves.
 struct Case {
-    /// `[backend]`, `[clients]` and `[[faults]]` of the workload; the fault
-    /// lasts far longer than the test, so it is in effect when the kill comes.
-    workload: &'static str,
+    /// The backend's kind (a 2 s lease, 2 clients).
+    backend: &'static str,
+    /// The `[[faults]]` entry's keys; it starts 300 ms in and lasts a minute
+    /// (far longer than the test) unless it says `after` / `duration` itself.
+    fault: &'static str,
     /// The fault is in effect: kill the controller now.
     in_effect: fn(&Live) -> bool,
     /// What the kill left behind, checked before `recover`: evidence that the
@@ -338,10 +340,17 @@ impl Drop for Guard {
 /// workers dialled (the nodes, the proxies on the links, the resource).
 fn killed_mid_fault(name: &str, case: Case) {
     let dir = tempfile::tempdir().unwrap();
+    let timing = ["after = \"300ms\"", "duration = \"60s\""]
+        .into_iter()
+        .filter(|t| !case.fault.contains(t.split(' ').next().unwrap()));
     let text = format!(
         "duration = \"30s\"\nresource = \"unfenced\"\n\
-         [critical_section]\nhold = \"100ms\"\nwrites = 1\n{}",
-        case.workload
+         [backend]\nkind = \"{}\"\nlease = \"2s\"\n[clients]\ncount = 2\n\
+         [critical_section]\nhold = \"100ms\"\nwrites = 1\n\
+         [[faults]]\n{}\n{}\n",
+        case.backend,
+        case.fault,
+        timing.collect::<Vec<_>>().join("\n")
     );
     let path = write_workload(dir.path(), &format!("{name}.toml"), &text);
     let results = dir.path().join("results");
@@ -413,19 +422,10 @@ fn recover_after_a_kill_mid_clock_fault() {
     killed_mid_fault(
         "clock",
         Case {
-            workload: r#"
-[backend]
-kind = "redlock"
-lease = "1s"
-[clients]
-count = 2
-[[faults]]
-kind = "clock"
+            backend: "redlock",
+            fault: r#"kind = "clock"
 nodes = "majority"
-offset = "+20s"
-after = "300ms"
-duration = "60s"
-"#,
+offset = "+20s""#,
             in_effect: |r| r.has_op("clock-skew"),
             left: |k| assert_eq!(k.skewed_clocks(), 3, "a majority of clocks left skewed"),
         },
@@ -437,18 +437,9 @@ fn recover_after_a_kill_mid_node_pause() {
     killed_mid_fault(
         "pause-node",
         Case {
-            workload: r#"
-[backend]
-kind = "redlock"
-lease = "1s"
-[clients]
-count = 2
-[[faults]]
-kind = "pause-node"
-nodes = "n4"
-after = "300ms"
-duration = "60s"
-"#,
+            backend: "redlock",
+            fault: r#"kind = "pause-node"
+nodes = "n4""#,
             in_effect: |r| r.has_op("pause"),
             // The paused node is not left stopped: each server is a process group
             // of its own, orphaned when the controller dies, and the kernel sends
@@ -474,32 +465,15 @@ fn recover_after_a_kill_mid_client_pause() {
     killed_mid_fault(
         "pause",
         Case {
-            workload: r#"
-[backend]
-kind = "redis"
-lease = "1s"
-[clients]
-count = 2
-[[faults]]
-kind = "pause"
-target = "client-0"
-after = "300ms"
-duration = "60s"
-"#,
+            backend: "redis",
+            fault: r#"kind = "pause"
+target = "client-0""#,
             in_effect: |r| {
                 r.has_op("pause") && leftovers(&r.results).iter().any(|p| p.state == 'T')
             },
             // The stopped worker does not outlive its controller: the kernel's
             // parent-death SIGKILL ends a stopped process too.
-            left: |k| {
-                wait_for("workers outlived the controller", SETTLE, || {
-                    let workers = leftovers(k.run_dir.parent().unwrap())
-                        .into_iter()
-                        .filter(|p| p.cmdline.contains(" worker "))
-                        .count();
-                    (workers == 0).then_some(())
-                });
-            },
+            left: |k| run_support::wait_no_workers(k.run_dir.parent().unwrap()),
         },
     );
 }
@@ -509,18 +483,9 @@ fn recover_after_a_kill_while_a_node_is_down() {
     killed_mid_fault(
         "kill",
         Case {
-            workload: r#"
-[backend]
-kind = "redlock"
-lease = "1s"
-[clients]
-count = 2
-[[faults]]
-kind = "kill"
-nodes = "n2"
-after = "300ms"
-duration = "60s"
-"#,
+            backend: "redlock",
+            fault: r#"kind = "kill"
+nodes = "n2""#,
             in_effect: |r| r.has_op("kill"),
             // The killed node stays down, the other four run on.
             left: |k| {
@@ -551,18 +516,11 @@ fn recover_after_a_kill_while_a_node_restarts() {
     killed_mid_fault(
         "kill-restart",
         Case {
-            workload: r#"
-[backend]
-kind = "etcd"
-lease = "2s"
-[clients]
-count = 2
-[[faults]]
-kind = "kill"
+            backend: "etcd",
+            fault: r#"kind = "kill"
 nodes = "majority"
 after = "500ms"
-duration = "300ms"
-"#,
+duration = "300ms""#,
             in_effect: |r| {
                 let Some(dir) = r.run_dir() else {
                     return false;
@@ -604,18 +562,9 @@ fn recover_after_a_kill_mid_partition() {
     killed_mid_fault(
         "partition",
         Case {
-            workload: r#"
-[backend]
-kind = "redis"
-lease = "1s"
-[clients]
-count = 2
-[[faults]]
-kind = "partition"
-nodes = "n1"
-after = "300ms"
-duration = "60s"
-"#,
+            backend: "redis",
+            fault: r#"kind = "partition"
+nodes = "n1""#,
             in_effect: |r| r.has_op("partition"),
             // The cut links were the controller's proxies: they ended with it.
             left: |k| {
@@ -635,19 +584,10 @@ fn recover_after_a_kill_mid_latency() {
     killed_mid_fault(
         "latency",
         Case {
-            workload: r#"
-[backend]
-kind = "redis"
-lease = "1s"
-[clients]
-count = 2
-[[faults]]
-kind = "latency"
+            backend: "redis",
+            fault: r#"kind = "latency"
 nodes = "all"
-delay = "50ms"
-after = "300ms"
-duration = "60s"
-"#,
+delay = "50ms""#,
             in_effect: |r| r.has_op("latency"),
             left: |k| {
                 assert!(

@@ -9,22 +9,14 @@ use run_support::*;
 /// by token; without tokens, as writes of two holders interleaved).
 fn shows_the_break(name: &str, kinds: &[&str]) {
     let r = run(&workload(name), &[]);
-    assert_eq!(r.code, 1, "{name}: {}\n{}", r.json, r.stderr);
-    for &kind in kinds {
-        assert!(
-            !r.anomalies(kind).is_empty(),
-            "{name}: no {kind} in {}",
-            r.json["anomalies"]
-        );
-    }
+    r.assert_flagged(kinds);
     r.assert_nothing_left();
 }
 
 /// Fenced by the backend's token: valid, and the fence did turn stale writes away.
 fn fenced_is_safe(name: &str) {
     let r = run(&workload(name), &[]);
-    assert_eq!(r.code, 0, "{name}: {}\n{}", r.json, r.stderr);
-    assert!(r.anomalies("stale-write-accepted").is_empty());
+    r.assert_valid();
     assert!(
         r.json["figures"]["writes_rejected_by_fence"]
             .as_u64()

@@ -6,7 +6,7 @@ use run_support::*;
 #[test]
 fn redlock_with_the_holder_paused_past_its_validity_shows_two_holders() {
     let r = run(&workload("redlock-pause-unfenced.toml"), &[]);
-    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
+    r.assert_flagged(&[]);
     let doubles = r.anomalies("double-holder");
     assert!(!doubles.is_empty(), "{}", r.json["anomalies"]);
     assert!(doubles[0]["processes"].as_array().unwrap().len() >= 2);

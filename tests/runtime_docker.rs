@@ -81,17 +81,7 @@ fn assert_nothing_of_the_run(r: &Finished) {
 }
 
 fn assert_flagged(r: &Finished) {
-    assert_eq!(r.code, 1, "anomalies exit 1: {}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("double-holder").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
-    assert!(
-        !r.anomalies("stale-write-accepted").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
+    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
     // The servers did run in containers: their logs were collected.
     let log = std::fs::read_to_string(r.run_dir().join("nodes/n1.log")).unwrap();
     assert!(!log.is_empty());
@@ -99,8 +89,7 @@ fn assert_flagged(r: &Finished) {
 }
 
 fn assert_safe(r: &Finished) {
-    assert_eq!(r.code, 0, "valid exits 0: {}\n{}", r.json, r.stderr);
-    assert!(r.anomalies("stale-write-accepted").is_empty());
+    r.assert_valid();
     assert_nothing_of_the_run(r);
 }
 
@@ -135,12 +124,7 @@ fn etcd_fenced_in_docker_is_safe() {
 #[test]
 fn a_redis_container_killed_and_restarted_hands_the_lock_out_again() {
     let r = docker_run("redis-kill-restart.toml");
-    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("duplicate-token").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
+    r.assert_flagged(&["duplicate-token"]);
     let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
     assert!(history.ops.iter().any(|o| o.f == "kill"));
     assert!(history.ops.iter().any(|o| o.f == "start"), "restarted");
@@ -152,12 +136,7 @@ fn a_clock_jump_reaches_redis_inside_its_containers() {
     // The interposer and the clock files are in the run directory, which every
     // container mounts at its own path.
     let r = docker_run("redlock-clock-jump.toml");
-    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("double-holder").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
+    r.assert_flagged(&["double-holder"]);
     let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
     let skew = history
         .ops

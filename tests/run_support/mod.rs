@@ -39,6 +39,36 @@ impl Finished {
         )
     }
 
+    /// Exited 1 (anomalies), with at least one anomaly of each of `kinds`.
+    pub fn assert_flagged(&self, kinds: &[&str]) {
+        assert_eq!(
+            self.code, 1,
+            "anomalies exit 1: {}\n{}",
+            self.json, self.stderr
+        );
+        for kind in kinds {
+            assert!(
+                !self.anomalies(kind).is_empty(),
+                "no {kind}: {}",
+                self.json["anomalies"]
+            );
+        }
+    }
+
+    /// Exited 0 (valid), and the resource applied no stale write.
+    pub fn assert_valid(&self) {
+        assert_eq!(
+            self.code, 0,
+            "valid exits 0: {}\n{}",
+            self.json, self.stderr
+        );
+        assert!(
+            self.anomalies("stale-write-accepted").is_empty(),
+            "{}",
+            self.json["anomalies"]
+        );
+    }
+
     /// Nothing of this run may remain: no server, no worker, none stopped.
     pub fn assert_nothing_left(&self) {
         let left = leftovers(self.results.path());
@@ -136,6 +166,22 @@ pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Opt
         assert!(Instant::now() < deadline, "{what} (waited {timeout:?})");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Waits until no worker of the runs under `dir` is left: they die with their
+/// controller (the kernel's parent-death SIGKILL, which ends a stopped one too).
+pub fn wait_no_workers(dir: &Path) {
+    wait_for(
+        "workers outlived the controller",
+        Duration::from_secs(5),
+        || {
+            let workers = leftovers(dir)
+                .into_iter()
+                .filter(|p| p.cmdline.contains(" worker "))
+                .count();
+            (workers == 0).then_some(())
+        },
+    );
 }
 
 /// Writes a short workload without faults for `kind` into `dir`; `fenced` where
