@@ -91,18 +91,8 @@ const SETTLE: Duration = Duration::from_secs(5);
 
 /// `lockcheck recover RUN_DIR --json`, which must succeed.
 fn recover(dir: &Path) -> Value {
-    let out = run_support::lockcheck()
-        .arg("recover")
-        .arg(dir)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let out = run_support::lockcheck_ok(["recover".as_ref(), dir.as_os_str(), "--json".as_ref()]);
+    serde_json::from_slice(&out).unwrap()
 }
 
 /// Should an assertion fail, the test still leaves nothing behind.
@@ -186,6 +176,8 @@ fn recover_undoes_what_a_killed_controller_left_behind() {
 
 /// One fault kind: the run to kill, when to kill it, and what the kill leaves.
 struct Case {
+    /// Names the workload, and the row for its test.
+    name: &'static str,
     /// The backend's kind (a 2 s lease, 2 clients).
     backend: &'static str,
     /// The `[[faults]]` entry's keys; it starts 300 ms in and lasts a minute
@@ -338,7 +330,11 @@ impl Drop for Guard {
 /// nothing of the run is left: no process (server or worker, stopped or not), no
 /// clock skewed, no journal entry open, nothing accepting connections where the
 /// workers dialled (the nodes, the proxies on the links, the resource).
-fn killed_mid_fault(name: &str, case: Case) {
+fn killed_mid_fault(name: &str) {
+    let case = CASES
+        .iter()
+        .find(|c| c.name == name)
+        .expect("a row of CASES");
     let dir = tempfile::tempdir().unwrap();
     let timing = ["after = \"300ms\"", "duration = \"60s\""]
         .into_iter()
@@ -417,87 +413,6 @@ fn killed_mid_fault(name: &str, case: Case) {
     );
 }
 
-#[test]
-fn recover_after_a_kill_mid_clock_fault() {
-    killed_mid_fault(
-        "clock",
-        Case {
-            backend: "redlock",
-            fault: r#"kind = "clock"
-nodes = "majority"
-offset = "+20s""#,
-            in_effect: |r| r.has_op("clock-skew"),
-            left: |k| assert_eq!(k.skewed_clocks(), 3, "a majority of clocks left skewed"),
-        },
-    );
-}
-
-#[test]
-fn recover_after_a_kill_mid_node_pause() {
-    killed_mid_fault(
-        "pause-node",
-        Case {
-            backend: "redlock",
-            fault: r#"kind = "pause-node"
-nodes = "n4""#,
-            in_effect: |r| r.has_op("pause"),
-            // The paused node is not left stopped: each server is a process group
-            // of its own, orphaned when the controller dies, and the kernel sends
-            // a stopped member of an orphaned group SIGHUP + SIGCONT (Redis ignores
-            // the SIGHUP). The journal still lists the pause; recover's SIGCONT is
-            // then harmless.
-            left: |k| {
-                assert!(
-                    k.pending
-                        .iter()
-                        .any(|(_, e)| matches!(e, Effect::Stopped(p) if p.name == "n4")),
-                    "{:?}",
-                    k.pending
-                );
-                assert_eq!(k.servers.len(), 5, "{:?}", k.servers);
-            },
-        },
-    );
-}
-
-#[test]
-fn recover_after_a_kill_mid_client_pause() {
-    killed_mid_fault(
-        "pause",
-        Case {
-            backend: "redis",
-            fault: r#"kind = "pause"
-target = "client-0""#,
-            in_effect: |r| {
-                r.has_op("pause") && leftovers(&r.results).iter().any(|p| p.state == 'T')
-            },
-            // The stopped worker does not outlive its controller: the kernel's
-            // parent-death SIGKILL ends a stopped process too.
-            left: |k| run_support::wait_no_workers(k.run_dir.parent().unwrap()),
-        },
-    );
-}
-
-#[test]
-fn recover_after_a_kill_while_a_node_is_down() {
-    killed_mid_fault(
-        "kill",
-        Case {
-            backend: "redlock",
-            fault: r#"kind = "kill"
-nodes = "n2""#,
-            in_effect: |r| r.has_op("kill"),
-            // The killed node stays down, the other four run on.
-            left: |k| {
-                let nodes: Vec<&str> = k.servers.iter().map(|(n, _)| n.as_str()).collect();
-                assert_eq!(nodes.len(), 4, "{:?}", k.servers);
-                assert!(!nodes.contains(&"n2"), "{:?}", k.servers);
-                assert!(!k.journaled("n2")[0].alive());
-            },
-        },
-    );
-}
-
 /// The nodes whose server was started again: a process for the node other than
 /// the one the journal names first.
 fn restarted(servers: &[(String, u32)], first: impl Fn(&str) -> Option<u32>) -> Vec<String> {
@@ -508,96 +423,172 @@ fn restarted(servers: &[(String, u32)], first: impl Fn(&str) -> Option<u32>) -> 
         .collect()
 }
 
-#[test]
-fn recover_after_a_kill_while_a_node_restarts() {
+/// One row per fault kind.
+const CASES: &[Case] = &[
+    Case {
+        name: "clock",
+        backend: "redlock",
+        fault: r#"kind = "clock"
+nodes = "majority"
+offset = "+20s""#,
+        in_effect: |r| r.has_op("clock-skew"),
+        left: |k| assert_eq!(k.skewed_clocks(), 3, "a majority of clocks left skewed"),
+    },
+    Case {
+        name: "pause-node",
+        backend: "redlock",
+        fault: r#"kind = "pause-node"
+nodes = "n4""#,
+        in_effect: |r| r.has_op("pause"),
+        // The paused node is not left stopped: each server is a process group
+        // of its own, orphaned when the controller dies, and the kernel sends
+        // a stopped member of an orphaned group SIGHUP + SIGCONT (Redis ignores
+        // the SIGHUP). The journal still lists the pause; recover's SIGCONT is
+        // then harmless.
+        left: |k| {
+            assert!(
+                k.pending
+                    .iter()
+                    .any(|(_, e)| matches!(e, Effect::Stopped(p) if p.name == "n4")),
+                "{:?}",
+                k.pending
+            );
+            assert_eq!(k.servers.len(), 5, "{:?}", k.servers);
+        },
+    },
+    Case {
+        name: "pause",
+        backend: "redis",
+        fault: r#"kind = "pause"
+target = "client-0""#,
+        in_effect: |r| r.has_op("pause") && leftovers(&r.results).iter().any(|p| p.state == 'T'),
+        // The stopped worker does not outlive its controller: the kernel's
+        // parent-death SIGKILL ends a stopped process too.
+        left: |k| run_support::wait_no_workers(k.run_dir.parent().unwrap()),
+    },
+    Case {
+        name: "kill",
+        backend: "redlock",
+        fault: r#"kind = "kill"
+nodes = "n2""#,
+        in_effect: |r| r.has_op("kill"),
+        // The killed node stays down, the other four run on.
+        left: |k| {
+            let nodes: Vec<&str> = k.servers.iter().map(|(n, _)| n.as_str()).collect();
+            assert_eq!(nodes.len(), 4, "{:?}", k.servers);
+            assert!(!nodes.contains(&"n2"), "{:?}", k.servers);
+            assert!(!k.journaled("n2")[0].alive());
+        },
+    },
     // A majority of etcd down: the first restarted member is not ready (healthy)
     // before a new leader is elected, a second or more (election timeout 1 s).
     // The controller is killed in that window, with the restart half done.
-    killed_mid_fault(
-        "kill-restart",
-        Case {
-            backend: "etcd",
-            fault: r#"kind = "kill"
+    Case {
+        name: "kill-restart",
+        backend: "etcd",
+        fault: r#"kind = "kill"
 nodes = "majority"
 after = "500ms"
 duration = "300ms""#,
-            in_effect: |r| {
-                let Some(dir) = r.run_dir() else {
-                    return false;
-                };
-                let Ok(pending) = journal::pending(&dir) else {
-                    return false;
-                };
-                let first = |node: &str| {
-                    pending.effects.iter().find_map(|(_, e)| match e {
-                        Effect::Process(p) if p.name == node => Some(p.pid as u32),
-                        _ => None,
-                    })
-                };
-                r.has_op("kill") && !restarted(&r.servers(), first).is_empty()
-            },
-            left: |k| {
-                assert!(
-                    !k.history.contains("\"f\":\"start\""),
-                    "the restart was over before the kill: the window was missed"
-                );
-                let first = |node: &str| k.journaled(node).first().map(|p| p.pid as u32);
-                let again = restarted(&k.servers, first);
-                assert!(!again.is_empty(), "{:?}", k.servers);
-                // Journaled as it was spawned, before it served: recover knows it.
-                for n in &again {
-                    assert!(
-                        k.journaled(n).iter().any(|p| p.alive()),
-                        "the restarted {n} is not in the journal: {:?}",
-                        k.pending
-                    );
-                }
-            },
+        in_effect: |r| {
+            let Some(dir) = r.run_dir() else {
+                return false;
+            };
+            let Ok(pending) = journal::pending(&dir) else {
+                return false;
+            };
+            let first = |node: &str| {
+                pending.effects.iter().find_map(|(_, e)| match e {
+                    Effect::Process(p) if p.name == node => Some(p.pid as u32),
+                    _ => None,
+                })
+            };
+            r.has_op("kill") && !restarted(&r.servers(), first).is_empty()
         },
-    );
+        left: |k| {
+            assert!(
+                !k.history.contains("\"f\":\"start\""),
+                "the restart was over before the kill: the window was missed"
+            );
+            let first = |node: &str| k.journaled(node).first().map(|p| p.pid as u32);
+            let again = restarted(&k.servers, first);
+            assert!(!again.is_empty(), "{:?}", k.servers);
+            // Journaled as it was spawned, before it served: recover knows it.
+            for n in &again {
+                assert!(
+                    k.journaled(n).iter().any(|p| p.alive()),
+                    "the restarted {n} is not in the journal: {:?}",
+                    k.pending
+                );
+            }
+        },
+    },
+    Case {
+        name: "partition",
+        backend: "redis",
+        fault: r#"kind = "partition"
+nodes = "n1""#,
+        in_effect: |r| r.has_op("partition"),
+        // The cut links were the controller's proxies: they ended with it.
+        left: |k| {
+            let links = k
+                .pending
+                .iter()
+                .filter(|(_, e)| matches!(e, Effect::Link { .. }))
+                .count();
+            assert_eq!(links, 2, "both clients' links to n1: {:?}", k.pending);
+        },
+    },
+    Case {
+        name: "latency",
+        backend: "redis",
+        fault: r#"kind = "latency"
+nodes = "all"
+delay = "50ms""#,
+        in_effect: |r| r.has_op("latency"),
+        left: |k| {
+            assert!(
+                k.pending.iter().any(
+                    |(_, e)| matches!(e, Effect::Link { mode, .. } if mode.contains("Latency"))
+                ),
+                "{:?}",
+                k.pending
+            );
+        },
+    },
+];
+
+#[test]
+fn recover_after_a_kill_mid_clock_fault() {
+    killed_mid_fault("clock");
+}
+
+#[test]
+fn recover_after_a_kill_mid_node_pause() {
+    killed_mid_fault("pause-node");
+}
+
+#[test]
+fn recover_after_a_kill_mid_client_pause() {
+    killed_mid_fault("pause");
+}
+
+#[test]
+fn recover_after_a_kill_while_a_node_is_down() {
+    killed_mid_fault("kill");
+}
+
+#[test]
+fn recover_after_a_kill_while_a_node_restarts() {
+    killed_mid_fault("kill-restart");
 }
 
 #[test]
 fn recover_after_a_kill_mid_partition() {
-    killed_mid_fault(
-        "partition",
-        Case {
-            backend: "redis",
-            fault: r#"kind = "partition"
-nodes = "n1""#,
-            in_effect: |r| r.has_op("partition"),
-            // The cut links were the controller's proxies: they ended with it.
-            left: |k| {
-                let links = k
-                    .pending
-                    .iter()
-                    .filter(|(_, e)| matches!(e, Effect::Link { .. }))
-                    .count();
-                assert_eq!(links, 2, "both clients' links to n1: {:?}", k.pending);
-            },
-        },
-    );
+    killed_mid_fault("partition");
 }
 
 #[test]
 fn recover_after_a_kill_mid_latency() {
-    killed_mid_fault(
-        "latency",
-        Case {
-            backend: "redis",
-            fault: r#"kind = "latency"
-nodes = "all"
-delay = "50ms""#,
-            in_effect: |r| r.has_op("latency"),
-            left: |k| {
-                assert!(
-                    k.pending.iter().any(
-                        |(_, e)| matches!(e, Effect::Link { mode, .. } if mode.contains("Latency"))
-                    ),
-                    "{:?}",
-                    k.pending
-                );
-            },
-        },
-    );
+    killed_mid_fault("latency");
 }

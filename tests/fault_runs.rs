@@ -10,9 +10,8 @@ use std::time::Duration;
 /// forward while a lock is held; their keys expire and another client gets a quorum.
 #[test]
 fn redlock_clock_jump_on_a_majority_gives_two_holders() {
-    let r = run(&workload("redlock-clock-jump.toml"), &[]);
-    r.assert_flagged(&["double-holder"]);
-    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let r = shows_the_break("redlock-clock-jump.toml", &["double-holder"]);
+    let history = r.history();
     let skew = history
         .lines()
         .find(|l| l.contains("\"clock-skew\""))
@@ -27,30 +26,30 @@ fn redlock_clock_jump_on_a_majority_gives_two_holders() {
             f.display()
         );
     }
-    r.assert_nothing_left();
 }
 
 /// A Redis without persistence killed and restarted under a holder comes back
 /// empty: the lock is handed out again, and its INCR fencing counter starts over.
 #[test]
 fn redis_kill_restart_hands_the_lock_out_again() {
-    let r = run(&workload("redis-kill-restart.toml"), &[]);
-    r.assert_flagged(&["double-holder", "duplicate-token"]);
-    r.assert_nothing_left();
+    shows_the_break(
+        "redis-kill-restart.toml",
+        &["double-holder", "duplicate-token"],
+    );
 }
 
 /// The holder cut off from every etcd member (a black hole) past its lease: etcd
 /// revokes it and hands the lock on, while the cut-off holder keeps writing.
 #[test]
 fn etcd_holder_cut_off_past_its_lease_gives_two_holders_and_a_stale_write() {
-    let r = run(&workload("etcd-partition-leader.toml"), &[]);
-    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
-    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let r = shows_the_break(
+        "etcd-partition-leader.toml",
+        &["double-holder", "stale-write-accepted"],
+    );
     assert!(
-        history.contains("\"f\":\"partition\""),
+        r.history().contains("\"f\":\"partition\""),
         "the cut is in the history"
     );
-    r.assert_nothing_left();
 }
 
 /// A clock fault on etcd (Go, reading the vDSO) skews nothing, and the verdict says
@@ -58,28 +57,8 @@ fn etcd_holder_cut_off_past_its_lease_gives_two_holders_and_a_stale_write() {
 #[test]
 fn a_clock_fault_on_etcd_is_reported_as_not_reached() {
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("etcd-clock.toml");
-    std::fs::write(
-        &path,
-        r#"duration = "3s"
-resource = "unfenced"
-[backend]
-kind = "etcd"
-lease = "2s"
-[clients]
-count = 2
-[critical_section]
-hold = "100ms"
-writes = 1
-[[faults]]
-kind = "clock"
-nodes = "all"
-offset = "+30s"
-after = "500ms"
-duration = "1s"
-"#,
-    )
-    .unwrap();
+    let fault = "[[faults]]\nkind = \"clock\"\nnodes = \"all\"\noffset = \"+30s\"\nafter = \"500ms\"\nduration = \"1s\"";
+    let path = short_etcd(dir.path(), "etcd-clock", "", fault);
     let r = run(&path, &[]);
     let missed = r.json["figures"]["unreachable"]
         .as_array()
@@ -101,22 +80,8 @@ duration = "1s"
 #[test]
 fn etcd_members_started_with_a_monotonic_offset_serve_and_say_so() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_workload(
-        dir.path(),
-        "etcd-monotonic.toml",
-        r#"duration = "3s"
-resource = "fenced"
-[backend]
-kind = "etcd"
-lease = "2s"
-monotonic_offset = { n1 = "+600s", n2 = "-5s" }
-[clients]
-count = 2
-[critical_section]
-hold = "100ms"
-writes = 1
-"#,
-    );
+    let offsets = "monotonic_offset = { n1 = \"+600s\", n2 = \"-5s\" }";
+    let path = short_etcd(dir.path(), "etcd-monotonic", offsets, "");
     let running = start_json(&path, &[]);
     // The members, as the run's journal names them, with their namespaces' offsets.
     let offsets = wait_for(
@@ -151,7 +116,7 @@ writes = 1
     assert_eq!(monotonic("n3"), "0 0", "n3 has no offset: {offsets:?}");
 
     let r = running.finish();
-    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    r.assert_valid();
     assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 0);
     assert_eq!(
         r.json["figures"]["monotonic_offsets"],
@@ -162,11 +127,27 @@ writes = 1
         "{}",
         r.json["figures"]
     );
-    let history = std::fs::read_to_string(r.run_dir().join("history.jsonl")).unwrap();
+    let history = r.history();
     let shift = history
         .lines()
         .find(|l| l.contains("\"method\":\"time-namespace\""))
         .expect("the shift is in the history");
     assert!(shift.contains("\"f\":\"clock-skew\""), "{shift}");
     r.assert_nothing_left();
+}
+
+/// A 3 s run of 2 clients on etcd (2 s lease), its `[backend]` with `backend`
+/// added, followed by `faults`.
+fn short_etcd(
+    dir: &std::path::Path,
+    name: &str,
+    backend: &str,
+    faults: &str,
+) -> std::path::PathBuf {
+    let text = format!(
+        "duration = \"3s\"\nresource = \"fenced\"\n\
+         [backend]\nkind = \"etcd\"\nlease = \"2s\"\n{backend}\n\
+         [clients]\ncount = 2\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n{faults}\n"
+    );
+    write_workload(dir, &format!("{name}.toml"), &text)
 }

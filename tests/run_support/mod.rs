@@ -39,6 +39,11 @@ impl Finished {
         )
     }
 
+    /// The run's history.jsonl, as text.
+    pub fn history(&self) -> String {
+        std::fs::read_to_string(self.run_dir().join("history.jsonl")).unwrap()
+    }
+
     /// Exited 1 (anomalies), with at least one anomaly of each of `kinds`.
     pub fn assert_flagged(&self, kinds: &[&str]) {
         assert_eq!(
@@ -78,6 +83,17 @@ impl Finished {
 
 pub fn lockcheck() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lockcheck"))
+}
+
+/// `lockcheck ARGS...`, which must succeed (its stderr shown if not); its stdout.
+pub fn lockcheck_ok<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Vec<u8> {
+    let out = lockcheck().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// `lockcheck run WORKLOAD --json --results TMP ARGS...`
@@ -182,6 +198,44 @@ pub fn wait_no_workers(dir: &Path) {
             (workers == 0).then_some(())
         },
     );
+}
+
+/// Runs shipped workload `name`, which shows its backend's known break: exit 1
+/// with at least one anomaly of each of `kinds`, and nothing left behind.
+pub fn shows_the_break(name: &str, kinds: &[&str]) -> Finished {
+    let r = run(&workload(name), &[]);
+    r.assert_flagged(kinds);
+    r.assert_nothing_left();
+    r
+}
+
+/// Runs shipped workload `name`, fenced by the backend's token: valid, the fence
+/// did turn stale writes away, and nothing is left behind.
+pub fn fenced_is_safe(name: &str) -> Finished {
+    let r = run(&workload(name), &[]);
+    r.assert_valid();
+    assert!(
+        r.json["figures"]["writes_rejected_by_fence"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{name}: the pause never produced a stale write: {}",
+        r.json["figures"]
+    );
+    r.assert_nothing_left();
+    r
+}
+
+/// A short run of `kind` without faults: valid, no anomaly at all (not even an
+/// allowed one), critical sections completed, nothing left behind.
+pub fn valid_without_faults(kind: &str, fenced: bool) -> Finished {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&no_fault_workload(dir.path(), kind, fenced), &[]);
+    assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
+    assert!(r.json["anomalies"].as_array().unwrap().is_empty());
+    assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);
+    r.assert_nothing_left();
+    r
 }
 
 /// Writes a short workload without faults for `kind` into `dir`; `fenced` where
