@@ -132,12 +132,7 @@ fn a_clock_jump_reaches_redis_inside_its_containers() {
     // container mounts at its own path.
     let r = docker_run("redlock-clock-jump.toml");
     r.assert_flagged(&["double-holder"]);
-    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
-    let skew = history
-        .ops
-        .iter()
-        .find(|o| o.f == "clock-skew")
-        .expect("a clock fault");
+    let skew = r.first_op("clock-skew");
     assert!(skew.value.get("unreachable").is_none(), "{}", skew.value);
     assert_nothing_of_the_run(&r);
 }
@@ -172,15 +167,10 @@ after = "1s"
     .unwrap();
     let r = run(&w, &["--runtime", "docker", "--image", IMAGE]);
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
-    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
-    let pause = history
-        .ops
-        .iter()
-        .find(|o| o.f == "pause")
-        .expect("the leader paused");
+    let pause = r.first_op("pause");
     assert_eq!(pause.value["method"], "sigstop", "{}", pause.value);
     assert_eq!(pause.value["targets"].as_array().map(Vec::len), Some(1));
-    assert!(history.ops.iter().any(|o| o.f == "resume"));
+    r.first_op("resume"); // fails the test if the leader was never resumed
     assert_nothing_of_the_run(&r);
 }
 

@@ -44,6 +44,17 @@ impl Finished {
         std::fs::read_to_string(self.run_dir().join("history.jsonl")).unwrap()
     }
 
+    /// The first op of the run's history whose `f` is `f` (a fault's start, say).
+    pub fn first_op(&self, f: &str) -> lockcheck::history::Op {
+        let history =
+            lockcheck::history::read_jsonl(&self.run_dir().join("history.jsonl")).unwrap();
+        history
+            .ops
+            .into_iter()
+            .find(|o| o.f == f)
+            .unwrap_or_else(|| panic!("no {f} in the history"))
+    }
+
     /// Exited 1 (anomalies), with at least one anomaly of each of `kinds`.
     pub fn assert_flagged(&self, kinds: &[&str]) {
         assert_eq!(
