@@ -115,6 +115,10 @@ fn etcd_members_started_with_a_monotonic_offset_serve_and_say_so() {
     r.assert_valid();
     assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 0);
     assert_eq!(
+        r.json["figures"]["faults"], 0,
+        "a start-time shift is no fault"
+    );
+    assert_eq!(
         r.json["figures"]["monotonic_offsets"],
         serde_json::json!([
             "n1: monotonic +600000 ms from start (time namespace)",

@@ -99,10 +99,15 @@ impl Figures {
         for op in ops.iter().filter(|o| o.kind.is_completion()) {
             match (op.process, op.f.as_str(), op.kind) {
                 (Process::Nemesis, _, _) => {
-                    faults += u64::from(matches!(
-                        op.f.as_str(),
-                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
-                    ));
+                    // A time namespace is how the whole run's servers were started,
+                    // not a fault that began: it shows under monotonic_offsets.
+                    let shifted_at_start = op.value["method"] == "time-namespace";
+                    faults += u64::from(
+                        matches!(
+                            op.f.as_str(),
+                            f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
+                        ) && !shifted_at_start,
+                    );
                     if op.value["method"] == "time-namespace" {
                         if let Some(ms) = op.value["monotonic_offset_ms"].as_i64() {
                             let nodes = op.value["targets"].as_array().into_iter().flatten();
