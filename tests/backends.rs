@@ -6,7 +6,10 @@
 //! The paused holder runs in a separate process (this test binary re-run as
 //! `holder_child`), so that SIGSTOP stops its keep-alive too, as it does to a worker.
 
-use lockcheck::backend::{connect, BackendKind, Grant, LockClient, LockConfig, LockError};
+mod backend_support;
+
+use backend_support::*;
+use lockcheck::backend::{connect, BackendKind, Grant, LockConfig, LockError};
 use lockcheck::cluster::{ClusterError, ClusterPlan, ClusterSpec, LocalCluster};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -16,62 +19,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A running cluster and the temp dir it lives in (the cluster drops first).
-struct Running {
-    cluster: LocalCluster,
-    _dir: tempfile::TempDir,
-}
-
-async fn start(kind: BackendKind) -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster = LocalCluster::start(ClusterSpec::new(kind, dir.path()))
-        .await
-        .unwrap_or_else(|e| panic!("starting {kind:?}: {e:#}"));
-    Running { cluster, _dir: dir }
-}
-
-fn config(kind: BackendKind, lease_ms: u64, acquire_timeout_ms: u64) -> LockConfig {
-    LockConfig {
-        name: "lock".into(),
-        lease: Duration::from_millis(lease_ms),
-        acquire_timeout: Duration::from_millis(acquire_timeout_ms),
-        fencing_token: kind != BackendKind::Redlock,
-    }
-}
-
-async fn client(r: &Running, cfg: &LockConfig) -> Box<dyn LockClient> {
-    connect(r.cluster.kind(), &r.cluster.endpoints(), cfg)
-        .await
-        .unwrap()
-}
-
-fn denied<T: std::fmt::Debug>(r: Result<T, LockError>) -> String {
-    match r {
-        Err(LockError::Denied(why)) => why,
-        other => panic!("expected Denied, got {other:?}"),
-    }
-}
-
 // ---- one holder at a time ----
 
 async fn one_holder_at_a_time(kind: BackendKind) {
     let r = start(kind).await;
-    let cfg = config(kind, 5_000, 300);
-    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
-    let ga = a.acquire().await.unwrap();
-    assert!(ga.lease_ms.unwrap() > 0, "{ga:?}");
-    let t = Instant::now();
-    denied(b.acquire().await);
-    assert!(
-        t.elapsed() >= Duration::from_millis(300),
-        "b gave up before its acquire timeout"
-    );
-    // A release by the client that does not hold it is refused and changes nothing.
-    denied(b.release().await);
-    a.release().await.unwrap();
-    b.acquire().await.unwrap();
-    denied(a.acquire().await);
-    b.release().await.unwrap();
+    let first = backend_support::one_holder_at_a_time(&r, 5_000).await;
+    assert!(first.lease_ms.unwrap() > 0, "{first:?}");
 }
 
 #[tokio::test]
@@ -92,20 +45,7 @@ async fn etcd_one_holder_at_a_time() {
 // ---- tokens ----
 
 async fn tokens_strictly_increase(kind: BackendKind) {
-    let r = start(kind).await;
-    let cfg = config(kind, 5_000, 1_000);
-    let (mut a, mut b) = (client(&r, &cfg).await, client(&r, &cfg).await);
-    let mut last = 0;
-    for round in 0..4 {
-        let c = if round % 2 == 0 { &mut a } else { &mut b };
-        let g = c.acquire().await.unwrap();
-        let token = g.token.expect("a fencing token");
-        assert!(token > last, "token {token} after {last}");
-        // Renew keeps the token of the hold.
-        assert_eq!(c.renew().await.unwrap().token, Some(token));
-        c.release().await.unwrap();
-        last = token;
-    }
+    backend_support::tokens_strictly_increase(&start(kind).await).await;
 }
 
 #[tokio::test]
@@ -468,7 +408,7 @@ async fn cluster_files_go_under_the_run_directory_and_servers_stop_on_drop() {
         .map(|n| r.cluster.pid(&n.name).unwrap())
         .collect();
     for n in &nodes {
-        assert!(n.data_dir.starts_with(r._dir.path().join("data")), "{n:?}");
+        assert!(n.data_dir.starts_with(r.dir.path().join("data")), "{n:?}");
         assert!(n.log_path.exists(), "{n:?}");
     }
     let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();

@@ -3,11 +3,12 @@
 //! anomaly cards and the fault bands; a link to an anomaly highlights its ops; a
 //! long generated history is aggregated when zoomed out and detailed when zoomed in.
 
+mod run_support;
+
 use lockcheck::check::{lock, Limits};
 use lockcheck::history::synth::{generate, SynthConfig};
 use lockcheck::report::{browser, write_html_for, Input};
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 const TIMEOUT: Duration = Duration::from_secs(90);
@@ -30,20 +31,12 @@ fn render_fixture(
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures/report")
         .join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-        .args([
-            "report",
-            fixture.to_str().unwrap(),
-            "--out",
-            html.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_support::lockcheck_ok([
+        "report".as_ref(),
+        fixture.as_os_str(),
+        "--out".as_ref(),
+        html.as_os_str(),
+    ]);
 
     let r = browser::render(&html, "", None, TIMEOUT).unwrap();
     assert_eq!(

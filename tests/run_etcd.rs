@@ -6,40 +6,18 @@ use run_support::*;
 
 #[test]
 fn unfenced_etcd_with_the_holder_paused_past_its_lease_shows_two_holders_and_a_stale_write() {
-    let r = run(&workload("etcd-pause-unfenced.toml"), &[]);
-    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("double-holder").is_empty(),
-        "{}",
-        r.json["anomalies"]
+    shows_the_break(
+        "etcd-pause-unfenced.toml",
+        &["double-holder", "stale-write-accepted"],
     );
-    assert!(
-        !r.anomalies("stale-write-accepted").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
-    r.assert_nothing_left();
 }
 
 #[test]
 fn etcd_fenced_by_revision_is_safe() {
-    let r = run(&workload("etcd-pause-fenced.toml"), &[]);
-    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
-    assert!(r.anomalies("stale-write-accepted").is_empty());
-    assert!(
-        r.json["figures"]["writes_rejected_by_fence"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
-    r.assert_nothing_left();
+    fenced_is_safe("etcd-pause-fenced.toml");
 }
 
 #[test]
 fn etcd_without_faults_is_valid() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), "etcd", true), &[]);
-    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
-    assert!(r.json["anomalies"].as_array().unwrap().is_empty());
-    r.assert_nothing_left();
+    valid_without_faults("etcd", true);
 }

@@ -5,46 +5,6 @@
 mod run_support;
 use run_support::*;
 
-/// The known break: two holders, and a stale write the resource applied (judged
-/// by token; without tokens, as writes of two holders interleaved).
-fn shows_the_break(name: &str, kinds: &[&str]) {
-    let r = run(&workload(name), &[]);
-    assert_eq!(r.code, 1, "{name}: {}\n{}", r.json, r.stderr);
-    for &kind in kinds {
-        assert!(
-            !r.anomalies(kind).is_empty(),
-            "{name}: no {kind} in {}",
-            r.json["anomalies"]
-        );
-    }
-    r.assert_nothing_left();
-}
-
-/// Fenced by the backend's token: valid, and the fence did turn stale writes away.
-fn fenced_is_safe(name: &str) {
-    let r = run(&workload(name), &[]);
-    assert_eq!(r.code, 0, "{name}: {}\n{}", r.json, r.stderr);
-    assert!(r.anomalies("stale-write-accepted").is_empty());
-    assert!(
-        r.json["figures"]["writes_rejected_by_fence"]
-            .as_u64()
-            .unwrap()
-            > 0,
-        "{name}: the pause never produced a stale write: {}",
-        r.json["figures"]
-    );
-    r.assert_nothing_left();
-}
-
-fn valid_without_faults(kind: &str, fenced: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), kind, fenced), &[]);
-    assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
-    assert!(r.json["anomalies"].as_array().unwrap().is_empty());
-    assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);
-    r.assert_nothing_left();
-}
-
 // ---- PostgreSQL ----
 
 #[test]

@@ -23,9 +23,7 @@ async fn the_conditional_update_rejects_what_its_comparison_says() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("resource.jsonl");
     // The fence is the client's WHERE clause: one server, one client per fence.
-    let res = Resource::start(Fence::NotBelow, &dir.path().join("resource"), &log)
-        .await
-        .unwrap();
+    let res = Resource::start(Fence::NotBelow, dir.path()).await.unwrap();
     let mut not_below = Client::connect(res.addr(), Fence::NotBelow).await.unwrap();
     let mut above = Client::connect(res.addr(), Fence::Above).await.unwrap();
     let mut unfenced = Client::connect(res.addr(), Fence::Off).await.unwrap();
@@ -79,9 +77,7 @@ async fn the_conditional_update_rejects_what_its_comparison_says() {
 async fn concurrent_writers_are_serialised_by_the_row_lock_into_a_dense_order() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("resource.jsonl");
-    let res = Resource::start(Fence::NotBelow, &dir.path().join("resource"), &log)
-        .await
-        .unwrap();
+    let res = Resource::start(Fence::NotBelow, dir.path()).await.unwrap();
     let addr = res.addr();
     let writers: Vec<_> = (0..4u64)
         .map(|p| {
@@ -129,9 +125,7 @@ async fn concurrent_writers_are_serialised_by_the_row_lock_into_a_dense_order() 
 async fn a_resource_dropped_without_finishing_still_writes_its_log_and_stops() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("resource.jsonl");
-    let res = Resource::start(Fence::Off, &dir.path().join("resource"), &log)
-        .await
-        .unwrap();
+    let res = Resource::start(Fence::Off, dir.path()).await.unwrap();
     let mut c = Client::connect(res.addr(), Fence::Off).await.unwrap();
     for i in 1..=3 {
         assert_eq!(

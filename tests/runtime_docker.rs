@@ -18,12 +18,7 @@ const IMAGE: &str = "lockcheck/host:latest";
 fn image() {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let out = lockcheck().args(["image", "build"]).output().unwrap();
-        assert!(
-            out.status.success(),
-            "image build: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        lockcheck_ok(["image", "build"]);
     });
 }
 
@@ -80,36 +75,30 @@ fn assert_nothing_of_the_run(r: &Finished) {
     r.assert_nothing_left();
 }
 
-fn assert_flagged(r: &Finished) {
-    assert_eq!(r.code, 1, "anomalies exit 1: {}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("double-holder").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
-    assert!(
-        !r.anomalies("stale-write-accepted").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
-    // The servers did run in containers: their logs were collected.
-    let log = std::fs::read_to_string(r.run_dir().join("nodes/n1.log")).unwrap();
-    assert!(!log.is_empty());
-    assert_nothing_of_the_run(r);
+/// An unfenced pause workload under docker: flagged, each of `nodes` left a log
+/// (collected from its container) that says `says`, nothing of the run left.
+fn flagged_in_docker(workload_name: &str, nodes: &[&str], says: &str) {
+    let r = docker_run(workload_name);
+    for n in nodes {
+        let log = std::fs::read_to_string(r.run_dir().join(format!("nodes/{n}.log"))).unwrap();
+        assert!(log.contains(says), "{n}: {log}");
+    }
+    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
+    assert_nothing_of_the_run(&r);
 }
 
 fn assert_safe(r: &Finished) {
-    assert_eq!(r.code, 0, "valid exits 0: {}\n{}", r.json, r.stderr);
-    assert!(r.anomalies("stale-write-accepted").is_empty());
+    r.assert_valid();
     assert_nothing_of_the_run(r);
 }
 
 #[test]
 fn redis_pause_in_docker_is_flagged() {
-    let r = docker_run("redis-pause-unfenced.toml");
-    let log = std::fs::read_to_string(r.run_dir().join("nodes/n1.log")).unwrap();
-    assert!(log.contains("Ready to accept connections"), "{log}");
-    assert_flagged(&r);
+    flagged_in_docker(
+        "redis-pause-unfenced.toml",
+        &["n1"],
+        "Ready to accept connections",
+    );
 }
 
 #[test]
@@ -119,12 +108,7 @@ fn redis_fenced_in_docker_is_safe() {
 
 #[test]
 fn etcd_pause_in_docker_is_flagged() {
-    let r = docker_run("etcd-pause-unfenced.toml");
-    for n in ["n1", "n2", "n3"] {
-        let log = std::fs::read_to_string(r.run_dir().join(format!("nodes/{n}.log"))).unwrap();
-        assert!(log.contains("etcd"), "{n}: {log}");
-    }
-    assert_flagged(&r);
+    flagged_in_docker("etcd-pause-unfenced.toml", &["n1", "n2", "n3"], "etcd");
 }
 
 #[test]
@@ -135,12 +119,7 @@ fn etcd_fenced_in_docker_is_safe() {
 #[test]
 fn a_redis_container_killed_and_restarted_hands_the_lock_out_again() {
     let r = docker_run("redis-kill-restart.toml");
-    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("duplicate-token").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
+    r.assert_flagged(&["duplicate-token"]);
     let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
     assert!(history.ops.iter().any(|o| o.f == "kill"));
     assert!(history.ops.iter().any(|o| o.f == "start"), "restarted");
@@ -152,18 +131,8 @@ fn a_clock_jump_reaches_redis_inside_its_containers() {
     // The interposer and the clock files are in the run directory, which every
     // container mounts at its own path.
     let r = docker_run("redlock-clock-jump.toml");
-    assert_eq!(r.code, 1, "{}\n{}", r.json, r.stderr);
-    assert!(
-        !r.anomalies("double-holder").is_empty(),
-        "{}",
-        r.json["anomalies"]
-    );
-    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
-    let skew = history
-        .ops
-        .iter()
-        .find(|o| o.f == "clock-skew")
-        .expect("a clock fault");
+    r.assert_flagged(&["double-holder"]);
+    let skew = r.first_op("clock-skew");
     assert!(skew.value.get("unreachable").is_none(), "{}", skew.value);
     assert_nothing_of_the_run(&r);
 }
@@ -198,15 +167,10 @@ after = "1s"
     .unwrap();
     let r = run(&w, &["--runtime", "docker", "--image", IMAGE]);
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
-    let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
-    let pause = history
-        .ops
-        .iter()
-        .find(|o| o.f == "pause")
-        .expect("the leader paused");
+    let pause = r.first_op("pause");
     assert_eq!(pause.value["method"], "sigstop", "{}", pause.value);
     assert_eq!(pause.value["targets"].as_array().map(Vec::len), Some(1));
-    assert!(history.ops.iter().any(|o| o.f == "resume"));
+    r.first_op("resume"); // fails the test if the leader was never resumed
     assert_nothing_of_the_run(&r);
 }
 

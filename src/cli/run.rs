@@ -208,6 +208,9 @@ fn print_report(r: &RunReport) {
     for u in &f.unreachable {
         println!("  not reached by a fault: {u}");
     }
+    for m in &f.monotonic_offsets {
+        println!("  clock shifted: {m}");
+    }
     println!("  run directory: {}", r.run_dir.display());
 }
 

@@ -22,13 +22,17 @@
 //! faults signal, and the namespaces go when the cluster stops.
 //!
 //! Servers run in their own process groups, so a Ctrl-C at the terminal reaches only
-//! lockcheck, which resumes and stops them itself. Faults signal a node through
+//! lockcheck, which resumes and stops them itself. Each server process is written
+//! into the run's journal (`<dir>/journal.jsonl`) as it is spawned, restarts
+//! included, so that `lockcheck recover` ends the servers of a controller killed
+//! with -9. Faults signal a node through
 //! [`LocalCluster::pid`]; what must hold from a server's first instruction (a clock
 //! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::netns::{self, Network};
 use super::{default_nodes, server_binary, ClusterError, NetworkKind};
 use crate::backend::BackendKind;
+use crate::fault::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -62,6 +66,10 @@ pub struct ClusterSpec {
     /// Where the nodes listen: loopback, or each in a network namespace of its own
     /// (so that faults can cut the links between nodes).
     pub network: NetworkKind,
+    /// The run directory whose journal lists the servers as they spawn (for
+    /// `lockcheck recover`): `dir` itself, unless the cluster is one part of a run
+    /// that keeps it in a folder of its own (the resource's PostgreSQL).
+    pub journal_dir: PathBuf,
 }
 
 /// A change to a node's command line made just before it starts, for what must be in
@@ -73,6 +81,21 @@ pub struct Prepare(pub Arc<PrepareFn>);
 /// What a [`Prepare`] runs: the node about to start, and its command.
 pub type PrepareFn = dyn Fn(&NodeSpec, &mut Command) -> Result<()> + Send + Sync;
 
+impl Prepare {
+    /// One hook that runs each of `hooks` in turn; none if there are none.
+    pub fn chain(hooks: Vec<Prepare>) -> Option<Prepare> {
+        match hooks.len() {
+            0 => None,
+            1 => hooks.into_iter().next(),
+            _ => Some(Prepare(Arc::new(
+                move |node: &NodeSpec, cmd: &mut Command| {
+                    hooks.iter().try_for_each(|Prepare(h)| h(node, cmd))
+                },
+            ))),
+        }
+    }
+}
+
 impl std::fmt::Debug for Prepare {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Prepare(..)")
@@ -82,10 +105,12 @@ impl std::fmt::Debug for Prepare {
 impl ClusterSpec {
     /// The backend's usual shape (see [`default_nodes`]) with its files under `dir`.
     pub fn new(kind: BackendKind, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
         ClusterSpec {
             kind,
             nodes: default_nodes(kind),
-            dir: dir.into(),
+            journal_dir: dir.clone(),
+            dir,
             binary: None,
             ready_timeout: Duration::from_secs(20),
             stop_grace: Duration::from_secs(5),
@@ -618,7 +643,15 @@ impl LocalCluster {
                 self.plan.binary.display()
             )
         })?;
+        let pid = child.id() as i32;
         self.children[i] = Some(child);
+        // Journaled the moment it exists, not once it serves: a controller killed
+        // while a restarted node is still coming up must not leave it to run on,
+        // unknown to `lockcheck recover`.
+        // One already gone cannot be left behind; the readiness wait reports it.
+        if let Ok(proc) = Proc::of(node.name.clone(), pid) {
+            Journal::for_run(&self.plan.spec.journal_dir)?.record(Effect::Process(proc))?;
+        }
         Ok(())
     }
 

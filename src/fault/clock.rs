@@ -11,9 +11,21 @@
 //!
 //! It cannot reach Go programs (etcd, nats-server): Go reads the vDSO directly
 //! and never calls libc's clock functions. For those, [`time_namespace`] shifts
-//! the monotonic clock once, at start, and [`reach`] says plainly that a live
-//! skew does not reach them, so that a verdict never claims a fault that did not
-//! happen.
+//! the monotonic clock once, at start (the workload's `backend.monotonic_offset`,
+//! through [`monotonic_hook`]), and [`reach`] says plainly that a live skew does
+//! not reach them, so that a verdict never claims a fault that did not happen.
+//!
+//! What a time namespace can and cannot do: it shifts CLOCK_MONOTONIC and
+//! CLOCK_BOOTTIME of every process in it by a constant fixed before the first
+//! process enters, never CLOCK_REALTIME, and never a rate. A constant offset on
+//! the whole of one process changes no duration that process measures; it
+//! matters only where a monotonic reading leaves the process (written to disk
+//! and read back after a restart under another offset, or compared with another
+//! node's). etcd does neither with its leases: measured on etcd 3.4 (3 members
+//! at 0, +600 s and -300 s; leadership moved mid-lease; a leader killed and
+//! restarted at another offset; one member restarted from +3000 s to -400 s), a
+//! 5-6 s lease expired within the same half second as without offsets, because
+//! a new leader (or a restarted one) renews every lease to its full TTL.
 
 use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};
@@ -489,17 +501,22 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// Starts `cmd` in a new time namespace whose monotonic (and boot-time) clock
-/// is `offset` ahead: the one clock fault that reaches a Go program. It is set
-/// once, before the program runs, and cannot change afterwards; the program
-/// keeps its pid (the namespace is entered at exec, no extra process).
-/// The realtime clock cannot be shifted this way (the kernel offers no such
-/// namespace).
+/// is `offset_ns` ahead (behind, if negative): the one clock change that reaches
+/// a Go program. It is set once, before the program runs, and cannot change
+/// afterwards; the program keeps its pid (the namespace is entered at exec, no
+/// extra process). The realtime clock cannot be shifted this way (the kernel
+/// offers no such namespace); the kernel refuses an offset that would take the
+/// clock below zero, and `unshare` needs CAP_SYS_ADMIN.
 pub fn time_namespace(
     cmd: &mut std::process::Command,
-    offset: Duration,
+    offset_ns: i64,
 ) -> &mut std::process::Command {
-    let secs = offset.as_secs();
-    let offsets = format!("monotonic {secs} 0\nboottime {secs} 0\n");
+    // The kernel takes seconds and a non-negative nanosecond part.
+    let (secs, nanos) = (
+        offset_ns.div_euclid(1_000_000_000),
+        offset_ns.rem_euclid(1_000_000_000),
+    );
+    let offsets = format!("monotonic {secs} {nanos}\nboottime {secs} {nanos}\n");
     // SAFETY: between fork and exec only async-signal-safe calls are made
     // (unshare, open, write, close) on memory prepared before the fork.
     unsafe {
@@ -523,6 +540,20 @@ pub fn time_namespace(
             Ok(())
         })
     }
+}
+
+/// A cluster hook that starts each node of `offsets` (node, offset in ns) in a
+/// time namespace of its own with its monotonic clock shifted, at every start,
+/// restarts included (so a restarted node keeps its offset).
+pub fn monotonic_hook(offsets: Vec<(String, i64)>) -> Prepare {
+    Prepare(Arc::new(
+        move |node: &NodeSpec, cmd: &mut std::process::Command| {
+            if let Some((_, ns)) = offsets.iter().find(|(n, _)| *n == node.name) {
+                time_namespace(cmd, *ns);
+            }
+            Ok(())
+        },
+    ))
 }
 
 /// What a clock fault does to the clocks it hits.

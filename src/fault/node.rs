@@ -10,7 +10,7 @@
 use super::journal::{is_stopped, Effect, Journal, Proc};
 use super::{Fault, Scene, Target};
 use crate::history::f;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use async_trait::async_trait;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -334,18 +334,13 @@ impl Fault for KillNodes {
             bail!("a node fault needs the run's cluster");
         };
         let mut cluster = cluster.lock().await;
-        let journal = Journal::for_run(cluster.dir())?;
         let value = targets(&self.killed);
-        // Try every node; report the first failure after all were tried.
+        // Try every node; report the first failure after all were tried. The
+        // restarted process is journaled by the cluster as it spawns it (local
+        // runtime) or belongs to the run's journaled containers (docker).
         let mut first = None;
         for n in std::mem::take(&mut self.killed) {
-            let restarted = cluster.restart(&n).await.and_then(|()| {
-                // The new process is the run's too: recover must find it.
-                let pid = cluster.pid(&n).context("restarted node has no pid")?;
-                journal.record(Effect::Process(Proc::of(n.clone(), pid as i32)?))?;
-                Ok(())
-            });
-            if let Err(e) = restarted {
+            if let Err(e) = cluster.restart(&n).await {
                 first.get_or_insert(e.context(format!("restarting {n}")));
             }
         }

@@ -169,7 +169,7 @@ impl Running {
         Ok(match spec.kind {
             Kind::Lockcheck => Running::Own(own::Server::start(spec.fence, &log).await?),
             Kind::Postgres => Running::Postgres(Box::new(
-                postgres::Resource::start(spec.fence, &run_dir.join("resource"), &log).await?,
+                postgres::Resource::start(spec.fence, run_dir).await?,
             )),
         })
     }
@@ -188,14 +188,6 @@ impl Running {
         match self {
             Running::Own(s) => s.stats_handle(),
             Running::Postgres(p) => p.stats_handle(),
-        }
-    }
-
-    /// The server's process, where it is one of its own (for the run's journal).
-    pub fn pid(&self) -> Option<u32> {
-        match self {
-            Running::Own(_) => None,
-            Running::Postgres(p) => p.pid(),
         }
     }
 

@@ -315,12 +315,15 @@ struct Watcher {
 }
 
 impl Resource {
-    /// Starts the server with its files under `dir`, creates the tables, and starts
-    /// copying applied writes to `log_path`.
-    pub async fn start(fence: Fence, dir: &Path, log_path: &Path) -> Result<Resource> {
+    /// Starts the server with its files under `<run_dir>/resource/` (journaled in the
+    /// run's journal), creates the tables, and starts copying applied writes to
+    /// `<run_dir>/resource.jsonl`.
+    pub async fn start(fence: Fence, run_dir: &Path) -> Result<Resource> {
+        let log_path = &run_dir.join("resource.jsonl");
         let file =
             File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut spec = ClusterSpec::new(BackendKind::PostgresLease, dir);
+        let mut spec = ClusterSpec::new(BackendKind::PostgresLease, run_dir.join("resource"));
+        spec.journal_dir = run_dir.to_path_buf();
         spec.nodes = 1;
         let cluster = LocalCluster::start(spec).await?;
         let addr: SocketAddr = cluster.endpoints()[0]
@@ -364,10 +367,6 @@ impl Resource {
 
     pub fn fence(&self) -> Fence {
         self.fence
-    }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.cluster.as_ref()?.pid("n1")
     }
 
     pub fn stats_handle(&self) -> StatsHandle {

@@ -28,6 +28,11 @@ pub struct Figures {
     /// is a Go binary reading the vDSO ..."): said, never pretended.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreachable: Vec<String>,
+    /// Nodes whose monotonic clock ran shifted for the whole run, in a time
+    /// namespace (`backend.monotonic_offset`): "n1: monotonic +600000 ms from start
+    /// (time namespace)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub monotonic_offsets: Vec<String>,
     /// Writes the resource's fence rejected (`stale-token`).
     pub writes_rejected_by_fence: u64,
     /// Run time of the earliest anomaly that makes the run invalid (allowed kinds
@@ -101,14 +106,30 @@ impl Figures {
         let mut sections = 0;
         let mut faults = 0;
         let mut unreachable = Vec::new();
+        let mut monotonic_offsets = Vec::new();
         let mut rejected = 0;
         for op in ops.iter().filter(|o| o.kind.is_completion()) {
             match (op.process, op.f.as_str(), op.kind) {
                 (Process::Nemesis, _, _) => {
-                    faults += u64::from(matches!(
-                        op.f.as_str(),
-                        f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
-                    ));
+                    // A time namespace is how the whole run's servers were started,
+                    // not a fault that began: it shows under monotonic_offsets.
+                    let shifted_at_start = op.value["method"] == "time-namespace";
+                    faults += u64::from(
+                        matches!(
+                            op.f.as_str(),
+                            f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
+                        ) && !shifted_at_start,
+                    );
+                    if op.value["method"] == "time-namespace" {
+                        if let Some(ms) = op.value["monotonic_offset_ms"].as_i64() {
+                            let nodes = op.value["targets"].as_array().into_iter().flatten();
+                            for n in nodes.filter_map(|n| n.as_str()) {
+                                monotonic_offsets.push(format!(
+                                    "{n}: monotonic {ms:+} ms from start (time namespace)"
+                                ));
+                            }
+                        }
+                    }
                     let missed = op.value.get("unreachable");
                     for m in missed.and_then(|m| m.as_array()).into_iter().flatten() {
                         let said = format!(
@@ -145,6 +166,7 @@ impl Figures {
             critical_sections: sections,
             faults,
             unreachable,
+            monotonic_offsets,
             writes_rejected_by_fence: rejected,
             first_anomaly_s: verdict
                 .anomalies

@@ -263,12 +263,14 @@ async fn execute(
 ) -> Result<()> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
-    // Nodes a clock fault may skew start with lockcheck's clock interposer.
+    // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
+    // with a monotonic offset, in a time namespace.
+    let mut hooks = Vec::new();
     if w.faults
         .iter()
         .any(|f| f.kind == workload::FaultKind::Clock)
     {
-        spec.prepare = Some(crate::fault::clock::prepare_hook(dir.to_path_buf()));
+        hooks.push(crate::fault::clock::prepare_hook(dir.to_path_buf()));
     }
     spec.network = w.backend.network;
     // Namespaces, bridge and veths are written down before they exist, so that
@@ -282,6 +284,11 @@ async fn execute(
         }
         cluster::NetworkKind::Loopback => None,
     };
+    if !w.backend.monotonic_offsets.is_empty() {
+        let offsets = w.backend.monotonic_offsets.clone();
+        hooks.push(crate::fault::clock::monotonic_hook(offsets));
+    }
+    spec.prepare = cluster::Prepare::chain(hooks);
     let servers = start_cluster(&w, spec, opts).await.map_err(|e| {
         match e.downcast::<ClusterError>() {
             Ok(ce) if ce.is_environment() => environment(ce),
@@ -356,19 +363,15 @@ async fn execute(
     )
     .await?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
-    // can end what a controller killed with -9 leaves behind.
+    // can end what a controller killed with -9 leaves behind. The servers are
+    // already there: a local cluster journals each server as it spawns it, a
+    // docker cluster its containers, the resource its PostgreSQL.
     {
-        let cluster = servers.lock().await;
-        let nodes = cluster
-            .node_names()
-            .into_iter()
-            .filter_map(|n| Some((n.clone(), cluster.pid(&n)? as i32)))
-            .chain(res.pid().map(|p| ("resource".to_string(), p as i32)));
-        let clients = workers
+        let procs = workers
             .procs()
             .iter()
             .map(|p| (p.name.clone(), p.pid.as_raw()));
-        for (name, pid) in nodes.chain(clients) {
+        for (name, pid) in procs {
             // One that has already exited cannot be left behind.
             if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
                 journal.record(crate::fault::journal::Effect::Process(proc))?;
@@ -380,6 +383,18 @@ async fn execute(
     let recorder = Arc::new(Recorder::new(HistoryWriter::create(
         &dir.join("history.jsonl"),
     )?));
+    let shifted = time_namespaces(&w.backend.monotonic_offsets);
+    for value in &shifted {
+        let f = crate::history::f::CLOCK_SKEW;
+        recorder.record(
+            history::Process::Nemesis,
+            history::OpType::Info,
+            f,
+            value.clone(),
+            None,
+            None,
+        )?;
+    }
     let live = Arc::new(Live::default());
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let (acquired_tx, acquired_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -426,6 +441,19 @@ async fn execute(
     workers.stop(Duration::from_secs(2)).await;
     // The resource's log is complete only once no worker can write any more.
     let copied = res.finish().await.context("completing resource.jsonl");
+    // The shifted clocks end with the servers.
+    for value in shifted {
+        let value = serde_json::json!({ "targets": value["targets"], "method": value["method"] });
+        let f = crate::history::f::CLOCK_RESET;
+        recorder.record(
+            history::Process::Nemesis,
+            history::OpType::Info,
+            f,
+            value,
+            None,
+            None,
+        )?;
+    }
     servers.lock().await.stop().await;
     // Stopping the cluster removed its network.
     if let Some(id) = network {
@@ -436,6 +464,28 @@ async fn execute(
         Some(e) => Err(e),
         None => copied,
     }
+}
+
+/// The history values of the nodes started in a time namespace, one per offset:
+/// `{"targets": ["n1"], "monotonic_offset_ms": 600000, "method": "time-namespace"}`.
+fn time_namespaces(offsets: &[(String, i64)]) -> Vec<serde_json::Value> {
+    let mut by_offset: Vec<(i64, Vec<&str>)> = Vec::new();
+    for (node, ns) in offsets {
+        match by_offset.iter_mut().find(|(o, _)| o == ns) {
+            Some((_, nodes)) => nodes.push(node),
+            None => by_offset.push((*ns, vec![node])),
+        }
+    }
+    by_offset
+        .into_iter()
+        .map(|(ns, nodes)| {
+            serde_json::json!({
+                "targets": nodes,
+                "monotonic_offset_ms": ns / 1_000_000,
+                "method": "time-namespace",
+            })
+        })
+        .collect()
 }
 
 /// Starts the workload's servers under its runtime.

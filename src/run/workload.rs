@@ -25,6 +25,15 @@
 //! network = "loopback"          # optional: loopback | namespaces (local runtime:
 //!                               #   each node in a network namespace of its own,
 //!                               #   so `partition-nodes` can cut node links)
+//! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a
+//!                               #   time namespace whose CLOCK_MONOTONIC and
+//!                               #   CLOCK_BOOTTIME are this far off the machine's
+//!                               #   (whole run, restarts too); or per node:
+//!                               #   { n1 = "+600s", n3 = "-60s" }. The one clock
+//!                               #   change that reaches Go servers (etcd, nats),
+//!                               #   which ignore the clock interposer. Realtime is
+//!                               #   untouched; a negative offset may not take the
+//!                               #   clock below 0 (the machine's uptime).
 //!
 //! [clients]
 //! count = 3
@@ -193,6 +202,9 @@ pub struct Backend {
     pub image: Option<String>,
     /// Where the local runtime's nodes listen: loopback, or network namespaces.
     pub network: NetworkKind,
+    /// `monotonic_offset`: (node, offset in ns) for each node started in a time
+    /// namespace with its monotonic and boot-time clocks shifted, in node order.
+    pub monotonic_offsets: Vec<(String, i64)>,
 }
 
 /// The lease a holder gets, and how often a holder renews it during a long hold.
@@ -417,6 +429,30 @@ impl Workload {
                 "expected a period longer than 0".into()
             ));
         }
+        let monotonic_offsets = match raw.backend.monotonic_offset {
+            None => Vec::new(),
+            Some(raw::MonotonicOffset::All(d)) => {
+                (1..=nodes).map(|i| (format!("n{i}"), d.0)).collect()
+            }
+            Some(raw::MonotonicOffset::PerNode(map)) => {
+                let mut v = Vec::new();
+                for (node, d) in map {
+                    let i = node
+                        .strip_prefix('n')
+                        .and_then(|i| i.parse::<usize>().ok())
+                        .filter(|i| (1..=nodes).contains(i));
+                    let Some(i) = i else {
+                        bail!(bad(
+                            &format!("backend.monotonic_offset.{node}"),
+                            format!("expected a node of this backend, n1 .. n{nodes}")
+                        ));
+                    };
+                    v.push((i, node, d.0));
+                }
+                v.sort();
+                v.into_iter().map(|(_, n, d)| (n, d)).collect()
+            }
+        };
         let count = raw.clients.count;
         if count == 0 {
             bail!(bad("clients.count", "expected at least 1 client".into()));
@@ -598,6 +634,7 @@ impl Workload {
                 endpoints: raw.backend.endpoints.unwrap_or_default(),
                 image: raw.backend.image,
                 network,
+                monotonic_offsets,
             },
             clients: Clients {
                 count,
@@ -646,6 +683,11 @@ impl Workload {
                 "{file}: backend.endpoints: only for runtime = \"external\"; under the {rt} runtime lockcheck starts its own servers"
             ),
             _ => {}
+        }
+        if self.runtime != Runtime::Local && !self.backend.monotonic_offsets.is_empty() {
+            bail!(
+                "{file}: backend.monotonic_offset: only under the local runtime, where lockcheck starts each server itself in a time namespace of its own"
+            );
         }
         if self.runtime == Runtime::Docker {
             if let Some(why) = crate::cluster::docker::unsupported(self.backend.kind) {
@@ -1084,6 +1126,18 @@ mod raw {
         pub endpoints: Option<Vec<String>>,
         pub image: Option<String>,
         pub network: Option<NetworkKind>,
+        pub monotonic_offset: Option<MonotonicOffset>,
+    }
+
+    /// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.
+    #[derive(Deserialize)]
+    #[serde(
+        untagged,
+        expecting = "a signed duration like \"+600s\", or a table of them by node like { n1 = \"+600s\" }"
+    )]
+    pub enum MonotonicOffset {
+        All(SignedDur),
+        PerNode(std::collections::BTreeMap<String, SignedDur>),
     }
 
     /// `lease = "2s"` or `lease = "client-go"`.
@@ -1307,6 +1361,38 @@ interval = "2s"
                 .unwrap_err()
         );
         assert!(e.contains("backend.network"), "{e}");
+    }
+
+    #[test]
+    fn a_monotonic_offset_names_every_node_or_some_of_this_backend() {
+        let with = |offset: &str| {
+            parse(&GOOD.replace(
+                "kind = \"redis\"",
+                &format!("kind = \"etcd\"\nmonotonic_offset = {offset}"),
+            ))
+        };
+        let all = with("\"+10s\"").unwrap();
+        let ten = 10_000_000_000;
+        let expected: Vec<(String, i64)> = ["n1", "n2", "n3"].map(|n| (n.to_string(), ten)).into();
+        assert_eq!(all.backend.monotonic_offsets, expected);
+        let some = with("{ n3 = \"-1s\", n1 = \"+2s\" }").unwrap();
+        assert_eq!(
+            some.backend.monotonic_offsets,
+            [("n1".to_string(), 2 * ten / 10), ("n3".into(), -ten / 10)]
+        );
+        let e = format!("{:#}", with("{ n4 = \"+1s\" }").unwrap_err());
+        assert!(
+            e.contains("backend.monotonic_offset.n4") && e.contains("n1 .. n3"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            with("\"+1s\"")
+                .unwrap()
+                .with_runtime(Runtime::Docker)
+                .unwrap_err()
+        );
+        assert!(e.contains("only under the local runtime"), "{e}");
     }
 
     #[test]

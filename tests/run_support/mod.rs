@@ -6,7 +6,8 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub fn workload(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,6 +39,52 @@ impl Finished {
         )
     }
 
+    /// The run's history.jsonl, as text.
+    pub fn history(&self) -> String {
+        std::fs::read_to_string(self.run_dir().join("history.jsonl")).unwrap()
+    }
+
+    /// The first op of the run's history whose `f` is `f` (a fault's start, say).
+    pub fn first_op(&self, f: &str) -> lockcheck::history::Op {
+        let history =
+            lockcheck::history::read_jsonl(&self.run_dir().join("history.jsonl")).unwrap();
+        history
+            .ops
+            .into_iter()
+            .find(|o| o.f == f)
+            .unwrap_or_else(|| panic!("no {f} in the history"))
+    }
+
+    /// Exited 1 (anomalies), with at least one anomaly of each of `kinds`.
+    pub fn assert_flagged(&self, kinds: &[&str]) {
+        assert_eq!(
+            self.code, 1,
+            "anomalies exit 1: {}\n{}",
+            self.json, self.stderr
+        );
+        for kind in kinds {
+            assert!(
+                !self.anomalies(kind).is_empty(),
+                "no {kind}: {}",
+                self.json["anomalies"]
+            );
+        }
+    }
+
+    /// Exited 0 (valid), and the resource applied no stale write.
+    pub fn assert_valid(&self) {
+        assert_eq!(
+            self.code, 0,
+            "valid exits 0: {}\n{}",
+            self.json, self.stderr
+        );
+        assert!(
+            self.anomalies("stale-write-accepted").is_empty(),
+            "{}",
+            self.json["anomalies"]
+        );
+    }
+
     /// Nothing of this run may remain: no server, no worker, none stopped.
     pub fn assert_nothing_left(&self) {
         let left = leftovers(self.results.path());
@@ -49,32 +96,157 @@ pub fn lockcheck() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lockcheck"))
 }
 
+/// `lockcheck ARGS...`, which must succeed (its stderr shown if not); its stdout.
+pub fn lockcheck_ok<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Vec<u8> {
+    let out = lockcheck().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// `lockcheck run WORKLOAD --json --results TMP ARGS...`
 pub fn run(workload: &Path, args: &[&str]) -> Finished {
+    start_json(workload, args).finish()
+}
+
+/// A `lockcheck run --json` going on, for a test that looks at it mid-run.
+pub struct Running {
+    pub child: Child,
+    pub results: tempfile::TempDir,
+}
+
+/// Starts `lockcheck run WORKLOAD --json --results TMP ARGS...`.
+pub fn start_json(workload: &Path, args: &[&str]) -> Running {
     let results = tempfile::tempdir().unwrap();
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = lockcheck()
+    let child = lockcheck()
         .arg("run")
         .arg(workload)
         .arg("--json")
         .arg("--results")
         .arg(results.path())
         .args(args)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&stdout);
-    let json = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
-    Finished {
-        code: status.code().unwrap_or(-1),
-        json,
-        stderr,
-        results,
+    Running { child, results }
+}
+
+impl Running {
+    /// The run directory, once the run has made it.
+    pub fn run_dir(&self) -> Option<PathBuf> {
+        std::fs::canonicalize(self.results.path().join("latest")).ok()
     }
+
+    /// Waits for the end of the run and reads its JSON.
+    pub fn finish(self) -> Finished {
+        let Output {
+            status,
+            stdout,
+            stderr,
+        } = self.child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&stderr).into_owned();
+        let stdout = String::from_utf8_lossy(&stdout);
+        let json = serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
+        Finished {
+            code: status.code().unwrap_or(-1),
+            json,
+            stderr,
+            results: self.results,
+        }
+    }
+}
+
+/// Writes workload `text` into `dir` as `name`.
+pub fn write_workload(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `lockcheck run WORKLOAD --results RESULTS` in the background, for a test that
+/// signals or kills it mid-run; its stderr piped for the test to read.
+pub fn start_run(workload: &Path, results: &Path) -> Child {
+    lockcheck()
+        .arg("run")
+        .arg(workload)
+        .arg("--results")
+        .arg(results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Asks `check` every 20 ms until it gives a value; fails the test, saying what
+/// never came, after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what} (waited {timeout:?})");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until no worker of the runs under `dir` is left: they die with their
+/// controller (the kernel's parent-death SIGKILL, which ends a stopped one too).
+pub fn wait_no_workers(dir: &Path) {
+    wait_for(
+        "workers outlived the controller",
+        Duration::from_secs(5),
+        || {
+            let workers = leftovers(dir)
+                .into_iter()
+                .filter(|p| p.cmdline.contains(" worker "))
+                .count();
+            (workers == 0).then_some(())
+        },
+    );
+}
+
+/// Runs shipped workload `name`, which shows its backend's known break: exit 1
+/// with at least one anomaly of each of `kinds`, and nothing left behind.
+pub fn shows_the_break(name: &str, kinds: &[&str]) -> Finished {
+    let r = run(&workload(name), &[]);
+    r.assert_flagged(kinds);
+    r.assert_nothing_left();
+    r
+}
+
+/// Runs shipped workload `name`, fenced by the backend's token: valid, the fence
+/// did turn stale writes away, and nothing is left behind.
+pub fn fenced_is_safe(name: &str) -> Finished {
+    let r = run(&workload(name), &[]);
+    r.assert_valid();
+    assert!(
+        r.json["figures"]["writes_rejected_by_fence"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{name}: the pause never produced a stale write: {}",
+        r.json["figures"]
+    );
+    r.assert_nothing_left();
+    r
+}
+
+/// A short run of `kind` without faults: valid, no anomaly at all (not even an
+/// allowed one), critical sections completed, nothing left behind.
+pub fn valid_without_faults(kind: &str, fenced: bool) -> Finished {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&no_fault_workload(dir.path(), kind, fenced), &[]);
+    assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
+    assert!(r.json["anomalies"].as_array().unwrap().is_empty());
+    assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);
+    r.assert_nothing_left();
+    r
 }
 
 /// Writes a short workload without faults for `kind` into `dir`; `fenced` where
@@ -104,9 +276,7 @@ writes = 2
 think = "20ms"
 "#
     );
-    let path = dir.join(format!("{kind}-no-fault.toml"));
-    std::fs::write(&path, text).unwrap();
-    path
+    write_workload(dir, &format!("{kind}-no-fault.toml"), &text)
 }
 
 /// A process and its state letter (`T` = stopped) and command line.
