@@ -410,6 +410,33 @@ impl LocalCluster {
     /// a fault must kill it first, so that the history says so.
     pub async fn restart(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
+        self.respawn(i).await?;
+        self.wait_ready(&[i]).await
+    }
+
+    /// Starts several nodes that are down, all before waiting for any: in a quorum
+    /// system (etcd, ZooKeeper) a node that comes back alone among dead peers never
+    /// becomes ready, so a majority restarted one at a time would wait forever.
+    pub async fn restart_together(&mut self, nodes: &[String]) -> Result<()> {
+        // Try every node; report the first failure after all were tried.
+        let (mut started, mut first) = (Vec::new(), None);
+        for node in nodes {
+            let i = self.index(node)?;
+            match self.respawn(i).await {
+                Ok(()) => started.push(i),
+                Err(e) => {
+                    first.get_or_insert(e.context(format!("restarting {node}")));
+                }
+            }
+        }
+        let ready = self.wait_ready(&started).await;
+        first.map_or(ready, Err)
+    }
+
+    /// Spawns node `i` again once its killed process is gone; the caller waits for
+    /// it to serve.
+    async fn respawn(&mut self, i: usize) -> Result<()> {
+        let node = self.plan.nodes[i].name.clone();
         // A fault may just have sent SIGKILL itself: give the process a moment to go.
         let deadline = Instant::now() + Duration::from_millis(500);
         self.reap(i);
@@ -434,8 +461,7 @@ impl LocalCluster {
                 .await
                 .with_context(|| format!("re-admitting wiped member {node}"))?;
         }
-        self.spawn(i, rejoin)?;
-        self.wait_ready(&[i]).await
+        self.spawn(i, rejoin)
     }
 
     /// Removes member `i` from the running etcd cluster and adds it again, empty.

@@ -23,7 +23,7 @@ pub use external::ExternalCluster;
 pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec, Prepare};
 
 use crate::backend::BackendKind;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -87,6 +87,17 @@ pub trait Cluster: Send + Sync {
     async fn kill(&mut self, node: &str) -> Result<()>;
     /// Starts a node that is down again, same addresses and data; waits until it serves.
     async fn restart(&mut self, node: &str) -> Result<()>;
+    /// Restarts several nodes that are down and waits until they all serve. Where
+    /// a node serves only with a quorum, they must start together: the default
+    /// (one after the other) suits runtimes whose `restart` does not wait for that.
+    async fn restart_together(&mut self, nodes: &[String]) -> Result<()> {
+        for n in nodes {
+            self.restart(n)
+                .await
+                .with_context(|| format!("restarting {n}"))?;
+        }
+        Ok(())
+    }
     /// Empties the data of a node that is down: it comes back with nothing.
     async fn wipe(&mut self, node: &str) -> Result<()>;
     /// The node that leads now, where the backend has one.
@@ -128,6 +139,9 @@ impl Cluster for LocalCluster {
     }
     async fn restart(&mut self, node: &str) -> Result<()> {
         LocalCluster::restart(self, node).await
+    }
+    async fn restart_together(&mut self, nodes: &[String]) -> Result<()> {
+        LocalCluster::restart_together(self, nodes).await
     }
     async fn wipe(&mut self, node: &str) -> Result<()> {
         LocalCluster::wipe(self, node)

@@ -335,16 +335,13 @@ impl Fault for KillNodes {
         };
         let mut cluster = cluster.lock().await;
         let value = targets(&self.killed);
-        // Try every node; report the first failure after all were tried. The
-        // restarted process is journaled by the cluster as it spawns it (local
-        // runtime) or belongs to the run's journaled containers (docker).
-        let mut first = None;
-        for n in std::mem::take(&mut self.killed) {
-            if let Err(e) = cluster.restart(&n).await {
-                first.get_or_insert(e.context(format!("restarting {n}")));
-            }
-        }
-        first.map_or(Ok(value), Err)
+        // Together: a majority of a quorum system restarted one at a time would
+        // never become ready. The restarted process is journaled by the cluster as
+        // it spawns it (local runtime) or belongs to the run's journaled containers
+        // (docker).
+        let killed = std::mem::take(&mut self.killed);
+        cluster.restart_together(&killed).await?;
+        Ok(value)
     }
 }
 
