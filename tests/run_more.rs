@@ -37,8 +37,12 @@ fn fenced_is_safe(name: &str) {
 }
 
 fn valid_without_faults(kind: &str, fenced: bool) {
+    valid_without_faults_on(kind, fenced, None)
+}
+
+fn valid_without_faults_on(kind: &str, fenced: bool, nodes: Option<usize>) {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), kind, fenced), &[]);
+    let r = run(&no_fault_workload_on(dir.path(), kind, fenced, nodes), &[]);
     assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
     assert!(r.json["anomalies"].as_array().unwrap().is_empty());
     assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);
@@ -89,9 +93,11 @@ fn nats_fenced_by_revision_is_safe() {
     fenced_is_safe("nats-pause-fenced.toml");
 }
 
+/// On one node: a cluster of Debian's nats-server 2.9.10 grants the lock twice with
+/// no fault at all (its own known break, shown in tests/nats_cluster.rs).
 #[test]
 fn nats_without_faults_is_valid() {
-    valid_without_faults("nats", true);
+    valid_without_faults_on("nats", true, Some(1));
 }
 
 // ---- ZooKeeper ----

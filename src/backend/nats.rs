@@ -15,9 +15,25 @@
 //! then refused: the revision is no longer its own). Fencing by revision at the
 //! resource stops its stale writes.
 //!
+//! **Known break of a cluster, before nats-server 2.9.21** (Debian's is 2.9.10): a
+//! clustered stream's leader checks a publish's expected revision against what it
+//! has applied, before proposing the publish to Raft, not as part of it; two
+//! creates in flight at once both pass the check and both are granted, with no
+//! fault at all (nats-server#4320, fixed by #4319). One node checks and writes
+//! under one lock and never does this. Fencing by revision at the resource stops
+//! the lower revision's writes once the higher one has written.
+//!
+//! **Cluster.** The client is given every node's address and connects to one of
+//! them (another after a loss), never to one it was not given (servers do not
+//! advertise their peers, so a proxy on each link is never bypassed). The bucket
+//! is replicated on as many nodes as there are, up to JetStream's 5 (R3 on three):
+//! each write is decided by the stream's Raft leader once a majority of replicas
+//! has it, so it survives the loss of a minority.
+//!
 //! The bucket's stream is created with `create_stream` and opened with
 //! `get_key_value`: async-nats's `create_key_value` cannot read Debian's
-//! nats-server 2.9 reply; the stream is the one `create_key_value` would make.
+//! nats-server 2.9 reply; the stream is the one `create_key_value` would make
+//! (file storage, as `nats kv add` and the client libraries default to).
 
 use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
@@ -33,6 +49,17 @@ use std::time::{Duration, Instant};
 /// The key that holds the lock inside the lock's bucket.
 const KEY: &str = "holder";
 
+/// How a lock's stream is named: `KV_` and the bucket, `LOCK_<name>`. The cluster
+/// finds the stream's leader by it.
+pub const STREAM_PREFIX: &str = "KV_LOCK_";
+
+/// How long creating and opening the bucket may take (a replicated stream's Raft
+/// group forms first).
+const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// JetStream replicates a stream on at most 5 servers.
+const MAX_REPLICAS: usize = 5;
+
 /// What this client holds (or may hold, after a write with no reply).
 struct Hold {
     /// The revision this client wrote last: renew and release expect it.
@@ -43,6 +70,9 @@ struct Hold {
 /// A client of the JetStream KV lease.
 pub struct KvLease {
     kv: Store,
+    client: async_nats::Client,
+    /// The nodes' names (n1..nN), to name the server the client is on.
+    nodes: Vec<String>,
     cfg: LockConfig,
     timeout: Duration,
     held: Option<Hold>,
@@ -64,16 +94,27 @@ fn bucket(name: &str) -> String {
 }
 
 impl KvLease {
-    pub async fn connect(endpoint: &str, cfg: &LockConfig) -> anyhow::Result<Self> {
+    /// Connects to one of `endpoints` (every node's address, n1 first).
+    pub async fn connect(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
         let timeout = cfg.request_timeout();
-        let url = format!("nats://{endpoint}");
+        let urls: Vec<String> = endpoints.iter().map(|e| format!("nats://{e}")).collect();
+        let addrs = urls
+            .iter()
+            .map(|u| u.parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("bad nats address in {}", urls.join(",")))?;
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(timeout)
             .request_timeout(Some(timeout))
-            .connect(&url)
+            .ignore_discovered_servers()
+            .connect(addrs)
             .await
-            .with_context(|| format!("connecting to nats at {url}"))?;
-        let js = jetstream::new(client);
+            .with_context(|| format!("connecting to nats at {}", urls.join(",")))?;
+        // Creating a replicated stream waits for its Raft group to form: longer
+        // than a lock request may take. The lock's own requests are bounded by
+        // `ask`, whatever the context allows.
+        let mut js = jetstream::new(client.clone());
+        js.set_timeout(SETUP_TIMEOUT);
         let bucket = bucket(&cfg.name);
         // Every client creates the stream: creating one that exists with the same
         // settings is no error, so it does not matter who comes first.
@@ -82,12 +123,12 @@ impl KvLease {
             subjects: vec![format!("$KV.{bucket}.>")],
             max_messages_per_subject: 1,
             max_age: cfg.lease,
-            storage: StorageType::Memory,
+            storage: StorageType::File,
             allow_rollup: true,
             deny_delete: true,
             allow_direct: true,
             discard: DiscardPolicy::New,
-            num_replicas: 1,
+            num_replicas: endpoints.len().min(MAX_REPLICAS),
             ..Default::default()
         })
         .await
@@ -98,6 +139,8 @@ impl KvLease {
             .with_context(|| format!("opening bucket {bucket}"))?;
         Ok(KvLease {
             kv,
+            client,
+            nodes: (1..=endpoints.len()).map(|i| format!("n{i}")).collect(),
             cfg: cfg.clone(),
             timeout,
             held: None,
@@ -232,8 +275,15 @@ impl LockClient for KvLease {
         }
     }
 
+    /// The server this client is connected to: the only one, or in a cluster the
+    /// one by the name it gives itself (the servers lockcheck starts are named
+    /// after their nodes; others are not named).
     fn node(&self) -> Option<String> {
-        Some("n1".into())
+        if let [only] = self.nodes.as_slice() {
+            return Some(only.clone());
+        }
+        let name = self.client.server_info().server_name;
+        self.nodes.contains(&name).then_some(name)
     }
 }
 

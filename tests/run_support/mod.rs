@@ -80,6 +80,12 @@ pub fn run(workload: &Path, args: &[&str]) -> Finished {
 /// Writes a short workload without faults for `kind` into `dir`; `fenced` where
 /// the backend hands out a token (the resource then checks it).
 pub fn no_fault_workload(dir: &Path, kind: &str, fenced: bool) -> PathBuf {
+    no_fault_workload_on(dir, kind, fenced, None)
+}
+
+/// [`no_fault_workload`] on `nodes` server nodes instead of the backend's default.
+pub fn no_fault_workload_on(dir: &Path, kind: &str, fenced: bool, nodes: Option<usize>) -> PathBuf {
+    let nodes = nodes.map(|n| format!("nodes = {n}\n")).unwrap_or_default();
     let (fencing, resource) = if fenced {
         ("true", "fenced")
     } else {
@@ -91,7 +97,7 @@ resource = "{resource}"
 
 [backend]
 kind = "{kind}"
-lease = "2s"
+{nodes}lease = "2s"
 fencing_token = {fencing}
 acquire_timeout = "1s"
 
