@@ -129,7 +129,11 @@ impl ClusterPlan {
         let has_peers = match spec.kind {
             BackendKind::Etcd | BackendKind::Zookeeper => true,
             BackendKind::Nats => spec.nodes > 1,
-            _ => false,
+            BackendKind::Redis
+            | BackendKind::Redlock
+            | BackendKind::PostgresAdvisory
+            | BackendKind::PostgresLease
+            | BackendKind::Mariadb => false,
         };
         let nodes = (1..=spec.nodes)
             .map(|i| {
