@@ -49,9 +49,11 @@ fn nats_fenced_by_revision_is_safe() {
     fenced_is_safe("nats-pause-fenced.toml");
 }
 
+/// On one node: a cluster of Debian's nats-server 2.9.10 grants the lock twice with
+/// no fault at all (its own known break, shown in tests/nats_cluster.rs).
 #[test]
 fn nats_without_faults_is_valid() {
-    valid_without_faults("nats", true);
+    valid_without_faults_on("nats", true, Some(1));
 }
 
 // ---- ZooKeeper ----

@@ -11,7 +11,7 @@
 //! | [`postgres`] lease | one conditional `UPDATE` of a lease row (`locked_until`, token + 1) | the row's token | a holder paused past `locked_until` |
 //! | [`zookeeper`] | ephemeral sequential znode under the lock node; the lowest holds; the others watch their predecessor | the znode's czxid | a holder paused past its session timeout: its znode goes with the session |
 //! | [`mariadb`] | `GET_LOCK(name, timeout)` in one session, `RELEASE_LOCK` | none | a holder paused past `wait_timeout`: its session ends, the lock with it |
-//! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision | the key's revision at create | a holder paused past the max age |
+//! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision; the bucket on every node of a cluster | the key's revision at create | a holder paused past the max age; on a cluster before nats-server 2.9.21, two concurrent creates both win |
 //!
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
@@ -88,7 +88,9 @@ impl BackendKind {
                 "a holder paused past locked_until: the next conditional UPDATE takes the row"
             }
             BackendKind::Nats => {
-                "a holder paused past the bucket's max age: the key ages out, another creates it"
+                "a holder paused past the bucket's max age: the key ages out, another creates it; \
+                 on a cluster before nats-server 2.9.21, two creates in flight at once both win \
+                 (nats-server#4320)"
             }
             BackendKind::Mariadb => {
                 "a holder paused past wait_timeout: the server ends its session, which \
@@ -149,7 +151,8 @@ impl LockConfig {
 
 /// Opens one client of a lock service. `endpoints` are the servers' client addresses
 /// (`host:port`) in node order, n1 first, as [`crate::cluster::LocalCluster::endpoints`]
-/// lists them: one for `redis`, every instance for `redlock`, every member for `etcd`.
+/// lists them: one for `redis`, every instance for `redlock`, every member for `etcd`,
+/// every node for `zookeeper` and `nats`.
 pub async fn connect(
     kind: BackendKind,
     endpoints: &[String],
@@ -176,9 +179,7 @@ pub async fn connect(
         BackendKind::PostgresLease => {
             Box::new(self::postgres::LeaseRowLock::connect(single(kind, endpoints)?, cfg).await?)
         }
-        BackendKind::Nats => {
-            Box::new(self::nats::KvLease::connect(single(kind, endpoints)?, cfg).await?)
-        }
+        BackendKind::Nats => Box::new(self::nats::KvLease::connect(endpoints, cfg).await?),
         BackendKind::Zookeeper => Box::new(self::zookeeper::ZkLock::connect(endpoints, cfg).await?),
         BackendKind::Mariadb => {
             Box::new(self::mariadb::GetLock::connect(single(kind, endpoints)?, cfg).await?)

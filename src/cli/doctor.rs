@@ -1,7 +1,12 @@
 //! `lockcheck doctor`: what this machine can run — backends (server found, version),
-//! faults and runtimes — and the command that installs what is missing.
+//! faults and runtimes — and the command that installs what is missing. Each
+//! backend also says where its fencing token comes from, its known break, the
+//! shipped workloads that show the break (and where it has a token, the one where
+//! fencing stops it), and the lease presets its users run.
 
+use crate::backend::BackendKind;
 use crate::cluster;
+use crate::run::workload::LEASE_PRESETS;
 use anyhow::Result;
 use std::path::Path;
 use std::process::Command;
@@ -24,6 +29,13 @@ struct Item {
     /// For a backend: where its fencing token comes from, and its known break.
     #[serde(skip_serializing_if = "Option::is_none")]
     about: Option<String>,
+    /// For a backend: the shipped workloads (`workloads/<name>.toml`) that show its
+    /// known break, then the fenced one where it has a token.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    workloads: Vec<&'static str>,
+    /// For a backend: the lease presets that fit it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    presets: Vec<&'static str>,
     /// The Debian package that provides it, when missing.
     #[serde(skip_serializing_if = "Option::is_none")]
     install: Option<&'static str>,
@@ -37,11 +49,24 @@ pub fn main(args: Args) -> Result<u8> {
             .as_str()
             .unwrap_or_default()
             .to_string();
+        let shown = shown_by(a.kind);
         let about = Some(format!(
-            "token: {}; known break: {}",
+            "token: {}; known break: {}; shown by: {}{}",
             a.kind.token().unwrap_or("none"),
-            a.kind.known_break()
+            a.kind.known_break(),
+            shown.breaks.join(", "),
+            shown
+                .fenced
+                .map(|f| format!("; fenced: {f}"))
+                .unwrap_or_default(),
         ));
+        let workloads: Vec<&'static str> =
+            shown.breaks.iter().copied().chain(shown.fenced).collect();
+        let presets: Vec<&'static str> = LEASE_PRESETS
+            .iter()
+            .filter(|p| !p.backends.is_empty() && p.fits(a.kind))
+            .map(|p| p.name)
+            .collect();
         items.push(match &a.found {
             Ok(path) => Item {
                 area: "backend",
@@ -55,6 +80,8 @@ pub fn main(args: Args) -> Result<u8> {
                 ),
                 install: None,
                 about: about.clone(),
+                workloads: workloads.clone(),
+                presets: presets.clone(),
             },
             Err(e) => Item {
                 area: "backend",
@@ -63,6 +90,8 @@ pub fn main(args: Args) -> Result<u8> {
                 detail: e.to_string(),
                 install: Some(a.binary.package),
                 about,
+                workloads,
+                presets,
             },
         });
     }
@@ -74,6 +103,8 @@ pub fn main(args: Args) -> Result<u8> {
         detail: "SIGSTOP / SIGCONT of client processes".into(),
         install: None,
         about: None,
+        workloads: Vec::new(),
+        presets: Vec::new(),
     });
     let (ok, detail, install) = match cluster::netns::available() {
         Ok(()) => (
@@ -90,6 +121,8 @@ pub fn main(args: Args) -> Result<u8> {
         detail,
         install,
         about: None,
+        workloads: Vec::new(),
+        presets: Vec::new(),
     });
     items.push(Item {
         area: "runtime",
@@ -98,6 +131,8 @@ pub fn main(args: Args) -> Result<u8> {
         detail: "servers run as local processes on loopback (the default)".into(),
         install: None,
         about: None,
+        workloads: Vec::new(),
+        presets: Vec::new(),
     });
     let (ok, detail) = crate::cli::image::doctor_line();
     items.push(Item {
@@ -107,6 +142,8 @@ pub fn main(args: Args) -> Result<u8> {
         detail,
         install: (!ok).then_some("docker.io"),
         about: None,
+        workloads: Vec::new(),
+        presets: Vec::new(),
     });
     items.push(Item {
         area: "runtime",
@@ -115,6 +152,8 @@ pub fn main(args: Args) -> Result<u8> {
         detail: "servers someone else runs, named by backend.endpoints".into(),
         install: None,
         about: None,
+        workloads: Vec::new(),
+        presets: Vec::new(),
     });
     let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
     packages.sort();
@@ -125,6 +164,12 @@ pub fn main(args: Args) -> Result<u8> {
             packages.join(" ")
         )
     });
+    // Presets not tied to one service fit every backend.
+    let generic: Vec<&str> = LEASE_PRESETS
+        .iter()
+        .filter(|p| p.backends.is_empty())
+        .map(|p| p.name)
+        .collect();
     if args.json {
         let out = serde_json::json!({ "items": items, "install": install });
         println!("{}", serde_json::to_string(&out)?);
@@ -139,6 +184,14 @@ pub fn main(args: Args) -> Result<u8> {
             println!("  {mark} {:<17} {}", i.name, i.detail);
             if let Some(about) = &i.about {
                 println!("  {:<25} {about}", "");
+            }
+            if !i.presets.is_empty() {
+                println!(
+                    "  {:<25} lease presets: {} (on any backend: {})",
+                    "",
+                    i.presets.join(", "),
+                    generic.join(", ")
+                );
             }
         }
         match &install {
@@ -161,4 +214,75 @@ fn version_of(program: &Path) -> String {
         .find(|w| w.contains('.') && w.starts_with(|c: char| c.is_ascii_digit()))
         .unwrap_or("(version unknown)")
         .to_string()
+}
+
+/// The shipped workloads that show a backend's known break, and the one where
+/// fencing by its token keeps the resource safe (none without a token).
+struct Shown {
+    breaks: &'static [&'static str],
+    fenced: Option<&'static str>,
+}
+
+/// Which shipped workloads (`workloads/<name>.toml`) show each backend's break.
+fn shown_by(kind: BackendKind) -> Shown {
+    let (breaks, fenced): (&'static [&'static str], _) = match kind {
+        BackendKind::Redis => (
+            &["redis-pause-unfenced", "redis-kill-restart"],
+            Some("redis-pause-fenced"),
+        ),
+        BackendKind::Redlock => (&["redlock-pause-unfenced", "redlock-clock-jump"], None),
+        BackendKind::Etcd => (
+            &["etcd-pause-unfenced", "etcd-partition-leader"],
+            Some("etcd-pause-fenced"),
+        ),
+        BackendKind::Zookeeper => (
+            &["zookeeper-pause-unfenced"],
+            Some("zookeeper-pause-fenced"),
+        ),
+        BackendKind::PostgresAdvisory => (&["postgres-advisory-pause"], None),
+        BackendKind::PostgresLease => (
+            &["postgres-lease-pause-unfenced"],
+            Some("postgres-lease-pause-fenced"),
+        ),
+        BackendKind::Mariadb => (&["mariadb-pause"], None),
+        BackendKind::Nats => (
+            &["nats-pause-unfenced", "nats-cluster-create-race"],
+            Some("nats-pause-fenced"),
+        ),
+    };
+    Shown { breaks, fenced }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::workload::Workload;
+    use std::path::PathBuf;
+
+    fn shipped(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("workloads")
+            .join(format!("{name}.toml"))
+    }
+
+    /// Every workload doctor names exists, runs the backend it is named for, and
+    /// is fenced exactly when named as the fenced one.
+    #[test]
+    fn the_workloads_named_for_each_backend_exist_and_run_that_backend() {
+        for kind in BackendKind::ALL {
+            let shown = shown_by(kind);
+            assert!(!shown.breaks.is_empty(), "{kind:?}");
+            assert_eq!(shown.fenced.is_some(), kind.token().is_some(), "{kind:?}");
+            let all = shown.breaks.iter().map(|b| (b, false));
+            for (name, fenced) in all.chain(shown.fenced.iter().map(|f| (f, true))) {
+                let w = Workload::load(&shipped(name)).unwrap_or_else(|e| panic!("{e:#}"));
+                assert_eq!(w.backend.kind, kind, "{name}");
+                assert_eq!(
+                    w.resource.fence.mode() == crate::resource::Mode::Fenced,
+                    fenced,
+                    "{name}"
+                );
+            }
+        }
+    }
 }

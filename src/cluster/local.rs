@@ -171,7 +171,16 @@ impl ClusterPlan {
             bail!("a {:?} cluster needs at least one node", spec.kind);
         }
         let binary = server_binary(spec.kind).resolve(spec.binary.as_deref())?;
-        let has_peers = matches!(spec.kind, BackendKind::Etcd | BackendKind::Zookeeper);
+        // NATS routes between the nodes of a cluster; a single server has no peers.
+        let has_peers = match spec.kind {
+            BackendKind::Etcd | BackendKind::Zookeeper => true,
+            BackendKind::Nats => spec.nodes > 1,
+            BackendKind::Redis
+            | BackendKind::Redlock
+            | BackendKind::PostgresAdvisory
+            | BackendKind::PostgresLease
+            | BackendKind::Mariadb => false,
+        };
         let names: Vec<String> = node_names(spec.nodes);
         let nodes = names
             .into_iter()
@@ -255,7 +264,7 @@ impl ClusterPlan {
             BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
                 return super::postgres::command(self, i)
             }
-            BackendKind::Nats => return Ok(super::nats::command(self, i)),
+            BackendKind::Nats => return super::nats::command(self, i),
             BackendKind::Mariadb => return super::mariadb::command(self, i),
             BackendKind::Zookeeper => return super::zookeeper::command(self, i),
             BackendKind::Redis | BackendKind::Redlock => {
@@ -523,12 +532,30 @@ impl LocalCluster {
             BackendKind::Redlock => None,
             BackendKind::Etcd => self.etcd_leader().await,
             BackendKind::Zookeeper => self.zookeeper_leader().await,
+            // A JetStream cluster: the leader of the lock's stream.
+            BackendKind::Nats if self.plan.nodes.len() > 1 => {
+                super::nats::stream_leader(&self.running()).await
+            }
             // One server: it is the one every client talks to.
             BackendKind::PostgresAdvisory
             | BackendKind::PostgresLease
             | BackendKind::Nats
             | BackendKind::Mariadb => self.plan.nodes.first().map(|n| n.name.clone()),
         }
+    }
+
+    /// The nodes whose process is alive (paused ones too), by name and client
+    /// address: whom to ask who leads.
+    fn running(&self) -> Vec<(String, SocketAddr)> {
+        (0..self.plan.nodes.len())
+            .filter(|&j| self.children[j].is_some())
+            .map(|j| {
+                (
+                    self.plan.nodes[j].name.clone(),
+                    self.plan.nodes[j].client_listen,
+                )
+            })
+            .collect()
     }
 
     /// The running server that says it leads (`srvr`: `Mode: leader`, or
@@ -544,16 +571,7 @@ impl LocalCluster {
 
     /// Asks every running member for its status: its own member id and its leader's.
     async fn etcd_leader(&self) -> Option<String> {
-        let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())
-            .filter(|&j| self.children[j].is_some())
-            .map(|j| {
-                (
-                    self.plan.nodes[j].name.clone(),
-                    self.plan.nodes[j].client_listen,
-                )
-            })
-            .collect();
-        etcd_leader(&running, self.plan.nodes.len()).await
+        etcd_leader(&self.running(), self.plan.nodes.len()).await
     }
 
     /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
@@ -824,8 +842,12 @@ pub(super) async fn etcd_leader(running: &[(String, SocketAddr)], total: usize) 
 /// Redis replies `+PONG` to `PING`; an etcd member's `/health` says `"health":"true"`
 /// once the cluster has a leader.
 pub(super) async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
-    if let BackendKind::PostgresAdvisory | BackendKind::PostgresLease = kind {
-        return super::postgres::ready(addr).await;
+    match kind {
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
+            return super::postgres::ready(addr).await
+        }
+        BackendKind::Nats => return super::nats::ready(addr).await,
+        _ => {}
     }
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
@@ -835,9 +857,9 @@ pub(super) async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
                 b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
                 "\"health\":\"true\"",
             ),
-            BackendKind::PostgresAdvisory | BackendKind::PostgresLease => return None,
-            // The server greets first: nothing to send.
-            BackendKind::Nats => (b"", super::nats::READY),
+            BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Nats => {
+                return None
+            }
             // The server's greeting packet carries its version, MariaDB's included.
             BackendKind::Mariadb => (b"", "MariaDB"),
             BackendKind::Zookeeper => (b"srvr", super::zookeeper::SERVING),

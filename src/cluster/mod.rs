@@ -208,16 +208,15 @@ pub fn server_binary(kind: BackendKind) -> ServerBinary {
 }
 
 /// How many server nodes a backend runs unless the workload says otherwise:
-/// one Redis, five independent Redis for Redlock, a three-member etcd cluster.
+/// one Redis, five independent Redis for Redlock, three-member etcd, ZooKeeper and
+/// NATS JetStream clusters (the smallest that survive the loss of one), one
+/// PostgreSQL and one MariaDB (their locks live in one server).
 pub fn default_nodes(kind: BackendKind) -> usize {
     match kind {
         BackendKind::Redis => 1,
         BackendKind::Redlock => 5,
-        BackendKind::Etcd | BackendKind::Zookeeper => 3,
-        BackendKind::PostgresAdvisory
-        | BackendKind::PostgresLease
-        | BackendKind::Nats
-        | BackendKind::Mariadb => 1,
+        BackendKind::Etcd | BackendKind::Zookeeper | BackendKind::Nats => 3,
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb => 1,
     }
 }
 

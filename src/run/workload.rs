@@ -15,10 +15,16 @@
 //! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
 //!
 //! [backend]
-//! kind = "redis"                # redis | redlock | etcd
-//! nodes = 1                     # optional: redis 1, redlock 5, etcd 3
-//! lease = "1s"                  # or a preset: client-go, etcd-session, consul,
-//!                               #   curator, redis-docs
+//! kind = "redis"                # redis | redlock | etcd | zookeeper | nats |
+//!                               #   postgres-advisory | postgres-lease | mariadb
+//! nodes = 1                     # optional: redlock 5; etcd, zookeeper, nats 3;
+//!                               #   the others 1
+//! lease = "1s"                  # or a preset (LEASE_PRESETS): client-go and consul
+//!                               #   on any backend; etcd-session, curator,
+//!                               #   redis-docs, pglock, postgres-keepalive,
+//!                               #   rds-postgres-keepalive, mariadb-wait-timeout,
+//!                               #   skysql-wait-timeout, go-mysql-lock,
+//!                               #   nats-kv-leader-elect on their own backend
 //! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
 //! fencing_token = true          # optional: true, except redlock (it has none)
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
@@ -226,6 +232,28 @@ pub struct LeasePreset {
     pub renew_every: Option<Duration>,
     /// Where the numbers come from and what else the recipe sets.
     pub source: &'static str,
+    /// The backends whose users run these settings; empty: a lease recipe not tied
+    /// to one service (client-go's Lease objects, Consul sessions), usable on any.
+    pub backends: &'static [BackendKind],
+}
+
+impl LeasePreset {
+    /// Whether a workload of `kind` may use this preset.
+    pub fn fits(&self, kind: BackendKind) -> bool {
+        self.backends.is_empty() || self.backends.contains(&kind)
+    }
+
+    /// The backends it fits, as workloads name them (`postgres-lease`), or "any".
+    pub fn backend_names(&self) -> String {
+        if self.backends.is_empty() {
+            return "any backend".into();
+        }
+        self.backends
+            .iter()
+            .map(|&k| kind_name(k))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 pub const LEASE_PRESETS: &[LeasePreset] = &[
@@ -234,30 +262,108 @@ pub const LEASE_PRESETS: &[LeasePreset] = &[
         ttl: Duration::from_secs(15),
         renew_every: Some(Duration::from_secs(2)),
         source: "Kubernetes client-go leader election: lease 15 s, renew deadline 10 s, retry period 2 s",
+        backends: &[],
     },
     LeasePreset {
         name: "etcd-session",
         ttl: Duration::from_secs(60),
         renew_every: None,
         source: "etcd clientv3 concurrency session: TTL 60 s, kept alive by the session",
+        backends: &[BackendKind::Etcd],
     },
     LeasePreset {
         name: "consul",
         ttl: Duration::from_secs(15),
         renew_every: None,
         source: "Consul lock: session TTL 15 s, lock-delay 15 s",
+        backends: &[],
     },
     LeasePreset {
         name: "curator",
         ttl: Duration::from_secs(60),
         renew_every: None,
         source: "Apache Curator / ZooKeeper: session timeout 60 s",
+        backends: &[BackendKind::Zookeeper],
     },
     LeasePreset {
         name: "redis-docs",
         ttl: Duration::from_secs(30),
         renew_every: None,
         source: "Redis documentation: SET key value NX PX 30000",
+        backends: &[BackendKind::Redis, BackendKind::Redlock],
+    },
+    // cirello.io/pglock (github.com/cirello-io/pglock, client.go):
+    // defaultLeaseDuration = 20 * time.Second, defaultHeartbeatFrequency =
+    // 5 * time.Second; a lease row per lock, renewed by the heartbeat.
+    LeasePreset {
+        name: "pglock",
+        ttl: Duration::from_secs(20),
+        renew_every: Some(Duration::from_secs(5)),
+        source: "cirello.io/pglock: lease row, lease 20 s, heartbeat every 5 s (its defaults)",
+        backends: &[BackendKind::PostgresLease],
+    },
+    // An advisory lock lives as long as its session. PostgreSQL's defaults
+    // (idle_session_timeout = 0, tcp_keepalives_* = 0: the system's) leave the
+    // ending of a silent client's session to Linux's keepalive (tcp(7):
+    // tcp_keepalive_time 7200 s, tcp_keepalive_intvl 75 s, tcp_keepalive_probes 9):
+    // 7200 + 9 × 75 = 7875 s. lockcheck applies it as idle_session_timeout, which
+    // also ends a paused client's session (keepalives alone end only a client whose
+    // host stopped answering).
+    LeasePreset {
+        name: "postgres-keepalive",
+        ttl: Duration::from_secs(7875),
+        renew_every: None,
+        source: "PostgreSQL defaults: a silent client's session (and its advisory locks) ends after Linux's TCP keepalive, 7200 s + 9 probes × 75 s",
+        backends: &[BackendKind::PostgresAdvisory],
+    },
+    // Amazon RDS for PostgreSQL, "Dead connection handling in PostgreSQL"
+    // (docs.aws.amazon.com/AmazonRDS/latest/UserGuide/Appendix.PostgreSQL.
+    // CommonDBATasks.DeadConnectionHandling.html): defaults tcp_keepalives_idle 300,
+    // tcp_keepalives_interval 30, tcp_keepalives_count 2: 300 + 2 × 30 = 360 s.
+    LeasePreset {
+        name: "rds-postgres-keepalive",
+        ttl: Duration::from_secs(360),
+        renew_every: None,
+        source: "Amazon RDS for PostgreSQL defaults: tcp_keepalives_idle 300 s, interval 30 s, count 2: a silent client's session ends after 360 s",
+        backends: &[BackendKind::PostgresAdvisory],
+    },
+    // MariaDB server system variables, wait_timeout: default 28800 s (8 h)
+    // (mariadb.com/docs/server/ref/mdb/system-variables/wait_timeout).
+    LeasePreset {
+        name: "mariadb-wait-timeout",
+        ttl: Duration::from_secs(28800),
+        renew_every: None,
+        source: "MariaDB default wait_timeout 28800 s: an idle session (and its GET_LOCK locks) ends after 8 h",
+        backends: &[BackendKind::Mariadb],
+    },
+    // The same page: SkySQL's Replicated Transactions services (10.4 to 10.6)
+    // default wait_timeout to 600 s.
+    LeasePreset {
+        name: "skysql-wait-timeout",
+        ttl: Duration::from_secs(600),
+        renew_every: None,
+        source: "MariaDB SkySQL Replicated Transactions service default wait_timeout 600 s",
+        backends: &[BackendKind::Mariadb],
+    },
+    // github.com/sanketplus/go-mysql-lock (locker_client.go): GET_LOCK on a
+    // dedicated connection, pinged every DefaultRefreshInterval = time.Second; it
+    // leaves wait_timeout at the server's default (28800 s).
+    LeasePreset {
+        name: "go-mysql-lock",
+        ttl: Duration::from_secs(28800),
+        renew_every: Some(Duration::from_secs(1)),
+        source: "sanketplus/go-mysql-lock: GET_LOCK session pinged every 1 s, server default wait_timeout 28800 s",
+        backends: &[BackendKind::Mariadb],
+    },
+    // github.com/ripienaar/nats-kv-leader-elect (by a NATS maintainer): README
+    // `nats kv add --ttl 5m ELECTIONS`; election.go: create the key to win,
+    // Update() with the last sequence every 0.75 × the bucket TTL to stay leader.
+    LeasePreset {
+        name: "nats-kv-leader-elect",
+        ttl: Duration::from_secs(300),
+        renew_every: Some(Duration::from_secs(225)),
+        source: "ripienaar/nats-kv-leader-elect: KV bucket TTL 5 min, leader updates its key every 75% of it (225 s)",
+        backends: &[BackendKind::Nats],
     },
 ];
 
@@ -401,7 +507,25 @@ impl Workload {
                 "a fenced resource needs tokens: set backend.fencing_token = true, or leave the resource unfenced".into()
             ));
         }
-        let lease = match raw.backend.lease {
+        let lease_line = line_of(text, raw.backend.lease.span().start);
+        let lease = match raw.backend.lease.into_inner() {
+            raw::LeaseSpec::Preset(p) if !p.fits(kind) => {
+                let fitting: Vec<&str> = LEASE_PRESETS
+                    .iter()
+                    .filter(|q| q.fits(kind))
+                    .map(|q| q.name)
+                    .collect();
+                bail!(
+                    "{file}:{lease_line}: backend.lease: the preset {} is what {} users run ({}), \
+                     not {}: give the lease as a duration, or a preset for {}: {}",
+                    p.name,
+                    p.backend_names(),
+                    p.source,
+                    kind_name(kind),
+                    kind_name(kind),
+                    fitting.join(", ")
+                )
+            }
             raw::LeaseSpec::Preset(p) => Lease {
                 ttl: p.ttl,
                 renew_every: p.renew_every,
@@ -742,6 +866,19 @@ impl FaultKind {
     }
 }
 
+/// A backend as a workload's `backend.kind` names it (`postgres-lease`).
+fn kind_name(kind: BackendKind) -> String {
+    serde_json::to_value(kind)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_else(|| format!("{kind:?}"))
+}
+
+/// The line (from 1) of a byte offset into the file's text.
+fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
+
 /// Turns toml's error (with its span) into `FILE:LINE: KEY: what is expected`.
 fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::Error {
     let message = e.message().trim_end();
@@ -756,14 +893,14 @@ fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::
                 .map(|h| h.trim_matches(|c| c == '[' || c == ']').trim().to_string());
             match header {
                 Some(table) => {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                    let line = line_of(text, span.start);
                     anyhow!("{file}:{line}: [{table}]: {message}")
                 }
                 None => anyhow!("{file}: {message} (at the top level)"),
             }
         }
         Some(span) => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            let line = line_of(text, span.start);
             let source = text.lines().nth(line - 1).unwrap_or("").trim();
             // The key a value error is about is at the start of its line, inside the
             // table of the nearest header above it.
@@ -1119,7 +1256,7 @@ mod raw {
     pub struct Backend {
         pub kind: BackendKind,
         pub nodes: Option<usize>,
-        pub lease: LeaseSpec,
+        pub lease: toml::Spanned<LeaseSpec>,
         pub renew_every: Option<Dur>,
         pub fencing_token: Option<bool>,
         pub acquire_timeout: Option<Dur>,
@@ -1493,6 +1630,49 @@ interval = "2s"
             e.contains("w/test.toml:9: backend.lease:") && e.contains("client-go"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_preset_fits_only_the_backends_its_users_run_it_on() {
+        for preset in LEASE_PRESETS {
+            for kind in BackendKind::ALL {
+                // Only the lease is under test: one node, the backend's own token
+                // setting, a resource that needs none.
+                let backend = format!(
+                    "[backend]\nnodes = 1\nfencing_token = {}\nkind = \"{}\"",
+                    kind.token().is_some(),
+                    kind_name(kind)
+                );
+                let text = GOOD
+                    .replace("[backend]\nkind = \"redis\"", &backend)
+                    .replace("\"1500ms\"", &format!("\"{}\"", preset.name))
+                    .replace("resource = \"fenced\"", "resource = \"unfenced\"");
+                match parse(&text) {
+                    Ok(w) => {
+                        assert!(preset.fits(kind), "{} on {kind:?}", preset.name);
+                        assert_eq!(w.backend.lease.ttl, preset.ttl);
+                        assert_eq!(w.backend.lease.preset, Some(preset));
+                    }
+                    Err(e) => {
+                        let e = format!("{e:#}");
+                        assert!(!preset.fits(kind), "{} on {kind:?}: {e}", preset.name);
+                        assert!(
+                            e.contains("w/test.toml:11: backend.lease: the preset")
+                                && e.contains(preset.name)
+                                && e.contains(&format!("not {}", kind_name(kind))),
+                            "{e}"
+                        );
+                    }
+                }
+            }
+        }
+        // Every backend has a preset of its own users, beside the generic ones.
+        for kind in BackendKind::ALL {
+            assert!(
+                LEASE_PRESETS.iter().any(|p| p.backends.contains(&kind)),
+                "{kind:?}"
+            );
+        }
     }
 
     #[test]

@@ -240,8 +240,13 @@ pub fn fenced_is_safe(name: &str) -> Finished {
 /// A short run of `kind` without faults: valid, no anomaly at all (not even an
 /// allowed one), critical sections completed, nothing left behind.
 pub fn valid_without_faults(kind: &str, fenced: bool) -> Finished {
+    valid_without_faults_on(kind, fenced, None)
+}
+
+/// [`valid_without_faults`] on `nodes` server nodes instead of the backend's default.
+pub fn valid_without_faults_on(kind: &str, fenced: bool, nodes: Option<usize>) -> Finished {
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&no_fault_workload(dir.path(), kind, fenced), &[]);
+    let r = run(&no_fault_workload_on(dir.path(), kind, fenced, nodes), &[]);
     assert_eq!(r.code, 0, "{kind}: {}\n{}", r.json, r.stderr);
     assert!(r.json["anomalies"].as_array().unwrap().is_empty());
     assert!(r.json["figures"]["critical_sections"].as_u64().unwrap() > 3);
@@ -252,6 +257,12 @@ pub fn valid_without_faults(kind: &str, fenced: bool) -> Finished {
 /// Writes a short workload without faults for `kind` into `dir`; `fenced` where
 /// the backend hands out a token (the resource then checks it).
 pub fn no_fault_workload(dir: &Path, kind: &str, fenced: bool) -> PathBuf {
+    no_fault_workload_on(dir, kind, fenced, None)
+}
+
+/// [`no_fault_workload`] on `nodes` server nodes instead of the backend's default.
+pub fn no_fault_workload_on(dir: &Path, kind: &str, fenced: bool, nodes: Option<usize>) -> PathBuf {
+    let nodes = nodes.map(|n| format!("nodes = {n}\n")).unwrap_or_default();
     let (fencing, resource) = if fenced {
         ("true", "fenced")
     } else {
@@ -263,7 +274,7 @@ resource = "{resource}"
 
 [backend]
 kind = "{kind}"
-lease = "2s"
+{nodes}lease = "2s"
 fencing_token = {fencing}
 acquire_timeout = "1s"
 
