@@ -201,7 +201,9 @@ fn the_documented_fault_catalogue_reads() {
         .take_while(|l| !l.contains("```"))
         .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
         .collect();
-    let w = Workload::parse(&format!("{BASE}\n{example}"), Path::new("w.toml"))
+    // Node links are cut in the nodes' network namespaces.
+    let base = BASE.replace("[backend]\n", "[backend]\nnetwork = \"namespaces\"\n");
+    let w = Workload::parse(&format!("{base}\n{example}"), Path::new("w.toml"))
         .unwrap_or_else(|e| panic!("{e:#}\n{example}"));
     let kinds: Vec<FaultKind> = w.faults.iter().map(|f| f.kind).collect();
     assert_eq!(
@@ -211,6 +213,7 @@ fn the_documented_fault_catalogue_reads() {
             FaultKind::Kill,
             FaultKind::Clock,
             FaultKind::Partition,
+            FaultKind::PartitionNodes,
             FaultKind::Latency
         ]
     );
