@@ -92,6 +92,9 @@ pub enum Effect {
     /// Docker objects (containers, network, volumes) labelled with this run id:
     /// undone by removing them all.
     Containers { run: String },
+    /// A local node's processes frozen in a cgroup made for the pause: undone by
+    /// thawing them and removing it.
+    Frozen { node: String, cgroup: PathBuf },
 }
 
 /// What `recover` did about one effect.
@@ -271,6 +274,7 @@ fn describe(effect: &Effect) -> String {
         }
         Effect::Link { link, mode } => format!("link {link} ({mode})"),
         Effect::Containers { run } => format!("docker objects of run {run}"),
+        Effect::Frozen { node, cgroup } => format!("frozen {node} ({})", cgroup.display()),
     }
 }
 
@@ -297,6 +301,10 @@ pub fn undo(effect: &Effect) -> Result<String> {
             Err(e) => return Err(e),
         },
         Effect::Link { .. } => "healed when the controller's proxy ended".into(),
+        Effect::Frozen { cgroup, .. } => match crate::cluster::freezer::thaw_dir(cgroup)? {
+            true => "thawed".into(),
+            false => ALREADY_GONE.into(),
+        },
         Effect::Containers { run } => {
             let r = crate::cluster::docker::remove_run_blocking(run)?;
             format!(
