@@ -217,3 +217,76 @@ fn the_freezer_pauses_a_local_postgres_where_sigstop_leaves_its_backends_serving
     );
     r.assert_nothing_left();
 }
+
+/// The cgroups of freezes a run's journal says are still in effect.
+fn frozen_now(dir: &Path) -> Vec<String> {
+    lockcheck::fault::journal::pending(dir)
+        .map(|p| p.effects)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(_, e)| match e {
+            lockcheck::fault::journal::Effect::Frozen { cgroup, .. } => {
+                Some(cgroup.display().to_string())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn recover_thaws_a_local_node_frozen_by_a_controller_killed_with_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("redis-freeze-long.toml");
+    std::fs::write(
+        &w,
+        r#"
+duration = "30s"
+[backend]
+kind = "redis"
+lease = "1s"
+[clients]
+count = 1
+[critical_section]
+hold = "100ms"
+writes = 1
+[[faults]]
+kind = "pause-node"
+nodes = "n1"
+method = "freezer"
+duration = "25s"
+after = "300ms"
+"#,
+    )
+    .unwrap();
+    let results = tmp.path().join("results");
+    let mut controller = lockcheck()
+        .arg("run")
+        .arg(&w)
+        .arg("--results")
+        .arg(&results)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let dir = results.join("latest");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let cgroup = loop {
+        if let Some(c) = frozen_now(&dir).pop() {
+            break c;
+        }
+        assert!(std::time::Instant::now() < deadline, "never frozen");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    controller.kill().unwrap();
+    controller.wait().unwrap();
+    let procs = std::fs::read_to_string(Path::new(&cgroup).join("cgroup.procs")).unwrap();
+    assert!(!procs.trim().is_empty(), "the server stays frozen after -9");
+    let out = lockcheck().arg("recover").arg(&dir).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("thawed"), "{said}");
+    assert!(!Path::new(&cgroup).exists(), "{cgroup} left");
+    assert!(frozen_now(&dir).is_empty());
+    let left = leftovers(&results);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}

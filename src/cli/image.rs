@@ -57,9 +57,7 @@ struct Layout {
 
 /// /usr always; /bin, /lib, /lib64, /sbin as links where this machine has merged
 /// them into /usr, else mounted; the /etc directories installed programs follow
-/// links into (alternatives, the JVM's configuration); and the users and groups
-/// (/etc/passwd, /etc/group: a server that runs as an account of its own, like
-/// PostgreSQL as `postgres`, looks its user up by uid).
+/// links into (alternatives, the JVM's configuration).
 fn host_layout() -> Layout {
     let mut mounts = vec!["/usr".to_string()];
     let mut links = Vec::new();
@@ -81,12 +79,6 @@ fn host_layout() -> Layout {
         etc.iter()
             .map(|d| format!("/etc/{d}"))
             .filter(|p| Path::new(p).is_dir()),
-    );
-    mounts.extend(
-        ["/etc/passwd", "/etc/group"]
-            .into_iter()
-            .filter(|p| Path::new(p).is_file())
-            .map(String::from),
     );
     Layout { mounts, links }
 }
@@ -139,11 +131,8 @@ fn root_tarball(layout: &Layout) -> Result<Vec<u8>> {
     }
     for m in &layout.mounts {
         let rel = m.trim_start_matches('/');
-        // Parents first (etc/ is above); the mount point itself. A file mounted
-        // (/etc/passwd) has the image's own below as its mount point.
-        if Path::new(m).is_dir() {
-            tar_entry(&mut tar, &format!("{rel}/"), b'5', 0o755, b"", "")?;
-        }
+        // Parents first (etc/ is above); the mount point itself.
+        tar_entry(&mut tar, &format!("{rel}/"), b'5', 0o755, b"", "")?;
     }
     for (name, target) in &layout.links {
         tar_entry(&mut tar, name, b'2', 0o777, b"", target)?;

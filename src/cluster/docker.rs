@@ -53,6 +53,9 @@ pub const RUN_LABEL: &str = "lockcheck.run";
 /// On an image: the directories of this machine it runs from, `:`-separated,
 /// mounted read-only at the same paths.
 pub const MOUNTS_LABEL: &str = "lockcheck.host-mounts";
+/// This machine's users and groups, mounted read-only into the containers of an
+/// image that runs this machine's programs.
+const HOST_ACCOUNTS: [&str; 2] = ["/etc/passwd", "/etc/group"];
 /// The image `lockcheck image build` makes.
 pub const HOST_IMAGE: &str = "lockcheck/host:latest";
 
@@ -347,6 +350,17 @@ impl DockerCluster {
             .collect();
         let dir = &self.plan.spec.dir;
         let mut binds: Vec<String> = self.mounts.iter().map(|m| format!("{m}:{m}:ro")).collect();
+        if !self.mounts.is_empty() {
+            // This machine's programs, run as this machine's accounts: a server
+            // that runs as one of its own (PostgreSQL as `postgres`) looks its
+            // uid up, and only this machine's files know it.
+            binds.extend(
+                HOST_ACCOUNTS
+                    .iter()
+                    .filter(|f| Path::new(f).is_file())
+                    .map(|f| format!("{f}:{f}:ro")),
+            );
+        }
         binds.push(format!("{0}:{0}:rw", dir.display()));
         let mut labels = self.labels();
         labels.insert("lockcheck.node".into(), node.name.clone());
