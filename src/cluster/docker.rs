@@ -84,6 +84,12 @@ fn needs_host_programs(kind: BackendKind) -> bool {
     )
 }
 
+/// Whether a start failed because Docker could not publish a node's port.
+fn port_taken(e: &anyhow::Error) -> bool {
+    let text = format!("{e:#}").to_ascii_lowercase();
+    text.contains("port is already allocated") || text.contains("address already in use")
+}
+
 /// Connects to the local Docker Engine and agrees on an API version it speaks.
 pub async fn connect() -> Result<Docker, ClusterError> {
     let docker = Docker::connect_with_local_defaults()
@@ -197,7 +203,30 @@ impl DockerCluster {
     /// Starts `spec`'s nodes as containers of `image` and waits until all serve.
     /// A daemon that cannot be reached or an image that is not here is
     /// [`ClusterError::Docker`]; on any failure everything made is removed again.
+    /// Tries again (up to 3 times, with new ports) when Docker could not publish a
+    /// port: another process may bind it between our probe and Docker's bind.
     pub async fn start(spec: ClusterSpec, image: &str) -> Result<DockerCluster> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(spec.clone(), image).await {
+                Err(e) if attempt < ATTEMPTS && port_taken(&e) => {
+                    tracing::warn!("port taken while starting {:?}, retrying: {e:#}", spec.kind);
+                    // The next plan starts from nothing: a data directory of this
+                    // one (an etcd member of its cluster) must not be found.
+                    let data = spec.dir.join("data");
+                    if data.exists() {
+                        std::fs::remove_dir_all(&data)
+                            .with_context(|| format!("emptying {}", data.display()))?;
+                    }
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(spec: ClusterSpec, image: &str) -> Result<DockerCluster> {
         if spec.nodes == 0 {
             bail!("a {:?} cluster needs at least one node", spec.kind);
         }
