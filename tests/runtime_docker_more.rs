@@ -290,3 +290,34 @@ after = "300ms"
     let left = leftovers(&results);
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+#[test]
+fn doctor_says_which_images_are_here_and_whether_local_nodes_can_be_frozen() {
+    image();
+    let out = lockcheck().args(["doctor", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let item = |name: &str| {
+        json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {json}"))
+            .clone()
+    };
+    let docker = item("docker");
+    let detail = docker["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!(
+            "{IMAGE} (postgres-advisory, postgres-lease, nats, zookeeper, mariadb): here"
+        )),
+        "{detail}"
+    );
+    assert!(detail.contains("redis (redis, redlock)"), "{detail}");
+    let freezer = item("freezer");
+    assert_eq!(
+        freezer["ok"],
+        lockcheck::cluster::freezer::unavailable().is_none(),
+        "{freezer}"
+    );
+}

@@ -75,6 +75,19 @@ pub fn main(args: Args) -> Result<u8> {
         install: None,
         about: None,
     });
+    // `pause-node` with `method = "freezer"` on local nodes (containers are
+    // paused by Docker): refused at load where this says why.
+    let freezer = cluster::freezer::unavailable();
+    items.push(Item {
+        area: "fault",
+        name: "freezer".into(),
+        ok: freezer.is_none(),
+        detail: freezer.unwrap_or_else(|| {
+            "the cgroup freezer for pause-node of local nodes (method = \"freezer\")".into()
+        }),
+        install: None,
+        about: None,
+    });
     items.push(Item {
         area: "runtime",
         name: "local processes".into(),
