@@ -321,3 +321,60 @@ fn doctor_says_which_images_are_here_and_whether_local_nodes_can_be_frozen() {
         "{freezer}"
     );
 }
+
+/// A Redis node frozen, then killed and restarted while frozen, then the pause
+/// ends: the run goes on, and nothing is left frozen.
+fn frozen_then_killed(runtime: &str) -> Finished {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("redis-freeze-kill.toml");
+    std::fs::write(
+        &w,
+        r#"
+duration = "3s"
+[backend]
+kind = "redis"
+lease = "1s"
+acquire_timeout = "300ms"
+[clients]
+count = 1
+[critical_section]
+hold = "100ms"
+writes = 1
+[[faults]]
+kind = "pause-node"
+nodes = "n1"
+method = "freezer"
+duration = "1500ms"
+after = "500ms"
+[[faults]]
+kind = "kill"
+nodes = "n1"
+duration = "300ms"
+after = "1s"
+"#,
+    )
+    .unwrap();
+    let r = if runtime == "docker" {
+        docker_run_file(&w)
+    } else {
+        run(&w, &[])
+    };
+    assert!(r.code == 0 || r.code == 1, "{}\n{}", r.json, r.stderr);
+    let history = read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    let order: Vec<&str> = history
+        .ops
+        .iter()
+        .filter(|o| ["pause", "kill", "start", "resume"].contains(&o.f.as_str()))
+        .map(|o| o.f.as_str())
+        .collect();
+    assert_eq!(order, ["pause", "kill", "start", "resume"], "{order:?}");
+    r
+}
+
+#[test]
+fn a_frozen_node_is_killed_and_restarted_in_either_runtime() {
+    let r = frozen_then_killed("local");
+    assert_no_cgroup_left(&r.run_dir());
+    r.assert_nothing_left();
+    assert_nothing_of_the_run(&frozen_then_killed("docker"));
+}

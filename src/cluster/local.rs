@@ -336,6 +336,8 @@ impl LocalCluster {
             // ports are free for the restart. A frozen one dies once thawed: it
             // runs nothing of its own in between.
             let _ = child.kill();
+            // Should the thaw fail, the wait would never end: the journal keeps
+            // the freeze for `recover` instead.
             self.thaw_index(i)?;
             child
                 .wait()
