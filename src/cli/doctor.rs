@@ -19,7 +19,7 @@ pub struct Args {
 }
 
 /// One thing lockcheck may need, and whether it is here.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Default, serde::Serialize)]
 struct Item {
     area: &'static str,
     name: String,
@@ -101,10 +101,7 @@ pub fn main(args: Args) -> Result<u8> {
         name: "pause".into(),
         ok: true,
         detail: "SIGSTOP / SIGCONT of client processes".into(),
-        install: None,
-        about: None,
-        workloads: Vec::new(),
-        presets: Vec::new(),
+        ..Item::default()
     });
     let (ok, detail, install) = match cluster::netns::available() {
         Ok(()) => (
@@ -124,15 +121,24 @@ pub fn main(args: Args) -> Result<u8> {
         workloads: Vec::new(),
         presets: Vec::new(),
     });
+    // `pause-node` with `method = "freezer"` on local nodes (containers are
+    // paused by Docker): refused at load where this says why.
+    let freezer = cluster::freezer::unavailable();
+    items.push(Item {
+        area: "fault",
+        name: "freezer".into(),
+        ok: freezer.is_none(),
+        detail: freezer.unwrap_or_else(|| {
+            "the cgroup freezer for pause-node of local nodes (method = \"freezer\")".into()
+        }),
+        ..Item::default()
+    });
     items.push(Item {
         area: "runtime",
         name: "local processes".into(),
         ok: true,
         detail: "servers run as local processes on loopback (the default)".into(),
-        install: None,
-        about: None,
-        workloads: Vec::new(),
-        presets: Vec::new(),
+        ..Item::default()
     });
     let (ok, detail) = crate::cli::image::doctor_line();
     items.push(Item {
@@ -150,10 +156,7 @@ pub fn main(args: Args) -> Result<u8> {
         name: "external".into(),
         ok: true,
         detail: "servers someone else runs, named by backend.endpoints".into(),
-        install: None,
-        about: None,
-        workloads: Vec::new(),
-        presets: Vec::new(),
+        ..Item::default()
     });
     let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
     packages.sort();

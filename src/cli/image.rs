@@ -192,59 +192,65 @@ fn tar_entry(
 }
 
 /// The docker runtime's line in `lockcheck doctor`: whether the Engine answers,
-/// and which images (each backend's official one, and the host image) are here.
+/// and for each image the runtime uses by default, the backends that use it and
+/// whether it is here.
 pub fn doctor_line() -> (bool, String) {
     match images_present() {
         Err(e) => (false, format!("{e:#}")),
         Ok(images) => {
-            let list = |here: bool| {
-                let names: Vec<&str> = images
-                    .iter()
-                    .filter(|(_, h)| *h == here)
-                    .map(|(n, _)| n.as_str())
-                    .collect();
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            };
-            let host_here = images.iter().any(|(n, h)| n == HOST_IMAGE && *h);
+            let listed: Vec<String> = images
+                .iter()
+                .map(|(image, kinds, here)| {
+                    format!(
+                        "{image} ({}): {}",
+                        kinds.join(", "),
+                        if *here { "here" } else { "not here" }
+                    )
+                })
+                .collect();
+            let host_here = images.iter().any(|(n, _, h)| n == HOST_IMAGE && *h);
             let hint = if host_here {
                 String::new()
             } else {
-                " (`lockcheck image build` makes lockcheck/host:latest from this machine's servers)"
+                "; `lockcheck image build` makes lockcheck/host:latest from this machine's servers"
                     .into()
             };
             (
                 true,
-                format!(
-                    "Docker Engine answers; images here: {}; not here: {}{hint}",
-                    list(true),
-                    list(false)
-                ),
+                format!("Docker Engine answers; images: {}{hint}", listed.join("; ")),
             )
         }
     }
 }
 
-/// Each backend's default image and the host image, and whether each is here.
-/// `Err` when Docker cannot be reached.
-fn images_present() -> Result<Vec<(String, bool)>> {
+/// Each image the docker runtime uses by default (the host image always), the
+/// backends that use it by their workload names, and whether it is here. `Err`
+/// when Docker cannot be reached.
+fn images_present() -> Result<Vec<(String, Vec<String>, bool)>> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let docker = docker::connect().await?;
-        let mut names: Vec<&str> = crate::cluster::available_backends()
-            .iter()
-            .map(|a| docker::default_image(a.kind))
-            .collect();
-        names.dedup();
-        names.push(HOST_IMAGE);
+        let mut images: Vec<(String, Vec<String>)> = Vec::new();
+        for kind in crate::backend::BackendKind::ALL {
+            let image = docker::default_image(kind);
+            let name = serde_json::to_value(kind)?
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            match images.iter_mut().find(|(i, _)| i == image) {
+                Some((_, kinds)) => kinds.push(name),
+                None => images.push((image.to_string(), vec![name])),
+            }
+        }
+        if !images.iter().any(|(i, _)| i == HOST_IMAGE) {
+            images.push((HOST_IMAGE.to_string(), Vec::new()));
+        }
         let mut out = Vec::new();
-        for name in names {
-            out.push((name.to_string(), docker.inspect_image(name).await.is_ok()));
+        for (image, kinds) in images {
+            let here = docker.inspect_image(&image).await.is_ok();
+            out.push((image, kinds, here));
         }
         Ok(out)
     })

@@ -6,12 +6,17 @@
 //! `lockcheck.run=<run>`: [`remove_run`] finds and removes them all, at the end, on
 //! drop, and from `lockcheck recover` (the run's journal names the run).
 //!
-//! The nodes run the same command lines as local ones ([`ClusterPlan::command`]):
-//! each container gets a fixed address on the run's network, so the peer addresses
-//! an etcd member is given are plain socket addresses, and the run directory is
-//! mounted at its own path, so data directories and clock files keep their names.
-//! Data survives a kill and a restart (the container is started again, not made
-//! anew); [`DockerCluster::wipe`] empties it. Logs are collected into
+//! The nodes run the same command lines as local ones ([`ClusterPlan::command`],
+//! planned by [`ClusterPlan::new`] and moved onto the run's network): each
+//! container gets a fixed address there, so the peer addresses an etcd member or a
+//! ZooKeeper server is given are plain socket addresses, and the run directory is
+//! mounted at its own path, so data directories, configuration files and clock
+//! files keep their names. A node runs as the owner of its data directory (so
+//! PostgreSQL as `postgres`); a database's one-off setup (`initdb`) runs in a
+//! container of its own first. Data survives a kill and a restart (the container
+//! is started again, not made anew); [`DockerCluster::wipe`] empties it, and a
+//! wiped etcd member is re-admitted and gets a container made anew. A node is
+//! frozen with `docker pause` (the cgroup freezer). Logs are collected into
 //! `nodes/<node>.log` when the cluster stops (and when a node fails to start).
 //!
 //! Images: the official image of each backend by default; `lockcheck image build`
@@ -19,8 +24,8 @@
 //! this machine's servers from read-only mounts (listed in its `lockcheck.host-mounts`
 //! label), for machines that cannot pull.
 
-use super::local::{etcd_leader, free_loopback_addr, log_tail, probe};
-use super::{server_binary, Cluster, ClusterError, ClusterPlan, ClusterSpec, NodeSpec, Runtime};
+use super::local::{etcd_leader, etcd_readmit, log_tail, probe};
+use super::{server_binary, Cluster, ClusterError, ClusterPlan, ClusterSpec, Runtime};
 use crate::backend::BackendKind;
 use crate::fault::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
@@ -40,6 +45,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The label every object of a run carries, valued with the run's id.
@@ -47,34 +53,41 @@ pub const RUN_LABEL: &str = "lockcheck.run";
 /// On an image: the directories of this machine it runs from, `:`-separated,
 /// mounted read-only at the same paths.
 pub const MOUNTS_LABEL: &str = "lockcheck.host-mounts";
+/// This machine's users and groups, mounted read-only into the containers of an
+/// image that runs this machine's programs.
+const HOST_ACCOUNTS: [&str; 2] = ["/etc/passwd", "/etc/group"];
 /// The image `lockcheck image build` makes.
 pub const HOST_IMAGE: &str = "lockcheck/host:latest";
 
-/// The image users pull for each backend.
+/// The image a backend runs from unless the workload says otherwise: the image
+/// users pull for Redis and etcd, whose command lines are the servers' own; the
+/// host image for the others, whose command lines name this machine's files (the
+/// ZooKeeper jars, PostgreSQL's versioned directory, `mariadb-install-db`).
 pub fn default_image(kind: BackendKind) -> &'static str {
     match kind {
         BackendKind::Redis | BackendKind::Redlock => "redis",
         BackendKind::Etcd => "quay.io/coreos/etcd",
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => "postgres",
-        BackendKind::Nats => "nats",
-        BackendKind::Zookeeper => "zookeeper",
-        BackendKind::Mariadb => "mariadb",
+        BackendKind::PostgresAdvisory
+        | BackendKind::PostgresLease
+        | BackendKind::Nats
+        | BackendKind::Zookeeper
+        | BackendKind::Mariadb => HOST_IMAGE,
     }
 }
 
-/// Whether the docker runtime runs a backend's servers yet, and if not, why.
-/// PostgreSQL refuses to run as root (the host image has only root), and the
-/// ZooKeeper, NATS and MariaDB command lines have not been tried in containers.
-pub fn unsupported(kind: BackendKind) -> Option<&'static str> {
-    match kind {
-        BackendKind::Redis | BackendKind::Redlock | BackendKind::Etcd => None,
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
-            Some("postgres refuses to run as root, and the host image has no other user; use the local runtime")
-        }
-        BackendKind::Nats | BackendKind::Zookeeper | BackendKind::Mariadb => {
-            Some("its servers are not run in containers yet; use the local runtime")
-        }
-    }
+/// Whether a backend's command lines run only where this machine's programs are
+/// mounted (see [`default_image`]).
+fn needs_host_programs(kind: BackendKind) -> bool {
+    !matches!(
+        kind,
+        BackendKind::Redis | BackendKind::Redlock | BackendKind::Etcd
+    )
+}
+
+/// Whether a start failed because Docker could not publish a node's port.
+fn port_taken(e: &anyhow::Error) -> bool {
+    let text = format!("{e:#}").to_ascii_lowercase();
+    text.contains("port is already allocated") || text.contains("address already in use")
 }
 
 /// Connects to the local Docker Engine and agrees on an API version it speaks.
@@ -167,10 +180,20 @@ pub struct DockerCluster {
     plan: ClusterPlan,
     /// The run's id: names and labels its objects.
     run: String,
+    /// The image, the directories of this machine it mounts, the run's network.
+    image: String,
+    mounts: Vec<String>,
+    network: String,
     /// Each node's container name.
     containers: Vec<String>,
     /// Each running node's main process, as this machine sees it; none while down.
     pids: Vec<Option<u32>>,
+    /// Each node's container is paused (the cgroup freezer).
+    frozen: Vec<bool>,
+    /// The output of each node's containers that are gone (its initialisations,
+    /// the container of an etcd member made anew), written before the current
+    /// one's into `nodes/<node>.log`.
+    earlier_logs: Vec<Vec<u8>>,
     /// Undone (in the journal) once everything is removed.
     journal: Option<(std::sync::Arc<Journal>, u64)>,
     removed: bool,
@@ -180,15 +203,43 @@ impl DockerCluster {
     /// Starts `spec`'s nodes as containers of `image` and waits until all serve.
     /// A daemon that cannot be reached or an image that is not here is
     /// [`ClusterError::Docker`]; on any failure everything made is removed again.
+    /// Tries again (up to 3 times, with new ports) when Docker could not publish a
+    /// port: another process may bind it between our probe and Docker's bind.
     pub async fn start(spec: ClusterSpec, image: &str) -> Result<DockerCluster> {
+        const ATTEMPTS: usize = 3;
+        let mut attempt = 1;
+        loop {
+            match Self::start_once(spec.clone(), image).await {
+                Err(e) if attempt < ATTEMPTS && port_taken(&e) => {
+                    tracing::warn!("port taken while starting {:?}, retrying: {e:#}", spec.kind);
+                    // The next plan starts from nothing: a data directory of this
+                    // one (an etcd member of its cluster) must not be found.
+                    let data = spec.dir.join("data");
+                    if data.exists() {
+                        std::fs::remove_dir_all(&data)
+                            .with_context(|| format!("emptying {}", data.display()))?;
+                    }
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn start_once(spec: ClusterSpec, image: &str) -> Result<DockerCluster> {
         if spec.nodes == 0 {
             bail!("a {:?} cluster needs at least one node", spec.kind);
         }
-        if let Some(why) = unsupported(spec.kind) {
-            bail!("{:?} under the docker runtime: {why}", spec.kind);
-        }
         let docker = connect().await?;
         let mounts = image_mounts(&docker, image).await?;
+        if mounts.is_empty() && needs_host_programs(spec.kind) {
+            return Err(ClusterError::Docker(format!(
+                "{:?} runs this machine's server programs, and the image {image} mounts none \
+                 of them; run `lockcheck image build` and use --image {HOST_IMAGE}",
+                spec.kind
+            ))
+            .into());
+        }
         let dir = std::fs::canonicalize(&spec.dir)
             .with_context(|| format!("finding {}", spec.dir.display()))?;
         let stem = dir
@@ -207,29 +258,46 @@ impl DockerCluster {
             .take(40)
             .collect();
         let run = format!("{stem}-{:08x}", rand::random::<u32>());
+        let kind = spec.kind;
+        let plan = ClusterPlan::new(ClusterSpec {
+            dir: dir.clone(),
+            // The plan resolves the program on this machine. An image with programs
+            // of its own runs its own, found on its PATH (set below): any program
+            // here does for planning.
+            binary: if mounts.is_empty() {
+                Some(std::env::current_exe().context("finding lockcheck's own program")?)
+            } else {
+                spec.binary.clone()
+            },
+            ..spec
+        })?;
         // Written down before anything exists, so that `recover` finds it all.
         let journal = Journal::for_run(&dir)?;
         let id = journal.record(Effect::Containers { run: run.clone() })?;
-        let network = format!("lockcheck-{run}");
+        let nodes = plan.nodes.len();
         let mut cluster = DockerCluster {
             docker,
             plan: ClusterPlan {
-                // Replaced below, once the network says which addresses it has.
-                nodes: Vec::new(),
-                binary: PathBuf::new(),
-                cluster_token: format!("lockcheck-{run}"),
-                spec: ClusterSpec {
-                    dir: dir.clone(),
-                    ..spec
+                binary: if mounts.is_empty() {
+                    PathBuf::from(server_binary(kind).name)
+                } else {
+                    plan.binary.clone()
                 },
+                cluster_token: format!("lockcheck-{run}"),
+                ..plan
             },
+            network: format!("lockcheck-{run}"),
+            image: image.to_string(),
+            mounts,
             containers: Vec::new(),
-            pids: Vec::new(),
+            pids: vec![None; nodes],
+            frozen: vec![false; nodes],
+            earlier_logs: vec![Vec::new(); nodes],
             run,
             journal: Some((journal, id)),
             removed: false,
         };
-        match cluster.create(&network, &mounts, image).await {
+        match cluster.create().await {
             Ok(()) => Ok(cluster),
             Err(e) => {
                 cluster.collect_logs().await;
@@ -239,126 +307,249 @@ impl DockerCluster {
         }
     }
 
+    fn labels(&self) -> HashMap<String, String> {
+        HashMap::from([(RUN_LABEL.to_string(), self.run.clone())])
+    }
+
     /// Makes the network and the containers, starts them, waits until all serve.
-    async fn create(&mut self, network: &str, mounts: &[String], image: &str) -> Result<()> {
-        let labels = HashMap::from([(RUN_LABEL.to_string(), self.run.clone())]);
-        let (base, bits) = create_network(&self.docker, network, &labels).await?;
-        let kind = self.plan.spec.kind;
-        let dir = self.plan.spec.dir.clone();
-        // An image that runs this machine's servers runs the very file found here;
-        // any other runs the program its own PATH finds.
-        self.plan.binary = if mounts.is_empty() {
-            PathBuf::from(server_binary(kind).name)
-        } else {
-            server_binary(kind).resolve(self.plan.spec.binary.as_deref())?
-        };
-        let has_peers = matches!(kind, BackendKind::Etcd);
-        for i in 0..self.plan.spec.nodes {
-            let name = format!("n{}", i + 1);
-            // .1 is the gateway; nodes from .2 on.
-            let ip = IpAddr::V4(Ipv4Addr::from(u32::from(base) + 2 + i as u32));
-            if bits > 30 {
-                bail!("network {network}'s subnet /{bits} is too small");
-            }
-            // The same port number inside and out: the container's client port is
-            // published on the loopback port that was free here.
-            let client = free_loopback_addr()?;
-            let peer = has_peers.then(|| SocketAddr::new(ip, 2380));
-            self.plan.nodes.push(NodeSpec {
-                client_listen: SocketAddr::new(ip, client.port()),
-                client_advertise: client,
-                peer_listen: peer,
-                peer_advertise: peer,
-                // ZooKeeper's; it does not run in containers yet (`unsupported`).
-                election: None,
-                data_dir: dir.join("data").join(&name),
-                log_path: dir.join("nodes").join(format!("{name}.log")),
-                name,
-            });
+    async fn create(&mut self) -> Result<()> {
+        let (base, bits) = create_network(&self.docker, &self.network, &self.labels()).await?;
+        if bits > 30 {
+            bail!("network {}'s subnet /{bits} is too small", self.network);
         }
-        std::fs::create_dir_all(dir.join("nodes"))?;
+        // The plan's shape (which nodes have peer and election addresses), moved
+        // onto the run's network: each node gets a fixed address there (.1 is the
+        // gateway; nodes from .2 on), on which it listens and its peers reach it,
+        // at the ports the plan chose. The client port is also published on
+        // 127.0.0.1 at the same number: it was free here.
+        for (i, node) in self.plan.nodes.iter_mut().enumerate() {
+            let ip = IpAddr::V4(Ipv4Addr::from(u32::from(base) + 2 + i as u32));
+            let on_net = |a: SocketAddr| SocketAddr::new(ip, a.port());
+            node.client_listen = SocketAddr::new(ip, node.client_listen.port());
+            node.peer_listen = node.peer_listen.map(on_net);
+            node.peer_advertise = node.peer_advertise.map(on_net);
+            node.election = node.election.map(on_net);
+        }
+        std::fs::create_dir_all(self.plan.spec.dir.join("nodes"))?;
         for i in 0..self.plan.nodes.len() {
-            let node = self.plan.nodes[i].clone();
-            std::fs::create_dir_all(&node.data_dir)
-                .with_context(|| format!("creating {}", node.data_dir.display()))?;
-            let mut cmd = self.plan.command(i, false)?;
-            if matches!(kind, BackendKind::Redis | BackendKind::Redlock) {
-                // Clients arrive through Docker's port forwarding, from outside the
-                // container's loopback: Redis' protected mode would refuse them.
-                cmd.args(["--protected-mode", "no"]);
-            }
-            if let Some(super::Prepare(prepare)) = &self.plan.spec.prepare {
-                prepare(&node, &mut cmd)
-                    .with_context(|| format!("preparing node {} to start", node.name))?;
-            }
-            let args: Vec<String> = std::iter::once(cmd.get_program())
-                .chain(cmd.get_args())
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect();
-            let env: Vec<String> = cmd
-                .get_envs()
-                .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?)))
-                .collect();
-            let port = format!("{}/tcp", node.client_listen.port());
-            let mut binds: Vec<String> = mounts.iter().map(|m| format!("{m}:{m}:ro")).collect();
-            binds.push(format!("{0}:{0}:rw", dir.display()));
-            let container = format!("lockcheck-{}-{}", self.run, node.name);
-            let mut node_labels = labels.clone();
-            node_labels.insert("lockcheck.node".into(), node.name.clone());
-            let body = ContainerCreateBody {
-                image: Some(image.to_string()),
-                cmd: Some(args),
-                env: Some(env),
-                hostname: Some(node.name.clone()),
-                labels: Some(node_labels),
-                exposed_ports: Some(vec![port.clone()]),
-                host_config: Some(HostConfig {
-                    binds: Some(binds),
-                    network_mode: Some(network.to_string()),
-                    port_bindings: Some(HashMap::from([(
-                        port,
-                        Some(vec![PortBinding {
-                            host_ip: Some("127.0.0.1".into()),
-                            host_port: Some(node.client_advertise.port().to_string()),
-                        }]),
-                    )])),
-                    ..Default::default()
-                }),
-                networking_config: Some(NetworkingConfig {
-                    endpoints_config: Some(HashMap::from([(
-                        network.to_string(),
-                        EndpointSettings {
-                            ipam_config: Some(EndpointIpamConfig {
-                                ipv4_address: Some(node.client_listen.ip().to_string()),
-                                ..Default::default()
-                            }),
-                            ..Default::default()
-                        },
-                    )])),
-                }),
-                ..Default::default()
-            };
-            self.docker
-                .create_container(
-                    Some(
-                        CreateContainerOptionsBuilder::default()
-                            .name(&container)
-                            .build(),
-                    ),
-                    body,
-                )
-                .await
-                .with_context(|| format!("creating container {container}"))?;
-            self.containers.push(container);
-            self.pids.push(None);
+            let name = format!("lockcheck-{}-{}", self.run, self.plan.nodes[i].name);
+            self.containers.push(name);
+            self.make_container(i, false).await?;
         }
         // All members first, then the wait: an etcd member is not healthy until a
         // quorum of its peers is up.
+        // Started together: each start takes the Engine a few hundred ms.
+        let starts = self
+            .containers
+            .iter()
+            .map(|c| self.docker.start_container(c, None));
+        let started = futures_util::future::join_all(starts).await;
+        for (container, done) in self.containers.iter().zip(started) {
+            done.with_context(|| format!("starting container {container}"))?;
+        }
         for i in 0..self.containers.len() {
-            self.start_node(i).await?;
+            self.pids[i] = self.main_pid(i).await;
         }
         let all: Vec<usize> = (0..self.containers.len()).collect();
         self.wait_ready(&all).await
+    }
+
+    /// The user a node's programs run as in its container: whoever owns its data
+    /// directory. That is root, or lockcheck's own user, except where the
+    /// backend's setup gave it to an account of its own (PostgreSQL, which
+    /// refuses root): numeric, so it needs no name in the image (the host image
+    /// mounts this machine's /etc/passwd for programs that look their user up).
+    fn user_of(&self, i: usize) -> Result<String> {
+        use std::os::unix::fs::MetadataExt;
+        let data = &self.plan.nodes[i].data_dir;
+        let meta =
+            std::fs::metadata(data).with_context(|| format!("finding {}", data.display()))?;
+        Ok(format!("{}:{}", meta.uid(), meta.gid()))
+    }
+
+    /// A container's definition: `cmd` (its program, arguments and environment)
+    /// with this machine's directories and the run directory mounted, as the
+    /// node's user; on the run's network at the node's address with its client
+    /// port published, or (`networked` false: a one-off setup) on no network.
+    fn container_body(
+        &self,
+        i: usize,
+        cmd: &Command,
+        networked: bool,
+    ) -> Result<ContainerCreateBody> {
+        let node = &self.plan.nodes[i];
+        let args: Vec<String> = std::iter::once(cmd.get_program())
+            .chain(cmd.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let env: Vec<String> = cmd
+            .get_envs()
+            .filter_map(|(k, v)| Some(format!("{}={}", k.to_str()?, v?.to_str()?)))
+            .collect();
+        let dir = &self.plan.spec.dir;
+        let mut binds: Vec<String> = self.mounts.iter().map(|m| format!("{m}:{m}:ro")).collect();
+        if !self.mounts.is_empty() {
+            // This machine's programs, run as this machine's accounts: a server
+            // that runs as one of its own (PostgreSQL as `postgres`) looks its
+            // uid up, and only this machine's files know it.
+            binds.extend(
+                HOST_ACCOUNTS
+                    .iter()
+                    .filter(|f| Path::new(f).is_file())
+                    .map(|f| format!("{f}:{f}:ro")),
+            );
+        }
+        binds.push(format!("{0}:{0}:rw", dir.display()));
+        let mut labels = self.labels();
+        labels.insert("lockcheck.node".into(), node.name.clone());
+        let port = format!("{}/tcp", node.client_listen.port());
+        let mut body = ContainerCreateBody {
+            image: Some(self.image.clone()),
+            cmd: Some(args),
+            env: Some(env),
+            user: Some(self.user_of(i)?),
+            hostname: Some(node.name.clone()),
+            labels: Some(labels),
+            host_config: Some(HostConfig {
+                binds: Some(binds),
+                network_mode: Some("none".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        if networked {
+            body.exposed_ports = Some(vec![port.clone()]);
+            let host = body.host_config.as_mut().expect("set above");
+            host.network_mode = Some(self.network.clone());
+            host.port_bindings = Some(HashMap::from([(
+                port,
+                Some(vec![PortBinding {
+                    host_ip: Some("127.0.0.1".into()),
+                    host_port: Some(node.client_advertise.port().to_string()),
+                }]),
+            )]));
+            body.networking_config = Some(NetworkingConfig {
+                endpoints_config: Some(HashMap::from([(
+                    self.network.clone(),
+                    EndpointSettings {
+                        ipam_config: Some(EndpointIpamConfig {
+                            ipv4_address: Some(node.client_listen.ip().to_string()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                )])),
+            });
+        }
+        Ok(body)
+    }
+
+    /// Makes node `i`'s container with the command line a local node would run
+    /// (`rejoin`: an etcd member re-admitted empty), not started yet. Its data
+    /// directory's one-off setup, if any, runs first, in a container of its own.
+    async fn make_container(&mut self, i: usize, rejoin: bool) -> Result<()> {
+        let node = self.plan.nodes[i].clone();
+        std::fs::create_dir_all(&node.data_dir)
+            .with_context(|| format!("creating {}", node.data_dir.display()))?;
+        self.init_node(i).await?;
+        let mut cmd = self.plan.command(i, rejoin)?;
+        if matches!(
+            self.plan.spec.kind,
+            BackendKind::Redis | BackendKind::Redlock
+        ) {
+            // Clients arrive through Docker's port forwarding, from outside the
+            // container's loopback: Redis' protected mode would refuse them.
+            cmd.args(["--protected-mode", "no"]);
+        }
+        if let Some(super::Prepare(prepare)) = &self.plan.spec.prepare {
+            prepare(&node, &mut cmd)
+                .with_context(|| format!("preparing node {} to start", node.name))?;
+        }
+        let body = self.container_body(i, &cmd, true)?;
+        let container = &self.containers[i];
+        self.docker
+            .create_container(
+                Some(
+                    CreateContainerOptionsBuilder::default()
+                        .name(container)
+                        .build(),
+                ),
+                body,
+            )
+            .await
+            .with_context(|| format!("creating container {container}"))?;
+        Ok(())
+    }
+
+    /// Runs node `i`'s one-off data setup (`initdb`, `mariadb-install-db`), if it
+    /// needs one now, in a container of the same image, mounts and user as its
+    /// server's, on no network; its output goes to the node's log.
+    async fn init_node(&mut self, i: usize) -> Result<()> {
+        let Some((cmd, what)) = self.plan.init_command(i)? else {
+            return Ok(());
+        };
+        let body = self.container_body(i, &cmd, false)?;
+        let name = format!("{}-init", self.containers[i]);
+        self.docker
+            .create_container(
+                Some(CreateContainerOptionsBuilder::default().name(&name).build()),
+                body,
+            )
+            .await
+            .with_context(|| format!("creating container {name}"))?;
+        let ran = async {
+            self.docker
+                .start_container(&name, None)
+                .await
+                .with_context(|| format!("starting container {name}"))?;
+            let mut wait = self.docker.wait_container(&name, None);
+            match wait.next().await {
+                Some(Ok(_)) | None => Ok(()),
+                Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
+                    Err(anyhow::anyhow!("exit status {code}"))
+                }
+                Some(Err(e)) => Err(e).with_context(|| format!("waiting for {name}")),
+            }
+        }
+        .await;
+        let output = self.container_log(&name).await;
+        self.earlier_logs[i].extend_from_slice(&output);
+        let _ = self
+            .docker
+            .remove_container(
+                &name,
+                Some(
+                    RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build(),
+                ),
+            )
+            .await;
+        if let Err(e) = ran {
+            let node = &self.plan.nodes[i];
+            bail!(
+                "{what} for node {} failed in its container ({e:#}); its output:\n{}",
+                node.name,
+                String::from_utf8_lossy(&output)
+            );
+        }
+        if matches!(
+            self.plan.spec.kind,
+            BackendKind::PostgresAdvisory | BackendKind::PostgresLease
+        ) {
+            // Clients arrive through Docker's port forwarding, from the network's
+            // gateway: initdb's trust rules name only loopback. `samenet` is the
+            // run's network, which nothing else is on.
+            let hba = self.plan.nodes[i].data_dir.join("pg_hba.conf");
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&hba)
+                .with_context(|| format!("opening {}", hba.display()))?;
+            writeln!(f, "host all all samenet trust")
+                .with_context(|| format!("writing {}", hba.display()))?;
+        }
+        Ok(())
     }
 
     async fn start_node(&mut self, i: usize) -> Result<()> {
@@ -459,21 +650,28 @@ impl DockerCluster {
         &self.run
     }
 
-    /// Writes each container's whole log (all its lives) into `nodes/<node>.log`.
+    /// A container's whole output (all its lives), or nothing if it cannot be read.
+    async fn container_log(&self, container: &str) -> Vec<u8> {
+        let options = LogsOptionsBuilder::default()
+            .stdout(true)
+            .stderr(true)
+            .tail("all")
+            .build();
+        let mut stream = self.docker.logs(container, Some(options));
+        let mut out = Vec::new();
+        while let Some(Ok(chunk)) = stream.next().await {
+            out.extend_from_slice(&chunk.into_bytes());
+        }
+        out
+    }
+
+    /// Writes each node's log into `nodes/<node>.log`: its earlier containers'
+    /// output, then its container's (all its lives).
     async fn collect_logs(&self) {
         for (i, container) in self.containers.iter().enumerate() {
-            let options = LogsOptionsBuilder::default()
-                .stdout(true)
-                .stderr(true)
-                .tail("all")
-                .build();
-            let mut stream = self.docker.logs(container, Some(options));
-            let Ok(mut file) = std::fs::File::create(&self.plan.nodes[i].log_path) else {
-                continue;
-            };
-            while let Some(Ok(chunk)) = stream.next().await {
-                let _ = file.write_all(&chunk.into_bytes());
-            }
+            let mut log = self.earlier_logs[i].clone();
+            log.extend(self.container_log(container).await);
+            let _ = std::fs::write(&self.plan.nodes[i].log_path, log);
         }
     }
 
@@ -491,6 +689,42 @@ impl DockerCluster {
             Err(e) => tracing::warn!("removing the containers of run {}: {e:#}", self.run),
         }
         self.pids.iter_mut().for_each(|p| *p = None);
+    }
+
+    /// Re-admits wiped etcd member `i` as a new member (see LocalCluster::restart)
+    /// and makes its container anew: a container keeps its first command line, and
+    /// the member must now join the running cluster (`existing`), not found one.
+    async fn readmit(&mut self, i: usize) -> Result<()> {
+        let node = &self.plan.nodes[i];
+        let peer = node
+            .peer_advertise
+            .map(|a| format!("http://{a}"))
+            .context("an etcd member without a peer address")?;
+        etcd_readmit(
+            &node.name,
+            &self.running(),
+            self.plan.nodes.len(),
+            peer,
+            self.plan.spec.ready_timeout,
+        )
+        .await
+        .with_context(|| format!("re-admitting wiped member {}", node.name))?;
+        let container = self.containers[i].clone();
+        let output = self.container_log(&container).await;
+        self.earlier_logs[i].extend(output);
+        self.docker
+            .remove_container(
+                &container,
+                Some(
+                    RemoveContainerOptionsBuilder::default()
+                        .force(true)
+                        .v(true)
+                        .build(),
+                ),
+            )
+            .await
+            .with_context(|| format!("removing container {container}"))?;
+        self.make_container(i, true).await
     }
 }
 
@@ -527,7 +761,7 @@ impl Cluster for DockerCluster {
     }
 
     /// SIGKILL to the container's main process, through the Engine: the container
-    /// stops, its data stays.
+    /// stops, its data stays. A paused container is killed as well.
     async fn kill(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
         if self.main_pid(i).await.is_some() {
@@ -553,6 +787,7 @@ impl Cluster for DockerCluster {
             }
         }
         self.pids[i] = None;
+        self.frozen[i] = false;
         Ok(())
     }
 
@@ -561,16 +796,12 @@ impl Cluster for DockerCluster {
         if self.main_pid(i).await.is_some() {
             bail!("node {node} is still running: kill it before restarting");
         }
-        // A wiped etcd member cannot come back as itself: the others forget it and
-        // take it back as a new member (see LocalCluster::restart). The container
-        // keeps its first command line, so it joins with the `existing` state by
-        // being made anew.
         let n = &self.plan.nodes[i];
         if self.plan.spec.kind == BackendKind::Etcd && !n.data_dir.join("member").exists() {
-            bail!(
-                "node {node}'s data was wiped: an etcd member re-admitted empty is not \
-                 supported under the docker runtime yet (use the local runtime)"
-            );
+            self.readmit(i).await?;
+        } else {
+            // A wiped database is set up again before its server starts.
+            self.init_node(i).await?;
         }
         self.start_node(i).await?;
         self.wait_ready(&[i]).await
@@ -591,12 +822,48 @@ impl Cluster for DockerCluster {
         std::fs::create_dir_all(data).with_context(|| format!("creating {}", data.display()))
     }
 
+    /// `docker pause`: the Engine freezes the container's cgroup, every process
+    /// in it at once (a PostgreSQL's backends as well as its postmaster).
+    async fn freeze(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        self.docker
+            .pause_container(&self.containers[i])
+            .await
+            .with_context(|| format!("pausing container {}", self.containers[i]))?;
+        self.frozen[i] = true;
+        Ok(())
+    }
+
+    async fn thaw(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        if !std::mem::replace(&mut self.frozen[i], false) {
+            return Ok(()); // killed meanwhile: nothing is paused
+        }
+        self.docker
+            .unpause_container(&self.containers[i])
+            .await
+            .with_context(|| format!("unpausing container {}", self.containers[i]))
+    }
+
     async fn leader(&self) -> Option<String> {
+        let first = || self.plan.nodes.first().map(|n| n.name.clone());
         match self.plan.spec.kind {
-            BackendKind::Redis => self.plan.nodes.first().map(|n| n.name.clone()),
+            BackendKind::Redis => first(),
+            BackendKind::Redlock => None,
             BackendKind::Etcd => etcd_leader(&self.running(), self.plan.nodes.len()).await,
-            // Independent servers (Redlock); the rest do not start (`unsupported`).
-            _ => None,
+            BackendKind::Zookeeper => {
+                for (name, addr) in self.running() {
+                    if super::zookeeper::leads(addr).await {
+                        return Some(name);
+                    }
+                }
+                None
+            }
+            // One server: it is the one every client talks to.
+            BackendKind::PostgresAdvisory
+            | BackendKind::PostgresLease
+            | BackendKind::Nats
+            | BackendKind::Mariadb => first(),
         }
     }
 
@@ -655,20 +922,27 @@ pub async fn remove_run(docker: &Docker, run: &str) -> Result<Removed> {
         ))
         .await
         .context("listing the run's containers")?;
-    for c in containers {
-        let Some(id) = c.id else { continue };
-        let options = RemoveContainerOptionsBuilder::default()
-            .force(true)
-            .v(true)
-            .build();
-        docker
-            .remove_container(&id, Some(options))
-            .await
-            .with_context(|| format!("removing container {id}"))?;
-        let name = c.names.and_then(|n| n.into_iter().next()).unwrap_or(id);
-        removed
-            .containers
-            .push(name.trim_start_matches('/').to_string());
+    // Removed together: each removal takes the Engine a few hundred ms.
+    let removals = containers.into_iter().filter_map(|c| {
+        let id = c.id?;
+        let name = c
+            .names
+            .and_then(|n| n.into_iter().next())
+            .unwrap_or(id.clone());
+        Some(async move {
+            let options = RemoveContainerOptionsBuilder::default()
+                .force(true)
+                .v(true)
+                .build();
+            docker
+                .remove_container(&id, Some(options))
+                .await
+                .with_context(|| format!("removing container {id}"))?;
+            anyhow::Ok(name.trim_start_matches('/').to_string())
+        })
+    });
+    for done in futures_util::future::join_all(removals).await {
+        removed.containers.push(done?);
     }
     let networks = docker
         .list_networks(Some(

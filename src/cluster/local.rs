@@ -241,6 +241,7 @@ impl ClusterPlan {
             .with_context(|| format!("creating {}", self.spec.dir.join("nodes").display()))?;
         let mut cluster = LocalCluster {
             children: (0..self.nodes.len()).map(|_| None).collect(),
+            frozen: (0..self.nodes.len()).map(|_| None).collect(),
             plan: self,
             network,
         };
@@ -254,7 +255,23 @@ impl ClusterPlan {
         Ok(cluster)
     }
 
-    /// The command line that runs node `i` (after any setup its first start needs).
+    /// The one-off program that prepares node `i`'s data directory before its
+    /// server's first start (and after a wipe), with its name, where it needs one
+    /// (`initdb`, `mariadb-install-db`). Run before [`ClusterPlan::command`]: here,
+    /// or in the node's container.
+    pub(super) fn init_command(&self, i: usize) -> Result<Option<(Command, &'static str)>> {
+        Ok(match self.spec.kind {
+            BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
+                super::postgres::init(self, i)?.map(|c| (c, "initdb"))
+            }
+            BackendKind::Mariadb => {
+                super::mariadb::init(self, i)?.map(|c| (c, "mariadb-install-db"))
+            }
+            _ => None,
+        })
+    }
+
+    /// The command line that runs node `i` (after [`ClusterPlan::init_command`]).
     /// `rejoin`: an etcd member that comes back without its data joins the running
     /// cluster as a new member instead of bootstrapping a new one.
     pub(super) fn command(&self, i: usize, rejoin: bool) -> Result<Command> {
@@ -333,6 +350,8 @@ pub struct LocalCluster {
     /// The nodes' namespaces, bridge and veths, when they have their own network;
     /// removed once the nodes have stopped.
     network: Option<Arc<Network>>,
+    /// Each node frozen with the cgroup freezer, and the journal entry saying so.
+    frozen: Vec<Option<(super::freezer::Frozen, u64)>>,
 }
 
 impl LocalCluster {
@@ -405,8 +424,12 @@ impl LocalCluster {
         let i = self.index(node)?;
         if let Some(mut child) = self.children[i].take() {
             // SIGKILL ends a stopped process too; wait so it leaves no zombie and its
-            // ports are free for the restart.
+            // ports are free for the restart. A frozen one dies once thawed: it
+            // runs nothing of its own in between.
             let _ = child.kill();
+            // Should the thaw fail, the wait would never end: the journal keeps
+            // the freeze for `recover` instead.
+            self.thaw_index(i)?;
             child
                 .wait()
                 .with_context(|| format!("waiting for killed node {node}"))?;
@@ -471,6 +494,53 @@ impl LocalCluster {
                 .with_context(|| format!("re-admitting wiped member {node}"))?;
         }
         self.spawn(i, rejoin)
+    }
+
+    /// Freezes a running node's processes (its server and what it forked) with
+    /// the cgroup freezer; journaled, so that `recover` thaws it.
+    pub fn freeze(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        self.reap(i);
+        let Some(child) = &self.children[i] else {
+            bail!("node {node} is not running: nothing to freeze");
+        };
+        if self.frozen[i].is_some() {
+            return Ok(());
+        }
+        let root = child.id() as i32;
+        let journal = crate::fault::journal::Journal::for_run(&self.plan.spec.dir)?;
+        let cgroup = super::freezer::cgroup_for(node)?;
+        let id = journal.record(crate::fault::journal::Effect::Frozen {
+            node: node.to_string(),
+            cgroup: cgroup.clone(),
+        })?;
+        match super::freezer::freeze(&cgroup, root) {
+            Ok(frozen) => {
+                self.frozen[i] = Some((frozen, id));
+                Ok(())
+            }
+            // Nothing stays frozen: a failed freeze thaws and removes its cgroup.
+            Err(e) => {
+                journal.undone(id)?;
+                Err(e.context(format!("freezing node {node}")))
+            }
+        }
+    }
+
+    /// Thaws a node [`LocalCluster::freeze`] froze (one not frozen: nothing to do).
+    pub fn thaw(&mut self, node: &str) -> Result<()> {
+        let i = self.index(node)?;
+        self.thaw_index(i)
+    }
+
+    fn thaw_index(&mut self, i: usize) -> Result<()> {
+        if let Some((frozen, id)) = self.frozen[i].take() {
+            frozen
+                .thaw()
+                .with_context(|| format!("thawing node {}", self.plan.nodes[i].name))?;
+            crate::fault::journal::Journal::for_run(&self.plan.spec.dir)?.undone(id)?;
+        }
+        Ok(())
     }
 
     /// Removes member `i` from the running etcd cluster and adds it again, empty.
@@ -580,6 +650,11 @@ impl LocalCluster {
         let running: Vec<usize> = (0..self.children.len())
             .filter(|&i| self.children[i].is_some())
             .collect();
+        for i in 0..self.frozen.len() {
+            if let Err(e) = self.thaw_index(i) {
+                tracing::warn!("{e:#}");
+            }
+        }
         for &i in &running {
             if let Some(child) = &self.children[i] {
                 let pid = Pid::from_raw(child.id() as i32);
@@ -658,6 +733,9 @@ impl LocalCluster {
             .append(true)
             .open(&node.log_path)
             .with_context(|| format!("opening {}", node.log_path.display()))?;
+        if let Some((init, what)) = self.plan.init_command(i)? {
+            super::setup::run_to_end(init, node, what)?;
+        }
         let mut cmd = self.plan.command(i, rejoin)?;
         if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
             prepare(node, &mut cmd)

@@ -4,28 +4,34 @@
 //! PostgreSQL nodes does. As root, the server runs with `--user=root` (mariadbd
 //! refuses root otherwise).
 
-use super::setup::run_to_end;
 use super::ClusterPlan;
 use anyhow::Result;
 use std::process::Command;
 
-/// The command that runs node `i`, after creating its data directory's system
-/// tables on the first start (or after a wipe).
+/// The program that creates node `i`'s system tables (`mariadb-install-db`), if
+/// its data directory has none yet: on the first start and after a wipe. Nothing
+/// is run here: the local runtime runs it on this machine, the docker runtime in
+/// the node's container.
+pub(super) fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
+    let node = &plan.nodes[i];
+    if node.data_dir.join("mysql").exists() {
+        return Ok(None);
+    }
+    std::fs::create_dir_all(&node.data_dir)?;
+    let mut install = Command::new("mariadb-install-db");
+    install
+        .arg("--no-defaults")
+        .arg(format!("--datadir={}", node.data_dir.display()))
+        .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
+    if nix::unistd::geteuid().is_root() {
+        install.arg("--user=root");
+    }
+    Ok(Some(install))
+}
+
+/// The command that runs node `i` (after [`init`]).
 pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     let node = &plan.nodes[i];
-    let as_root = nix::unistd::geteuid().is_root();
-    if !node.data_dir.join("mysql").exists() {
-        std::fs::create_dir_all(&node.data_dir)?;
-        let mut install = Command::new("mariadb-install-db");
-        install
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", node.data_dir.display()))
-            .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
-        if as_root {
-            install.arg("--user=root");
-        }
-        run_to_end(install, node, "mariadb-install-db")?;
-    }
     let mut cmd = Command::new(&plan.binary);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", node.data_dir.display()))
@@ -37,7 +43,7 @@ pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
         ))
         .args(["--skip-grant-tables", "--skip-name-resolve"])
         .args(["--innodb-flush-log-at-trx-commit=0", "--log-error="]);
-    if as_root {
+    if nix::unistd::geteuid().is_root() {
         cmd.arg("--user=root");
     }
     Ok(cmd)

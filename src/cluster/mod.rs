@@ -10,6 +10,7 @@
 
 pub mod docker;
 pub mod external;
+pub mod freezer;
 pub mod local;
 mod mariadb;
 mod nats;
@@ -100,6 +101,22 @@ pub trait Cluster: Send + Sync {
     }
     /// Empties the data of a node that is down: it comes back with nothing.
     async fn wipe(&mut self, node: &str) -> Result<()>;
+    /// Freezes a running node with the cgroup freezer: every process of the node
+    /// stops at once, not only its main one (a container is paused). Undone by
+    /// [`Cluster::thaw`], and by `stop`.
+    async fn freeze(&mut self, node: &str) -> Result<()> {
+        anyhow::bail!(
+            "node {node}: the cgroup freezer is unavailable under the {} runtime",
+            self.runtime().name()
+        )
+    }
+    /// Thaws a node [`Cluster::freeze`] froze; one killed meanwhile is left alone.
+    async fn thaw(&mut self, node: &str) -> Result<()> {
+        anyhow::bail!(
+            "node {node}: the cgroup freezer is unavailable under the {} runtime",
+            self.runtime().name()
+        )
+    }
     /// The node that leads now, where the backend has one.
     async fn leader(&self) -> Option<String>;
     /// Stops every node and removes what the cluster made; also what drop does.
@@ -145,6 +162,12 @@ impl Cluster for LocalCluster {
     }
     async fn wipe(&mut self, node: &str) -> Result<()> {
         LocalCluster::wipe(self, node)
+    }
+    async fn freeze(&mut self, node: &str) -> Result<()> {
+        LocalCluster::freeze(self, node)
+    }
+    async fn thaw(&mut self, node: &str) -> Result<()> {
+        LocalCluster::thaw(self, node)
     }
     async fn leader(&self) -> Option<String> {
         LocalCluster::leader(self).await

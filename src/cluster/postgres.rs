@@ -11,7 +11,7 @@
 //! at every commit); only a machine crash would, and no fault here crashes the
 //! machine. It keeps initdb and commits fast on a shared machine.
 
-use super::setup::{hand_over, run_as, run_to_end, unprivileged_user};
+use super::setup::{hand_over, run_as, unprivileged_user};
 use super::ClusterPlan;
 use anyhow::Result;
 use std::net::SocketAddr;
@@ -34,25 +34,34 @@ pub fn conninfo(addr: &str, connect_timeout: Duration) -> Result<String> {
     ))
 }
 
-/// The command that runs node `i`, after creating its cluster on the first start
-/// (or after a wipe).
+/// The program that creates node `i`'s cluster (`initdb`, as the server's
+/// account, which is given the data directory first), if it has none yet: on the
+/// first start and after a wipe. Nothing is run here: the local runtime runs it
+/// on this machine, the docker runtime in the node's container.
+pub(super) fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
+    let node = &plan.nodes[i];
+    if node.data_dir.join("PG_VERSION").exists() {
+        return Ok(None);
+    }
+    let user = unprivileged_user(&[SUPERUSER])?;
+    std::fs::create_dir_all(&node.data_dir)?;
+    if let Some(u) = &user {
+        hand_over(&node.data_dir, &plan.spec.dir, u)?;
+    }
+    let mut initdb = Command::new(plan.binary.with_file_name("initdb"));
+    initdb
+        .arg("-D")
+        .arg(&node.data_dir)
+        .args(["-U", SUPERUSER, "-A", "trust", "--no-sync", "-E", "UTF8"])
+        .args(["--locale", "C"]);
+    run_as(&mut initdb, user.as_ref());
+    Ok(Some(initdb))
+}
+
+/// The command that runs node `i` (after [`init`]).
 pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     let node = &plan.nodes[i];
     let user = unprivileged_user(&[SUPERUSER])?;
-    if !node.data_dir.join("PG_VERSION").exists() {
-        std::fs::create_dir_all(&node.data_dir)?;
-        if let Some(u) = &user {
-            hand_over(&node.data_dir, &plan.spec.dir, u)?;
-        }
-        let mut initdb = Command::new(plan.binary.with_file_name("initdb"));
-        initdb
-            .arg("-D")
-            .arg(&node.data_dir)
-            .args(["-U", SUPERUSER, "-A", "trust", "--no-sync", "-E", "UTF8"])
-            .args(["--locale", "C"]);
-        run_as(&mut initdb, user.as_ref());
-        run_to_end(initdb, node, "initdb")?;
-    }
     let mut cmd = Command::new(&plan.binary);
     cmd.arg("-D")
         .arg(&node.data_dir)

@@ -102,6 +102,9 @@ pub enum Effect {
         namespace: String,
         rules: Vec<String>,
     },
+    /// A local node's processes frozen in a cgroup made for the pause: undone by
+    /// thawing them and removing it.
+    Frozen { node: String, cgroup: PathBuf },
 }
 
 /// What `recover` did about one effect.
@@ -290,6 +293,7 @@ fn describe(effect: &Effect) -> String {
         Effect::NodeCut { namespace, rules } => {
             format!("{} node link rule(s) in {namespace}", rules.len())
         }
+        Effect::Frozen { node, cgroup } => format!("frozen {node} ({})", cgroup.display()),
     }
 }
 
@@ -316,6 +320,10 @@ pub fn undo(effect: &Effect) -> Result<String> {
             Err(e) => return Err(e),
         },
         Effect::Link { .. } => "healed when the controller's proxy ended".into(),
+        Effect::Frozen { cgroup, .. } => match crate::cluster::freezer::thaw_dir(cgroup)? {
+            true => "thawed".into(),
+            false => ALREADY_GONE.into(),
+        },
         Effect::Containers { run } => {
             let r = crate::cluster::docker::remove_run_blocking(run)?;
             format!(

@@ -113,6 +113,30 @@ impl<'de> Deserialize<'de> for NodeTarget {
     }
 }
 
+/// How a node is paused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseMethod {
+    /// SIGSTOP / SIGCONT to the node's main process, from this machine (a
+    /// container's too): what a stalled process looks like. Processes it forked
+    /// (PostgreSQL's backends) run on.
+    #[default]
+    Sigstop,
+    /// The cgroup freezer: every process of the node at once (`docker pause` for a
+    /// container): what a stalled VM or container looks like.
+    Freezer,
+}
+
+impl PauseMethod {
+    /// As workloads and the history spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PauseMethod::Sigstop => "sigstop",
+            PauseMethod::Freezer => "freezer",
+        }
+    }
+}
+
 /// Server processes stopped with SIGSTOP, journaled; resumed by `resume` or on
 /// drop, whatever happens.
 pub struct Stopped {
@@ -216,21 +240,32 @@ pub(crate) async fn pick(
 /// themselves ([`NodeTarget`]), not a client.
 pub(crate) static TIMED: Target = Target::Random;
 
-/// SIGSTOP server nodes (the etcd leader, the Redis primary, a minority...),
-/// SIGCONT them when it ends. Recorded as nemesis `pause` / `resume`.
+/// Pauses server nodes (the etcd leader, the Redis primary, a minority...) with
+/// SIGSTOP or the cgroup freezer ([`PauseMethod`]), and resumes them when it ends.
+/// Recorded as nemesis `pause` / `resume`, the method named in the `pause` value.
 pub struct PauseNodes {
     nodes: NodeTarget,
     duration: Duration,
+    method: PauseMethod,
     stopped: Option<Stopped>,
+    /// The nodes frozen with the freezer; the cluster thaws any left at its stop.
+    frozen: Vec<String>,
 }
 
 impl PauseNodes {
+    /// Pauses with SIGSTOP; [`PauseNodes::method`] to choose.
     pub fn new(nodes: NodeTarget, duration: Duration) -> PauseNodes {
         PauseNodes {
             nodes,
             duration,
+            method: PauseMethod::Sigstop,
             stopped: None,
+            frozen: Vec::new(),
         }
+    }
+
+    pub fn method(self, method: PauseMethod) -> PauseNodes {
+        PauseNodes { method, ..self }
     }
 }
 
@@ -248,26 +283,52 @@ impl Fault for PauseNodes {
         let Some((names, dir)) = pick(&self.nodes, scene).await? else {
             return Ok(None);
         };
-        let procs = {
-            let cluster = scene.cluster.expect("pick checked").lock().await;
-            names
-                .iter()
-                .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
-                .collect::<Vec<_>>()
-        };
+        let mut cluster = scene.cluster.expect("pick checked").lock().await;
+        // Only the nodes up: one killed by another fault is not paused.
+        let procs: Vec<(String, i32)> = names
+            .iter()
+            .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
+            .collect();
         if procs.is_empty() {
-            return Ok(None); // all down (killed by another fault): try later
+            return Ok(None); // all down: try later
         }
-        let stopped = stop(Journal::for_run(&dir)?, &procs)?;
-        let mut value = targets(&stopped.names());
+        let paused = match self.method {
+            PauseMethod::Sigstop => {
+                let stopped = stop(Journal::for_run(&dir)?, &procs)?;
+                let names = stopped.names();
+                self.stopped = Some(stopped);
+                names
+            }
+            PauseMethod::Freezer => {
+                for (n, _) in &procs {
+                    cluster.freeze(n).await?;
+                    self.frozen.push(n.clone());
+                }
+                self.frozen.clone()
+            }
+        };
+        let mut value = targets(&paused);
         value["duration_ms"] = json!(self.duration.as_millis() as u64);
-        // In every runtime: a container's main process is signalled from this machine.
-        value["method"] = json!("sigstop");
-        self.stopped = Some(stopped);
+        value["method"] = json!(self.method.name());
         Ok(Some(value))
     }
 
-    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
+        if !self.frozen.is_empty() {
+            let Some(cluster) = scene.cluster else {
+                bail!("a node fault needs the run's cluster");
+            };
+            let mut cluster = cluster.lock().await;
+            let value = targets(&self.frozen);
+            // Try every node; report the first failure after all were tried.
+            let mut first = None;
+            for n in std::mem::take(&mut self.frozen) {
+                if let Err(e) = cluster.thaw(&n).await {
+                    first.get_or_insert(e);
+                }
+            }
+            return first.map_or(Ok(value), Err);
+        }
         let Some(stopped) = self.stopped.take() else {
             return Ok(targets(&[]));
         };

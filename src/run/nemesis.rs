@@ -28,7 +28,9 @@ use tokio::time::Instant;
 pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
     match entry.kind {
         FaultKind::Pause => Box::new(Pause::new(entry.target.clone(), entry.duration)),
-        FaultKind::PauseNode => Box::new(PauseNodes::new(entry.nodes.clone(), entry.duration)),
+        FaultKind::PauseNode => Box::new(
+            PauseNodes::new(entry.nodes.clone(), entry.duration).method(entry.pause_method),
+        ),
         FaultKind::Kill => Box::new(KillNodes::new(entry.nodes.clone(), entry.wipe)),
         FaultKind::Clock => Box::new(ClockFault::new(
             if entry.clock_of_client {

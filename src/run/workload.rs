@@ -87,8 +87,11 @@
 //!
 //! # Server nodes: `nodes` = one | minority | majority | all | primary | nN
 //! [[faults]]
-//! kind = "pause-node"           # SIGSTOP / SIGCONT server nodes
+//! kind = "pause-node"           # pause server nodes, resume them
 //! nodes = "primary"
+//! method = "sigstop"            # optional: sigstop (the main process) |
+//!                               #   freezer (the cgroup freezer: all of its
+//!                               #   processes; docker pause for a container)
 //! duration = "3s"
 //!
 //! [[faults]]
@@ -134,7 +137,7 @@ use crate::check::AnomalyKind;
 use crate::cluster::{NetworkKind, Runtime};
 use crate::fault::clock::ClockChange;
 use crate::fault::netns::NodeShape;
-use crate::fault::node::NodeTarget;
+use crate::fault::node::{NodeTarget, PauseMethod};
 use crate::fault::proxy::{Links, Mode as LinkMode};
 use crate::fault::schedule::Mix;
 use crate::fault::shape::Cut;
@@ -407,6 +410,8 @@ pub struct FaultEntry {
     pub nodes: NodeTarget,
     /// Kill: restart the node with its data directory wiped.
     pub wipe: bool,
+    /// Pause-node: SIGSTOP or the cgroup freezer.
+    pub pause_method: PauseMethod,
     /// Clock: what happens to the clocks.
     pub clock: Option<ClockChange>,
     /// Clock: the clock of the `target` client's worker, not of server nodes.
@@ -663,6 +668,12 @@ impl Workload {
             if !client_fault && !link_fault && !clock_of_client && f.target.is_some() {
                 bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
             }
+            if f.kind != FaultKind::PauseNode && f.method.is_some() {
+                bail!(bad(
+                    &key("method"),
+                    "only a pause-node fault has a method (\"sigstop\" or \"freezer\")".into()
+                ));
+            }
             if f.kind != FaultKind::Kill && f.wipe.is_some() {
                 bail!(bad(
                     &key("wipe"),
@@ -681,6 +692,7 @@ impl Workload {
                 target: f.target.unwrap_or(Target::Random),
                 nodes: f.nodes.unwrap_or(NodeTarget::One),
                 wipe: f.wipe.unwrap_or(false),
+                pause_method: f.method.unwrap_or_default(),
                 clock,
                 clock_of_client,
                 link,
@@ -813,14 +825,6 @@ impl Workload {
                 "{file}: backend.monotonic_offset: only under the local runtime, where lockcheck starts each server itself in a time namespace of its own"
             );
         }
-        if self.runtime == Runtime::Docker {
-            if let Some(why) = crate::cluster::docker::unsupported(self.backend.kind) {
-                bail!(
-                    "{file}: backend.kind: {:?} does not run under the docker runtime: {why}",
-                    self.backend.kind
-                );
-            }
-        }
         if self.backend.network == NetworkKind::Namespaces && self.runtime != Runtime::Local {
             bail!(
                 "{file}: backend.network: namespaces are the local runtime's; the {rt} runtime places its servers itself"
@@ -832,6 +836,11 @@ impl Workload {
                     "{file}: faults[{i}].kind: {} is unavailable under the {rt} runtime: {why}",
                     f.kind.name()
                 );
+            }
+            if f.pause_method == PauseMethod::Freezer {
+                if let Some(why) = freezer_refused(self.runtime) {
+                    bail!("{file}: faults[{i}].method: the freezer is unavailable under the {rt} runtime: {why}");
+                }
             }
         }
         Ok(self)
@@ -848,6 +857,16 @@ fn runtime_refuses(runtime: Runtime, kind: FaultKind) -> Option<&'static str> {
         (Runtime::External, FaultKind::Clock) => Some("a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start"),
         (Runtime::Docker | Runtime::External, FaultKind::PartitionNodes) => Some("links between nodes are cut inside the network namespaces the local runtime puts its nodes in"),
         (Runtime::Local | Runtime::Docker | Runtime::External, _) => None,
+    }
+}
+
+/// Why a runtime cannot pause nodes with the cgroup freezer, if it cannot.
+fn freezer_refused(runtime: Runtime) -> Option<String> {
+    match runtime {
+        Runtime::Docker => None,
+        Runtime::Local => crate::cluster::freezer::unavailable(),
+        // pause-node itself is refused there.
+        Runtime::External => Some("lockcheck did not start these servers".into()),
     }
 }
 
@@ -1322,6 +1341,8 @@ mod raw {
         pub target: Option<Target>,
         pub nodes: Option<NodeTarget>,
         pub wipe: Option<bool>,
+        /// Pause-node: `"sigstop"` (the default) or `"freezer"`.
+        pub method: Option<PauseMethod>,
         /// Clock: a jump (`"+20s"`, `"-5s"`), or strobe's first offset.
         pub offset: Option<SignedDur>,
         /// Clock, strobe: the other offset, and how often it flips.
@@ -1530,6 +1551,39 @@ interval = "2s"
                 .unwrap_err()
         );
         assert!(e.contains("only under the local runtime"), "{e}");
+    }
+
+    #[test]
+    fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
+        let pause = |method: &str| {
+            parse(&GOOD.replace(
+                "kind = \"pause\"\ntarget = \"holder\"",
+                &format!("kind = \"pause-node\"\nnodes = \"n1\"\n{method}"),
+            ))
+        };
+        assert_eq!(
+            pause("").unwrap().faults[0].pause_method,
+            PauseMethod::Sigstop
+        );
+        let w = pause("method = \"freezer\"").unwrap();
+        assert_eq!(w.faults[0].pause_method, PauseMethod::Freezer);
+        // Docker pauses containers with the freezer whatever this machine allows.
+        assert!(w.with_runtime(Runtime::Docker).is_ok());
+        let e = format!("{:#}", pause("method = \"thaw\"").unwrap_err());
+        assert!(
+            e.contains("faults[0].method") || e.contains("method"),
+            "{e}"
+        );
+        assert!(e.contains("freezer") && e.contains("sigstop"), "{e}");
+        let e = parse(&GOOD.replace(
+            "target = \"holder\"",
+            "target = \"holder\"\nmethod = \"freezer\"",
+        ))
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("only a pause-node fault"),
+            "{e:#}"
+        );
     }
 
     #[test]
