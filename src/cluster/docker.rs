@@ -24,7 +24,7 @@
 //! this machine's servers from read-only mounts (listed in its `lockcheck.host-mounts`
 //! label), for machines that cannot pull.
 
-use super::local::{etcd_leader, etcd_readmit, log_tail, probe};
+use super::local::{etcd_readmit, leader, log_tail, probe};
 use super::{server_binary, Cluster, ClusterError, ClusterPlan, ClusterSpec, Runtime};
 use crate::backend::BackendKind;
 use crate::fault::journal::{Effect, Journal};
@@ -846,25 +846,7 @@ impl Cluster for DockerCluster {
     }
 
     async fn leader(&self) -> Option<String> {
-        let first = || self.plan.nodes.first().map(|n| n.name.clone());
-        match self.plan.spec.kind {
-            BackendKind::Redis => first(),
-            BackendKind::Redlock => None,
-            BackendKind::Etcd => etcd_leader(&self.running(), self.plan.nodes.len()).await,
-            BackendKind::Zookeeper => {
-                for (name, addr) in self.running() {
-                    if super::zookeeper::leads(addr).await {
-                        return Some(name);
-                    }
-                }
-                None
-            }
-            // One server: it is the one every client talks to.
-            BackendKind::PostgresAdvisory
-            | BackendKind::PostgresLease
-            | BackendKind::Nats
-            | BackendKind::Mariadb => first(),
-        }
+        leader(&self.plan, &self.running()).await
     }
 
     async fn stop(&mut self) {

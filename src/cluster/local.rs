@@ -597,21 +597,7 @@ impl LocalCluster {
     /// that a quorum of members names as leader, the one Redis of `redis`; none for
     /// Redlock's independent servers or while etcd elects.
     pub async fn leader(&self) -> Option<String> {
-        match self.kind() {
-            BackendKind::Redis => self.plan.nodes.first().map(|n| n.name.clone()),
-            BackendKind::Redlock => None,
-            BackendKind::Etcd => self.etcd_leader().await,
-            BackendKind::Zookeeper => self.zookeeper_leader().await,
-            // A JetStream cluster: the leader of the lock's stream.
-            BackendKind::Nats if self.plan.nodes.len() > 1 => {
-                super::nats::stream_leader(&self.running()).await
-            }
-            // One server: it is the one every client talks to.
-            BackendKind::PostgresAdvisory
-            | BackendKind::PostgresLease
-            | BackendKind::Nats
-            | BackendKind::Mariadb => self.plan.nodes.first().map(|n| n.name.clone()),
-        }
+        leader(&self.plan, &self.running()).await
     }
 
     /// The nodes whose process is alive (paused ones too), by name and client
@@ -630,20 +616,6 @@ impl LocalCluster {
 
     /// The running server that says it leads (`srvr`: `Mode: leader`, or
     /// `standalone` for a single server).
-    async fn zookeeper_leader(&self) -> Option<String> {
-        for (i, node) in self.plan.nodes.iter().enumerate() {
-            if self.children[i].is_some() && super::zookeeper::leads(node.client_listen).await {
-                return Some(node.name.clone());
-            }
-        }
-        None
-    }
-
-    /// Asks every running member for its status: its own member id and its leader's.
-    async fn etcd_leader(&self) -> Option<String> {
-        etcd_leader(&self.running(), self.plan.nodes.len()).await
-    }
-
     /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
     /// SIGKILL for any still there after the grace. Also what drop does.
     pub fn stop(&mut self) {
@@ -898,6 +870,34 @@ pub(super) async fn etcd_readmit(
 
 /// The member that a quorum of the cluster's `total` members names as leader, asking
 /// each of `running` (name, client address) for its status; none while etcd elects.
+/// The node of `plan` that leads now, asking the `running` ones (name, an address
+/// this machine reaches it at): the runtimes differ only in those addresses.
+pub(super) async fn leader(plan: &ClusterPlan, running: &[(String, SocketAddr)]) -> Option<String> {
+    let first = || plan.nodes.first().map(|n| n.name.clone());
+    match plan.spec.kind {
+        BackendKind::Redis => first(),
+        BackendKind::Redlock => None,
+        BackendKind::Etcd => etcd_leader(running, plan.nodes.len()).await,
+        BackendKind::Zookeeper => {
+            for (name, addr) in running {
+                if super::zookeeper::leads(*addr).await {
+                    return Some(name.clone());
+                }
+            }
+            None
+        }
+        // A JetStream cluster: the leader of the lock's stream.
+        BackendKind::Nats if plan.nodes.len() > 1 => super::nats::stream_leader(running).await,
+        // One server: it is the one every client talks to.
+        BackendKind::PostgresAdvisory
+        | BackendKind::PostgresLease
+        | BackendKind::Nats
+        | BackendKind::Mariadb => first(),
+    }
+}
+
+/// Asks every running member for its status: its own member id and its leader's;
+/// the leader is the one a quorum names.
 pub(super) async fn etcd_leader(running: &[(String, SocketAddr)], total: usize) -> Option<String> {
     let mut ids = Vec::new();
     let mut votes: Vec<String> = Vec::new();
