@@ -5,75 +5,11 @@
 //! or volume labelled with it, no process. A controller killed with -9 leaves its
 //! containers to `lockcheck recover`, which removes them.
 
+mod docker_support;
 mod run_support;
+use docker_support::*;
 use run_support::*;
-use std::path::Path;
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-
-const IMAGE: &str = "lockcheck/host:latest";
-
-/// `lockcheck image build`, once per test binary (it is idempotent anyway).
-fn image() {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        lockcheck_ok(["image", "build"]);
-    });
-}
-
-fn docker_run(workload_name: &str) -> Finished {
-    image();
-    run(
-        &workload(workload_name),
-        &["--runtime", "docker", "--image", IMAGE],
-    )
-}
-
-/// The run id the journal names for the run's Docker objects.
-fn run_id(dir: &Path) -> String {
-    let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap();
-    journal
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|v| Some(v["do"]["run"].as_str()?.to_string()))
-        .expect("the journal names the run's docker objects")
-}
-
-/// What `docker <what> ls` lists with the run's label (the docker CLI, as a user
-/// would check, independent of lockcheck's own client).
-fn labelled(what: &str, run: &str) -> Vec<String> {
-    let mut cmd = Command::new("docker");
-    cmd.arg(what).arg("ls").arg("-q");
-    if what == "container" {
-        cmd.arg("-a");
-    }
-    let out = cmd
-        .args(["--filter", &format!("label=lockcheck.run={run}")])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(String::from)
-        .collect()
-}
-
-fn assert_nothing_of_the_run(r: &Finished) {
-    let run = run_id(&r.run_dir());
-    for what in ["container", "network", "volume"] {
-        assert_eq!(
-            labelled(what, &run),
-            Vec::<String>::new(),
-            "{what}s of {run}"
-        );
-    }
-    r.assert_nothing_left();
-}
 
 /// An unfenced pause workload under docker: flagged, each of `nodes` left a log
 /// (collected from its container) that says `says`, nothing of the run left.
