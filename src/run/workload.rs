@@ -417,6 +417,8 @@ pub struct FaultEntry {
     pub links: Option<Links>,
     /// Partition-nodes: which node-to-node links, and how they are cut.
     pub node_partition: Option<(NodeShape, Cut)>,
+    /// Latency-nodes: which node-to-node links are slowed (by `link`).
+    pub node_latency: Option<NodeShape>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -442,6 +444,9 @@ pub enum FaultKind {
     Latency,
     /// Cut the links between server nodes (in their network namespaces).
     PartitionNodes,
+    /// Delay the bytes between server nodes (through proxies their namespaces
+    /// redirect them to).
+    LatencyNodes,
 }
 
 /// How a partition cuts a link.
@@ -671,7 +676,18 @@ impl Workload {
             }
             let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
             let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
-            let node_partition = node_partition(&f, nodes, network, &|k, what| bad(&key(k), what))?;
+            let node_shape = node_shape(&f, nodes, network, &|k, what| bad(&key(k), what))?;
+            let node_partition = node_shape
+                .clone()
+                .filter(|_| f.kind == FaultKind::PartitionNodes)
+                .map(|shape| {
+                    let cut = match f.cut.unwrap_or(CutKind::Blackhole) {
+                        CutKind::Blackhole => Cut::Blackhole,
+                        CutKind::Reset => Cut::Reset,
+                    };
+                    (shape, cut)
+                });
+            let node_latency = node_shape.filter(|_| f.kind == FaultKind::LatencyNodes);
             let links = link_fault.then(|| match (&f.target, &f.nodes) {
                 (Some(t), _) => Links::FromClient(t.clone()),
                 (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
@@ -686,6 +702,7 @@ impl Workload {
                 link,
                 links,
                 node_partition,
+                node_latency,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -846,7 +863,7 @@ fn runtime_refuses(runtime: Runtime, kind: FaultKind) -> Option<&'static str> {
         (Runtime::External, FaultKind::PauseNode) => Some("pausing a server needs its process; lockcheck did not start these servers"),
         (Runtime::External, FaultKind::Kill) => Some("killing and restarting a server needs its process; lockcheck did not start these servers"),
         (Runtime::External, FaultKind::Clock) => Some("a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start"),
-        (Runtime::Docker | Runtime::External, FaultKind::PartitionNodes) => Some("links between nodes are cut inside the network namespaces the local runtime puts its nodes in"),
+        (Runtime::Docker | Runtime::External, FaultKind::PartitionNodes | FaultKind::LatencyNodes) => Some("links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in"),
         (Runtime::Local | Runtime::Docker | Runtime::External, _) => None,
     }
 }
@@ -862,6 +879,7 @@ impl FaultKind {
             FaultKind::Partition => "partition",
             FaultKind::Latency => "latency",
             FaultKind::PartitionNodes => "partition-nodes",
+            FaultKind::LatencyNodes => "latency-nodes",
         }
     }
 }
@@ -984,7 +1002,7 @@ fn link_mode(
 ) -> Result<Option<LinkMode>> {
     let only = |k: &str, kind: &str| Err(bad(k, format!("only a {kind} fault takes it")));
     match f.kind {
-        // Its cut is read with its shape (`node_partition`).
+        // Its cut is read with its shape (`node_shape`).
         FaultKind::PartitionNodes => match (f.delay.is_some(), f.jitter.is_some()) {
             (true, _) => only("delay", "latency"),
             (_, true) => only("jitter", "latency"),
@@ -1002,7 +1020,7 @@ fn link_mode(
                 CutKind::Reset => LinkMode::Reset,
             }))
         }
-        FaultKind::Latency => {
+        FaultKind::Latency | FaultKind::LatencyNodes => {
             if f.cut.is_some() {
                 return only("cut", "partition");
             }
@@ -1031,42 +1049,51 @@ fn link_mode(
     }
 }
 
-/// Which node-to-node links a `partition-nodes` entry cuts, and how; other kinds
-/// take neither `shape` nor `links`. The shape is checked against the cluster's
-/// `nodes` here, so that a run never starts with a partition it cannot make.
-fn node_partition(
+/// Which node-to-node links a `partition-nodes` entry cuts or a `latency-nodes`
+/// entry slows; other kinds take neither `shape` nor `links`. The shape is
+/// checked against the cluster's `nodes` here, so that a run never starts with
+/// a fault it cannot make. A partition isolates one node by default; a latency
+/// slows every link.
+fn node_shape(
     f: &raw::Fault,
     nodes: usize,
     network: NetworkKind,
     bad: &dyn Fn(&str, String) -> anyhow::Error,
-) -> Result<Option<(NodeShape, Cut)>> {
+) -> Result<Option<NodeShape>> {
     use raw::ShapeKind;
-    if f.kind != FaultKind::PartitionNodes {
+    if !matches!(f.kind, FaultKind::PartitionNodes | FaultKind::LatencyNodes) {
         return match [("shape", f.shape.is_some()), ("links", f.links.is_some())]
             .iter()
             .find(|(_, g)| *g)
         {
-            Some((k, _)) => Err(bad(k, "only a partition-nodes fault takes it".into())),
+            Some((k, _)) => Err(bad(
+                k,
+                "only a partition-nodes or latency-nodes fault takes it".into(),
+            )),
             None => Ok(None),
         };
     }
     if network != NetworkKind::Namespaces {
         return Err(bad(
             "kind",
-            "links between nodes are cut inside their network namespaces: set [backend] network = \"namespaces\"".into(),
+            "links between nodes are cut or slowed inside their network namespaces: set [backend] network = \"namespaces\"".into(),
         ));
     }
-    let kind = f.shape.unwrap_or(ShapeKind::Isolate);
+    let default = match f.kind {
+        FaultKind::LatencyNodes => ShapeKind::All,
+        _ => ShapeKind::Isolate,
+    };
+    let kind = f.shape.unwrap_or(default);
     if f.links.is_some() != (kind == ShapeKind::Links) {
         return Err(bad(
             "links",
-            "shape = \"links\" takes the pairs of nodes to cut, like links = [[\"n1\", \"n3\"]], and no other shape takes them".into(),
+            "shape = \"links\" takes the pairs of nodes, like links = [[\"n1\", \"n3\"]], and no other shape takes them".into(),
         ));
     }
     let nodes_only_for_isolate = || {
         Err(bad(
             "nodes",
-            "shape = \"isolate\" (the default) takes the node to cut off, like nodes = \"primary\", and no other shape takes it".into(),
+            "shape = \"isolate\" takes the node to cut off, like nodes = \"primary\", and no other shape takes it".into(),
         ))
     };
     let shape = match (kind, f.nodes.clone()) {
@@ -1083,16 +1110,13 @@ fn node_partition(
         (ShapeKind::Halves, None) => NodeShape::Halves,
         (ShapeKind::MajoritiesRing, None) => NodeShape::MajoritiesRing,
         (ShapeKind::Bridge, None) => NodeShape::Bridge,
+        (ShapeKind::All, None) => NodeShape::All,
         (ShapeKind::Links, None) => NodeShape::Links(f.links.clone().unwrap_or_default()),
     };
     shape
         .check(nodes)
         .map_err(|e| bad("shape", format!("{e:#}")))?;
-    let cut = match f.cut.unwrap_or(CutKind::Blackhole) {
-        CutKind::Blackhole => Cut::Blackhole,
-        CutKind::Reset => Cut::Reset,
-    };
-    Ok(Some((shape, cut)))
+    Ok(Some(shape))
 }
 
 /// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
@@ -1242,6 +1266,7 @@ mod raw {
         MajoritiesRing,
         Bridge,
         Links,
+        All,
     }
 
     #[derive(Deserialize)]

@@ -1,0 +1,164 @@
+//! Latency between server nodes (`latency-nodes`): every raft link of a real
+//! 3-member etcd, each member in a namespace of its own, goes through a proxy
+//! from the start (a DNAT rule in the sender's namespace); slowing the proxies
+//! by 200 ms each way makes every linearizable put and get pay raft's round
+//! trips, back to normal after the heal, and a new leader is still elected under
+//! it. A run with the fault ends valid and leaves nothing behind.
+
+mod netns_support;
+mod run_support;
+
+use lockcheck::backend::BackendKind;
+use lockcheck::cluster::{netns, Cluster, ClusterSpec, LocalCluster, NetworkKind};
+use lockcheck::fault::netns::{proxy_node_links, NodeLatency, NodeShape};
+use lockcheck::fault::proxy::Mode;
+use lockcheck::fault::Fault;
+use netns_support::*;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use run_support::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+const DELAY: Duration = Duration::from_millis(200);
+
+/// The median time of a put then a linearizable get on the member at `addr`
+/// (the leader: a put commits after a round trip to a follower, a get confirms
+/// the leadership with one), over 5 tries.
+async fn put_get(addr: &str) -> Duration {
+    let mut c = member(addr).await.expect("a client of the leader");
+    let mut times = Vec::new();
+    for i in 0..5 {
+        let t = Instant::now();
+        let put = tokio::time::timeout(Duration::from_secs(5), c.put("k", format!("{i}"), None));
+        put.await.expect("the put in time").expect("the put");
+        let get = tokio::time::timeout(Duration::from_secs(5), c.get("k", None));
+        let got = get.await.expect("the get in time").expect("the get");
+        assert_eq!(got.kvs()[0].value_str().unwrap(), format!("{i}"));
+        times.push(t.elapsed());
+    }
+    times.sort();
+    times[2]
+}
+
+/// The DNAT rules in `ns`'s nat table.
+fn redirects(ns: &str) -> usize {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "iptables", "-t", "nat", "-S", "OUTPUT"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .matches("-j DNAT")
+        .count()
+}
+
+#[tokio::test]
+async fn slow_raft_links_slow_every_write_and_read_and_heal_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = netns::run_id(dir.path());
+    let spec = ClusterSpec {
+        network: NetworkKind::Namespaces,
+        on_network: Some(proxy_node_links(dir.path().to_path_buf(), 1)),
+        ..ClusterSpec::new(BackendKind::Etcd, dir.path())
+    };
+    let c: Mutex<Box<dyn Cluster>> = Mutex::new(Box::new(LocalCluster::start(spec).await.unwrap()));
+    let endpoints = c.lock().await.endpoints();
+    for n in ["n1", "n2", "n3"] {
+        // One per peer: etcd has one peer port.
+        assert_eq!(redirects(&netns::namespace(&id, n)), 2, "{n}");
+    }
+    let addr_of = |n: &str| endpoints[n[1..].parse::<usize>().unwrap() - 1].clone();
+    let leader = leader_where(&c, Duration::from_secs(10), |_| true)
+        .await
+        .expect("a leader");
+    let before = put_get(&addr_of(&leader)).await;
+
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut slow = NodeLatency::new(
+        NodeShape::All,
+        Mode::Latency {
+            delay: DELAY,
+            jitter: Duration::from_millis(20),
+        },
+    );
+    let value = slow
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .expect("links to slow");
+    assert_eq!(value["between"], "nodes", "{value}");
+    assert_eq!(value["delay_ms"], 200, "{value}");
+    assert_eq!(value["jitter_ms"], 20, "{value}");
+    assert_eq!(value["links"].as_array().unwrap().len(), 6, "{value}");
+    let old = leader_where(&c, Duration::from_secs(10), |_| true)
+        .await
+        .expect("a leader under latency");
+    let during = put_get(&addr_of(&old)).await;
+
+    // Leader election under the latency: the leader killed, the two others
+    // elect one of themselves over the slow links.
+    c.lock().await.kill(&old).await.unwrap();
+    let killed_at = Instant::now();
+    let new = leader_where(&c, Duration::from_secs(15), |l| l != old)
+        .await
+        .unwrap_or_else(|| panic!("no leader after {old} was killed under latency"));
+    let elected = killed_at.elapsed();
+    c.lock().await.restart(&old).await.unwrap();
+
+    let value = slow.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    assert_eq!(value["links"].as_array().unwrap().len(), 6, "{value}");
+    let leader = leader_where(&c, Duration::from_secs(10), |_| true)
+        .await
+        .expect("a leader after the heal");
+    let after = put_get(&addr_of(&leader)).await;
+    eprintln!(
+        "put + linearizable get on the leader: {} ms before, {} ms with {} ms each way on every raft link, {} ms after the heal; {new} elected {:.2} s after {old} was killed under the latency",
+        before.as_millis(),
+        during.as_millis(),
+        DELAY.as_millis(),
+        after.as_millis(),
+        elected.as_secs_f64()
+    );
+    // A put commits after a round trip to a follower and a linearizable get
+    // confirms the leadership with another: ~2 x 400 ms added; 150 ms is a
+    // margin a loaded machine cannot fake.
+    assert!(
+        during > before + Duration::from_millis(150),
+        "{during:?} with the latency, {before:?} without"
+    );
+    assert!(
+        after + Duration::from_millis(150) < during,
+        "{after:?} after the heal, {during:?} during"
+    );
+    drop(slow);
+    c.lock().await.stop().await;
+    assert_network_gone(&id);
+    drop(c);
+}
+
+#[test]
+fn a_run_with_slow_raft_links_is_valid_and_leaves_nothing_behind() {
+    let r = run(&workload("etcd-slow-peers.toml"), &["--time-limit", "5"]);
+    let dir = r.run_dir();
+    let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
+    let slowed: Vec<&str> = history
+        .lines()
+        .filter(|l| l.contains("\"latency\"") && l.contains("\"between\":\"nodes\""))
+        .collect();
+    assert!(
+        !slowed.is_empty(),
+        "no latency between nodes in the history:\n{history}"
+    );
+    assert!(
+        slowed.iter().all(|l| l.contains("\"delay_ms\":")),
+        "{slowed:?}"
+    );
+    assert!(
+        history.lines().filter(|l| l.contains("\"heal\"")).count() >= slowed.len(),
+        "every latency healed:\n{history}"
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    assert_network_gone(&netns::run_id(&dir));
+    r.assert_nothing_left();
+}
