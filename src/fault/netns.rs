@@ -1,19 +1,51 @@
-//! Partitions between server nodes: the links of etcd's raft, ZooKeeper's
-//! quorum, cut inside the kernel. Needs the nodes in network namespaces of their
-//! own (`[backend] network = "namespaces"`, `cluster::netns`).
+//! Faults on the links between server nodes: the links of etcd's raft,
+//! ZooKeeper's quorum and election, NATS's routes. Needs the nodes in network
+//! namespaces of their own (`[backend] network = "namespaces"`,
+//! `cluster::netns`).
 //!
-//! A cut link a -> b is an iptables rule in a's namespace on the packets it sends
-//! to b's address: `DROP` (a black hole: requests hang, retransmissions go
-//! nowhere, and flow again when it heals) or `REJECT --reject-with tcp-reset` (the
-//! sender sees its connections reset and new ones refused). [`cuts`] is always
+//! **Partitions** ([`NodePartition`]) are cut inside the kernel. A cut link
+//! a -> b is an iptables rule in a's namespace on the packets it sends to b's
+//! address: `DROP` (a black hole: requests hang, retransmissions go nowhere, and
+//! flow again when it heals) or `REJECT --reject-with tcp-reset` (the sender
+//! sees its connections reset and new ones refused). [`cuts`] is always
 //! symmetric, so b's rule cuts the way back. The clients' links (through the
 //! proxy on loopback, from the host's address) are never touched.
 //!
-//! Which links go is [`cuts`] of the shape, the same function the client-link
-//! proxy uses; `leader` / `primary` isolation asks the cluster who leads at the
-//! moment the fault starts. Each namespace's rules are journaled before they are
-//! added, and removed on heal, on drop, and by `lockcheck recover` (which also
-//! removes the namespaces themselves).
+//! **Latency** ([`NodeLatency`]) has no kernel to lean on (no netem here), so it
+//! goes through the same user-space proxy as the clients' links
+//! (`fault::proxy`, `Mode::Latency`). The peers' addresses cannot change (etcd
+//! derives its member ids from the peer URLs), so the proxy sits there without
+//! the servers knowing: for each node a, peer b and port of b (etcd's and NATS's
+//! peer port, ZooKeeper's quorum and election ports), a `nat` rule in a's
+//! namespace, `OUTPUT -d B -p tcp --dport P -j DNAT --to-destination
+//! 10.213.S.254:Q`, sends a's connections to a proxy listening on the host's
+//! address of the nodes' network, which forwards them to b:P. b sees its peer
+//! connect from the host's address, which none of these servers checks (etcd and
+//! ZooKeeper know a peer by what it says, NATS by its route's server id).
+//!
+//! A DNAT rule applies to new connections only: conntrack keeps an open one on
+//! its first route, and raft's connections are long-lived. Rules added when the
+//! fault starts would slow nothing until the servers reconnected, and resetting
+//! their connections to force it would be a fault of its own. So when a
+//! workload has a `latency-nodes` fault, [`proxy_node_links`] puts every peer
+//! link through its proxy *before the nodes start* (`ClusterSpec::on_network`),
+//! passing bytes through untouched (one copy in the controller: a put and a
+//! linearizable get on etcd take a few ms through it) until a fault slows them, and back to passing on heal. That
+//! is the faithful design: the very connections the servers use are the ones
+//! slowed, mid-stream, as a slow network would, and a node killed and restarted
+//! reconnects through the same rules. The rules live in the nodes' namespaces
+//! and go with them; the proxies live as long as the network (`Network::hold`),
+//! so a node never loses its peers while it runs. Nothing of it outlives the run
+//! that the run's journal does not already remove (the namespaces) or the
+//! controller's death does not end (the proxies).
+//!
+//! Which links a fault hits is [`cuts`] of the shape, the same function the
+//! client-link proxy uses; `leader` / `primary` isolation asks the cluster who
+//! leads at the moment the fault starts. A partition's rules are journaled
+//! before they are added, and removed on heal, on drop, and by `lockcheck
+//! recover` (which also removes the namespaces themselves); a latency's links
+//! are journaled as they are slowed (`Effect::Link`, like the clients' links),
+//! and set back to passing on heal and on drop.
 
 use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};

@@ -30,7 +30,8 @@
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
 //! network = "loopback"          # optional: loopback | namespaces (local runtime:
 //!                               #   each node in a network namespace of its own,
-//!                               #   so `partition-nodes` can cut node links)
+//!                               #   so `partition-nodes` can cut node links and
+//!                               #   `latency-nodes` slow them)
 //! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a
 //!                               #   time namespace whose CLOCK_MONOTONIC and
 //!                               #   CLOCK_BOOTTIME are this far off the machine's
@@ -127,6 +128,13 @@
 //! delay = "50ms"                # each way
 //! jitter = "10ms"               # optional, 0
 //! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "latency-nodes"        # links between server nodes, through proxies
+//! shape = "all"                 #   their namespaces redirect peer connections
+//! delay = "100ms"               #   to from the start (network = "namespaces");
+//! jitter = "30ms"               #   shapes as partition-nodes, and all (the
+//! duration = "4s"               #   default): every link
 //! ```
 
 use crate::backend::BackendKind;
@@ -1420,6 +1428,63 @@ interval = "2s"
             clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
         );
         assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn a_node_latency_needs_namespaces_a_delay_and_slows_every_link_by_default() {
+        let etcd = |network: &str, fault: &str| {
+            parse(
+                &GOOD
+                    .replace("kind = \"redis\"", &format!("kind = \"etcd\"\n{network}"))
+                    .replace("kind = \"pause\"\ntarget = \"holder\"", fault),
+            )
+        };
+        let ns = "network = \"namespaces\"";
+        let slow = "kind = \"latency-nodes\"\ndelay = \"100ms\"\njitter = \"30ms\"";
+        let w = etcd(ns, slow).unwrap();
+        assert_eq!(w.faults[0].node_latency, Some(NodeShape::All));
+        assert_eq!(w.faults[0].node_partition, None);
+        assert_eq!(
+            w.faults[0].link,
+            Some(LinkMode::Latency {
+                delay: Duration::from_millis(100),
+                jitter: Duration::from_millis(30)
+            })
+        );
+        let halves = format!("{slow}\nshape = \"halves\"");
+        assert_eq!(
+            etcd(ns, &halves).unwrap().faults[0].node_latency,
+            Some(NodeShape::Halves)
+        );
+        let e = format!("{:#}", etcd("", slow).unwrap_err());
+        assert!(
+            e.contains("faults[0].kind") && e.contains("namespaces"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            etcd(ns, "kind = \"latency-nodes\"\nshape = \"all\"").unwrap_err()
+        );
+        assert!(e.contains("faults[0].delay"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(ns, &format!("{slow}\ncut = \"reset\"")).unwrap_err()
+        );
+        assert!(e.contains("faults[0].cut"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(ns, &format!("{slow}\nnodes = \"n1\"")).unwrap_err()
+        );
+        assert!(e.contains("faults[0].nodes"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(
+                ns,
+                "kind = \"latency\"\nnodes = \"all\"\ndelay = \"1ms\"\nshape = \"all\""
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("faults[0].shape: only a partition-nodes"), "{e}");
     }
 
     #[test]
