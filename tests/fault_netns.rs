@@ -22,17 +22,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
-/// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.
-async fn grants_lease(addr: &str) -> bool {
-    let Some(mut c) = member(addr).await else {
-        return false;
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), c.lease_grant(5, None)).await,
-        Ok(Ok(_))
-    )
-}
-
 /// The leader id each member names, or none for one that does not answer.
 async fn leaders_named(endpoints: &[String]) -> Vec<Option<u64>> {
     let mut named = Vec::new();

@@ -3,15 +3,18 @@
 //! from the start (a DNAT rule in the sender's namespace); slowing the proxies
 //! by 200 ms each way makes every linearizable put and get pay raft's round
 //! trips, back to normal after the heal, and a new leader is still elected under
-//! it. A run with the fault ends valid and leaves nothing behind.
+//! it; a node partition still cuts the links through the proxies. A run with
+//! the fault ends valid and leaves nothing behind.
 
 mod netns_support;
 mod run_support;
 
 use lockcheck::backend::BackendKind;
 use lockcheck::cluster::{netns, Cluster, ClusterSpec, LocalCluster, NetworkKind};
-use lockcheck::fault::netns::{proxy_node_links, NodeLatency, NodeShape};
+use lockcheck::fault::netns::{proxy_node_links, NodeLatency, NodePartition, NodeShape};
+use lockcheck::fault::node::NodeTarget;
 use lockcheck::fault::proxy::Mode;
+use lockcheck::fault::shape::Cut;
 use lockcheck::fault::Fault;
 use netns_support::*;
 use rand::SeedableRng;
@@ -132,6 +135,62 @@ async fn slow_raft_links_slow_every_write_and_read_and_heal_back() {
         "{after:?} after the heal, {during:?} during"
     );
     drop(slow);
+    c.lock().await.stop().await;
+    assert_network_gone(&id);
+    drop(c);
+}
+
+#[tokio::test]
+async fn a_partition_still_cuts_the_links_that_go_through_the_proxies() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = netns::run_id(dir.path());
+    let spec = ClusterSpec {
+        network: NetworkKind::Namespaces,
+        on_network: Some(proxy_node_links(dir.path().to_path_buf(), 1)),
+        ..ClusterSpec::new(BackendKind::Etcd, dir.path())
+    };
+    let c: Mutex<Box<dyn Cluster>> = Mutex::new(Box::new(LocalCluster::start(spec).await.unwrap()));
+    let endpoints = c.lock().await.endpoints();
+    let addr_of = |n: &str| endpoints[n[1..].parse::<usize>().unwrap() - 1].clone();
+    let old = leader_where(&c, Duration::from_secs(10), |_| true)
+        .await
+        .expect("a leader");
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    // Slowed and cut at once: the two faults of a workload may overlap.
+    let mut slow = NodeLatency::new(
+        NodeShape::All,
+        Mode::Latency {
+            delay: Duration::from_millis(50),
+            jitter: Duration::ZERO,
+        },
+    );
+    slow.start(&mut scene(&c, &mut rng)).await.unwrap();
+    let mut cut = NodePartition::new(NodeShape::Isolate(NodeTarget::Primary), Cut::Blackhole);
+    let value = cut
+        .start(&mut scene(&c, &mut rng))
+        .await
+        .unwrap()
+        .expect("the leader to isolate");
+    assert_eq!(value["targets"][0], old.as_str(), "{value}");
+    // Were the proxied connections not cut, the leader would keep its followers.
+    let new = leader_where(&c, Duration::from_secs(10), |l| l != old)
+        .await
+        .unwrap_or_else(|| panic!("{old} isolated through the proxies, and no one replaced it"));
+    assert!(
+        !grants_lease(&addr_of(&old)).await,
+        "the isolated {old} granted a lease without a quorum"
+    );
+    assert!(grants_lease(&addr_of(&new)).await, "the majority serves");
+    cut.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    slow.stop(&mut scene(&c, &mut rng)).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !grants_lease(&addr_of(&old)).await {
+        assert!(
+            Instant::now() < deadline,
+            "{old} never rejoined after the heal"
+        );
+    }
+    drop((cut, slow));
     c.lock().await.stop().await;
     assert_network_gone(&id);
     drop(c);

@@ -191,17 +191,35 @@ fn every_pair(nodes: &[String]) -> Vec<(String, String)> {
     pairs
 }
 
-/// The rule (without its `-A` / `-D`) that cuts the packets a namespace sends to
-/// `to`.
-fn rules(cut: Cut, to: std::net::Ipv4Addr) -> Vec<String> {
-    match cut {
-        Cut::Blackhole => vec![format!("OUTPUT -d {to}/32 -j DROP")],
-        // Anything not TCP (there is none between these servers) is dropped.
-        Cut::Reset => vec![
-            format!("OUTPUT -d {to}/32 -p tcp -j REJECT --reject-with tcp-reset"),
-            format!("OUTPUT -d {to}/32 -j DROP"),
-        ],
+/// The rules (without their `-A` / `-D`) that cut the packets a namespace
+/// sends to `to`. Where its links go through the latency proxies
+/// (`proxied`), its packets to `to` leave for the proxy's address instead once
+/// DNAT has rewritten them, so further rules match them by the destination
+/// conntrack remembers (`--ctorigdst`), both ways: what it sends, and what the
+/// proxy hands it back on those connections (or a black hole would still carry
+/// the peer's bytes one way).
+fn rules(cut: Cut, to: std::net::Ipv4Addr, proxied: bool) -> Vec<String> {
+    let by_addr = format!("-d {to}/32");
+    let by_origin = format!("-m conntrack --ctorigdst {to}/32");
+    let mut matches = vec![by_addr];
+    if proxied {
+        matches.push(by_origin.clone());
     }
+    let mut rules = Vec::new();
+    for m in &matches {
+        match cut {
+            Cut::Blackhole => rules.push(format!("OUTPUT {m} -j DROP")),
+            // Anything not TCP (there is none between these servers) is dropped.
+            Cut::Reset => rules.extend([
+                format!("OUTPUT {m} -p tcp -j REJECT --reject-with tcp-reset"),
+                format!("OUTPUT {m} -j DROP"),
+            ]),
+        }
+    }
+    if proxied {
+        rules.push(format!("INPUT {by_origin} -j DROP"));
+    }
+    rules
 }
 
 /// Adds (`-A`) or deletes (`-D`) `rules` in namespace `ns`, in one
@@ -305,6 +323,7 @@ impl Fault for NodePartition {
             return Ok(None);
         };
         let cut = cuts(&shape, &nodes)?;
+        let proxied = Proxies::registered(&dir, Between::Nodes).is_some();
         let mut per_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
         self.links.clear();
         for (from, to) in &cut {
@@ -317,7 +336,7 @@ impl Fault for NodePartition {
             per_namespace
                 .entry(ns)
                 .or_default()
-                .extend(rules(self.cut, addr));
+                .extend(rules(self.cut, addr, proxied));
             self.links.push(format!("{from}->{to}"));
         }
         let journal = Journal::for_run(&dir)?;
@@ -562,11 +581,16 @@ mod tests {
     fn a_reset_rejects_tcp_and_drops_the_rest() {
         let to = std::net::Ipv4Addr::new(10, 213, 4, 2);
         assert_eq!(
-            rules(Cut::Blackhole, to),
+            rules(Cut::Blackhole, to, false),
             vec!["OUTPUT -d 10.213.4.2/32 -j DROP"]
         );
-        let reset = rules(Cut::Reset, to);
+        let reset = rules(Cut::Reset, to, false);
         assert!(reset[0].contains("-p tcp -j REJECT --reject-with tcp-reset"));
         assert!(reset[1].ends_with("-j DROP"));
+        // Through the latency proxies: matched by the address before DNAT too.
+        let proxied = rules(Cut::Blackhole, to, true);
+        assert_eq!(proxied.len(), 3, "{proxied:?}");
+        assert!(proxied[1].starts_with("OUTPUT -m conntrack --ctorigdst 10.213.4.2/32"));
+        assert!(proxied[2].starts_with("INPUT -m conntrack --ctorigdst 10.213.4.2/32"));
     }
 }

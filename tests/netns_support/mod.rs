@@ -38,6 +38,17 @@ pub async fn member(addr: &str) -> Option<Client> {
     .ok()
 }
 
+/// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.
+pub async fn grants_lease(addr: &str) -> bool {
+    let Some(mut c) = member(addr).await else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), c.lease_grant(5, None)).await,
+        Ok(Ok(_))
+    )
+}
+
 /// Waits (up to `within`) for the cluster to name a leader that `ok` accepts.
 pub async fn leader_where(
     c: &Mutex<Box<dyn Cluster>>,
