@@ -339,16 +339,6 @@ fn drop_rules(id: &str) -> usize {
         .sum()
 }
 
-/// Waits up to 3 s for every process of the run under `results` to be gone.
-fn assert_processes_gone(results: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !leftovers(results).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = leftovers(results);
-    assert!(left.is_empty(), "processes left behind: {left:?}");
-}
-
 #[test]
 fn sigterm_in_the_middle_of_a_node_partition_removes_it_all() {
     let results = tempfile::tempdir().unwrap();

@@ -4,7 +4,8 @@
 //! by 200 ms each way makes every linearizable put and get pay raft's round
 //! trips, back to normal after the heal, and a new leader is still elected under
 //! it; a node partition still cuts the links through the proxies. A run with
-//! the fault ends valid and leaves nothing behind.
+//! the fault ends valid and leaves nothing behind, and so does one ended by
+//! SIGTERM, or killed with -9 and recovered, under the latency.
 
 mod netns_support;
 mod run_support;
@@ -20,7 +21,8 @@ use netns_support::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use run_support::*;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
@@ -220,4 +222,88 @@ fn a_run_with_slow_raft_links_is_valid_and_leaves_nothing_behind() {
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert_network_gone(&netns::run_id(&dir));
     r.assert_nothing_left();
+}
+
+/// Starts `lockcheck run` on etcd-slow-peers and returns once its first latency
+/// between nodes is in force (every proxied raft link journaled as slowed): the
+/// controller, and the run directory.
+fn run_until_links_are_slow(results: &Path) -> (std::process::Child, PathBuf) {
+    let controller = lockcheck()
+        .arg("run")
+        .arg(workload("etcd-slow-peers.toml"))
+        .arg("--results")
+        .arg(results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let dir = loop {
+        if results.join("latest").exists() {
+            let dir = latest(results);
+            let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
+            if journal.matches("\"effect\":\"link\"").count() == 6 {
+                break dir;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no latency between nodes within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (controller, dir)
+}
+
+#[test]
+fn sigterm_under_latency_between_nodes_removes_it_all() {
+    let results = tempfile::tempdir().unwrap();
+    let (mut controller, dir) = run_until_links_are_slow(results.path());
+    let id = netns::run_id(&dir);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(controller.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while controller.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the run ignored SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_network_gone(&id);
+    assert_processes_gone(results.path());
+}
+
+#[test]
+fn recover_removes_the_redirected_namespaces_a_killed_controller_left() {
+    let results = tempfile::tempdir().unwrap();
+    let (mut controller, dir) = run_until_links_are_slow(results.path());
+    controller.kill().unwrap(); // SIGKILL: no Drop runs
+    controller.wait().unwrap();
+    let id = netns::run_id(&dir);
+    let redirected: usize = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| redirects(&netns::namespace(&id, n)))
+        .sum();
+    assert_eq!(redirected, 6, "the killed run left its redirects");
+    let out = lockcheck()
+        .arg("recover")
+        .arg(&dir)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["undone"]
+            .to_string()
+            .contains("removed 4 namespace(s)"),
+        "{report}"
+    );
+    assert_network_gone(&id);
+    assert_processes_gone(results.path());
 }

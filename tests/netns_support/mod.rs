@@ -1,6 +1,7 @@
 //! Helpers of the tests of faults between nodes in network namespaces
 //! (`fault_netns`, `fault_netns_latency`): a fault's scene, one etcd member's
-//! client, the leader, and the check that nothing of a run's network is left.
+//! client, the leader, and the checks that nothing of a run's network or
+//! processes is left (with `run_support`, which every user also includes).
 #![allow(dead_code)]
 
 use etcd_client::{Client, ConnectOptions};
@@ -88,4 +89,14 @@ pub fn assert_network_gone(id: &str) {
 pub fn latest(results: &Path) -> PathBuf {
     let link = results.join("latest");
     results.join(std::fs::read_link(&link).unwrap())
+}
+
+/// Waits up to 3 s for every process of the run under `results` to be gone.
+pub fn assert_processes_gone(results: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !crate::run_support::leftovers(results).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = crate::run_support::leftovers(results);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
 }
