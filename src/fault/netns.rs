@@ -42,7 +42,7 @@
 //! The two compose: with the proxies in place, a partition's packets to b leave
 //! a for the proxy's address, past a rule on b's; so its rules also match the
 //! address conntrack remembers from before DNAT (`--ctorigdst`), on what a
-//! sends and on what the proxy hands back to it (see [`rules`]).
+//! sends and on what the proxy hands back to it (see `rules`).
 //!
 //! Which links a fault hits is [`cuts`] of the shape, the same function the
 //! client-link proxy uses; `leader` / `primary` isolation asks the cluster who
