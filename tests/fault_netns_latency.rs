@@ -198,9 +198,11 @@ async fn a_partition_still_cuts_the_links_that_go_through_the_proxies() {
     drop(c);
 }
 
-#[test]
-fn a_run_with_slow_raft_links_is_valid_and_leaves_nothing_behind() {
-    let r = run(&workload("etcd-slow-peers.toml"), &["--time-limit", "5"]);
+/// Runs `workload` (with a latency-nodes fault from 1 s, for 4 s) for 5 s: the
+/// history has the latency between nodes and its heal, the verdict is valid,
+/// and nothing of the run is left.
+fn slow_peers_run_is_valid_and_leaves_nothing_behind(workload: &Path) {
+    let r = run(workload, &["--time-limit", "5"]);
     let dir = r.run_dir();
     let history = std::fs::read_to_string(dir.join("history.jsonl")).unwrap();
     let slowed: Vec<&str> = history
@@ -222,6 +224,23 @@ fn a_run_with_slow_raft_links_is_valid_and_leaves_nothing_behind() {
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert_network_gone(&netns::run_id(&dir));
     r.assert_nothing_left();
+}
+
+#[test]
+fn a_run_with_slow_raft_links_is_valid_and_leaves_nothing_behind() {
+    slow_peers_run_is_valid_and_leaves_nothing_behind(&workload("etcd-slow-peers.toml"));
+}
+
+/// ZooKeeper's quorum (2888) and election (3888) connections both go through
+/// the proxies from the start: the ensemble forms, serves and stays safe.
+#[test]
+fn a_zookeeper_ensemble_forms_and_serves_through_slow_peer_links() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(workload("etcd-slow-peers.toml"))
+        .unwrap()
+        .replace("kind = \"etcd\"", "kind = \"zookeeper\"");
+    let zk = write_workload(dir.path(), "zookeeper-slow-peers.toml", &text);
+    slow_peers_run_is_valid_and_leaves_nothing_behind(&zk);
 }
 
 /// Starts `lockcheck run` on etcd-slow-peers and returns once its first latency
