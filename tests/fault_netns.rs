@@ -4,15 +4,16 @@
 //! leaves no namespace, veth, bridge or process behind; and `lockcheck recover`
 //! removes them all after the controller is killed with -9 mid-partition.
 
+mod netns_support;
 mod run_support;
 
-use etcd_client::{Client, ConnectOptions};
 use lockcheck::backend::BackendKind;
 use lockcheck::cluster::{netns, Cluster, ClusterSpec, LocalCluster, NetworkKind};
 use lockcheck::fault::netns::{NodePartition, NodeShape};
 use lockcheck::fault::node::NodeTarget;
 use lockcheck::fault::shape::Cut;
-use lockcheck::fault::{Fault, Scene};
+use lockcheck::fault::Fault;
+use netns_support::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use run_support::*;
@@ -20,42 +21,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
-
-fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
-    Scene {
-        clients: &[],
-        holder: None,
-        rng,
-        cluster: Some(cluster),
-    }
-}
-
-/// A client of the one member at `addr`, asking it alone, with short timeouts.
-async fn member(addr: &str) -> Option<Client> {
-    let opts = ConnectOptions::new()
-        .with_timeout(Duration::from_secs(1))
-        .with_connect_timeout(Duration::from_secs(1))
-        // As the lock's clients do: a member without a leader says so at once.
-        .with_require_leader(true);
-    tokio::time::timeout(
-        Duration::from_secs(2),
-        Client::connect([format!("http://{addr}")], Some(opts)),
-    )
-    .await
-    .ok()?
-    .ok()
-}
-
-/// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.
-async fn grants_lease(addr: &str) -> bool {
-    let Some(mut c) = member(addr).await else {
-        return false;
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), c.lease_grant(5, None)).await,
-        Ok(Ok(_))
-    )
-}
 
 /// The leader id each member names, or none for one that does not answer.
 async fn leaders_named(endpoints: &[String]) -> Vec<Option<u64>> {
@@ -73,22 +38,6 @@ async fn leaders_named(endpoints: &[String]) -> Vec<Option<u64>> {
     named
 }
 
-/// Waits (up to `within`) for the cluster to name a leader that `ok` accepts.
-async fn leader_where(
-    c: &Mutex<Box<dyn Cluster>>,
-    within: Duration,
-    ok: impl Fn(&str) -> bool,
-) -> Option<String> {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if let Some(l) = c.lock().await.leader().await.filter(|l| ok(l)) {
-            return Some(l);
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    None
-}
-
 /// The rules of `ns`'s OUTPUT chain, as `iptables -S` prints them.
 fn output_rules(ns: &str) -> String {
     let out = Command::new("ip")
@@ -96,25 +45,6 @@ fn output_rules(ns: &str) -> String {
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Nothing of run `id` on the machine: no namespace, no host interface.
-fn assert_network_gone(id: &str) {
-    let names = netns::namespaces_of(id).unwrap();
-    assert!(names.is_empty(), "namespaces left behind: {names:?}");
-    let listed = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let listed = String::from_utf8_lossy(&listed.stdout);
-    assert!(
-        !listed.contains(id),
-        "ip netns list still shows {id}: {listed}"
-    );
-    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
-    let links = String::from_utf8_lossy(&links.stdout);
-    let host = netns::host_interface(id);
-    assert!(
-        !links.contains(&host),
-        "ip link still shows {host}: {links}"
-    );
 }
 
 #[tokio::test]
@@ -339,12 +269,6 @@ async fn a_majorities_ring_leaves_each_of_five_nodes_a_different_majority() {
     assert_network_gone(network.id());
 }
 
-/// The run directory `results/latest` points at.
-fn latest(results: &Path) -> PathBuf {
-    let link = results.join("latest");
-    results.join(std::fs::read_link(&link).unwrap())
-}
-
 /// Runs a leader-isolation workload long enough for one cut (from 1 s, for 4 s)
 /// and its heal: the verdict is valid, the history has the cut and its heal,
 /// and nothing of the run is left.
@@ -413,16 +337,6 @@ fn drop_rules(id: &str) -> usize {
         .iter()
         .map(|ns| output_rules(ns).matches("-j DROP").count())
         .sum()
-}
-
-/// Waits up to 3 s for every process of the run under `results` to be gone.
-fn assert_processes_gone(results: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while !leftovers(results).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left = leftovers(results);
-    assert!(left.is_empty(), "processes left behind: {left:?}");
 }
 
 #[test]

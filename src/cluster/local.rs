@@ -66,6 +66,8 @@ pub struct ClusterSpec {
     /// Where the nodes listen: loopback, or each in a network namespace of its own
     /// (so that faults can cut the links between nodes).
     pub network: NetworkKind,
+    /// With `network` = namespaces: runs once the network exists, before any node.
+    pub on_network: Option<netns::OnNetwork>,
     /// The run directory whose journal lists the servers as they spawn (for
     /// `lockcheck recover`): `dir` itself, unless the cluster is one part of a run
     /// that keeps it in a folder of its own (the resource's PostgreSQL).
@@ -116,6 +118,7 @@ impl ClusterSpec {
             stop_grace: Duration::from_secs(5),
             prepare: None,
             network: NetworkKind::Loopback,
+            on_network: None,
         }
     }
 }
@@ -363,6 +366,9 @@ impl LocalCluster {
             let network = Arc::new(Network::create(&netns::run_id(&spec.dir), &names)?);
             // Each node alone in its namespace: no port can be taken.
             let plan = ClusterPlan::plan(spec, Some(&network))?;
+            if let Some(netns::OnNetwork(hook)) = &plan.spec.on_network {
+                hook(&network, &plan.nodes)?;
+            }
             return plan.start_on(Some(network)).await;
         }
         const ATTEMPTS: usize = 3;

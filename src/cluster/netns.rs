@@ -19,11 +19,13 @@
 //! once its server has exited. [`remove_run`] does both from the id alone, which
 //! is all `lockcheck recover` needs from the journal.
 
+use super::local::NodeSpec;
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Where `ip netns` keeps its named namespaces.
@@ -75,6 +77,34 @@ pub struct Network {
     subnet: u8,
     nodes: Vec<String>,
     removed: std::sync::atomic::AtomicBool,
+    /// What lives as long as the network: the proxies its nodes' links are
+    /// redirected to ([`Network::hold`]).
+    held: std::sync::Mutex<Vec<Held>>,
+}
+
+/// Something a [`Network`] keeps alive until it is removed.
+struct Held(#[allow(dead_code)] Box<dyn std::any::Any + Send + Sync>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Held(..)")
+    }
+}
+
+/// Runs once the run's network exists and before any node starts, with the
+/// nodes' addresses: what must be in the nodes' namespaces from their first
+/// packet (`fault::netns` redirects the links between nodes to proxies, which a
+/// rule added later would not do for connections already open).
+#[derive(Clone)]
+pub struct OnNetwork(pub Arc<OnNetworkFn>);
+
+/// What an [`OnNetwork`] runs.
+pub type OnNetworkFn = dyn Fn(&Network, &[NodeSpec]) -> Result<()> + Send + Sync;
+
+impl std::fmt::Debug for OnNetwork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnNetwork(..)")
+    }
 }
 
 impl Network {
@@ -101,6 +131,7 @@ impl Network {
             subnet,
             nodes: nodes.to_vec(),
             removed: false.into(),
+            held: Default::default(),
         };
         net.build()
             .with_context(|| format!("making the network namespaces of run {id}"))?;
@@ -177,12 +208,32 @@ impl Network {
         std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))
     }
 
+    /// Keeps `thing` until the network is removed: the proxies of its links,
+    /// which must serve as long as any node may use them.
+    pub fn hold(&self, thing: Box<dyn std::any::Any + Send + Sync>) {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Held(thing));
+    }
+
+    /// Runs `program ARGS` (iptables-restore) in node `node`'s namespace with
+    /// `input` on its stdin.
+    pub fn run_in(&self, node: &str, program: &str, args: &[&str], input: &str) -> Result<()> {
+        let ns = self
+            .namespace_of(node)
+            .with_context(|| format!("no node {node} in network {}", self.id))?;
+        run_in(&ns, program, args, input)
+    }
+
     /// Removes the network (call it once the nodes' processes have exited, so
     /// that their namespaces go at once). Idempotent; also what drop does.
     pub fn remove(&self) -> Result<()> {
         if self.removed.swap(true, std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
+        // No node is left to use them.
+        self.held.lock().unwrap_or_else(|e| e.into_inner()).clear();
         remove_run(&self.id).map(|_| ())
     }
 }

@@ -1,31 +1,72 @@
-//! Partitions between server nodes: the links of etcd's raft, ZooKeeper's
-//! quorum, cut inside the kernel. Needs the nodes in network namespaces of their
-//! own (`[backend] network = "namespaces"`, `cluster::netns`).
+//! Faults on the links between server nodes: the links of etcd's raft,
+//! ZooKeeper's quorum and election, NATS's routes. Needs the nodes in network
+//! namespaces of their own (`[backend] network = "namespaces"`,
+//! `cluster::netns`).
 //!
-//! A cut link a -> b is an iptables rule in a's namespace on the packets it sends
-//! to b's address: `DROP` (a black hole: requests hang, retransmissions go
-//! nowhere, and flow again when it heals) or `REJECT --reject-with tcp-reset` (the
-//! sender sees its connections reset and new ones refused). [`cuts`] is always
+//! **Partitions** ([`NodePartition`]) are cut inside the kernel. A cut link
+//! a -> b is an iptables rule in a's namespace on the packets it sends to b's
+//! address: `DROP` (a black hole: requests hang, retransmissions go nowhere, and
+//! flow again when it heals) or `REJECT --reject-with tcp-reset` (the sender
+//! sees its connections reset and new ones refused). [`cuts`] is always
 //! symmetric, so b's rule cuts the way back. The clients' links (through the
 //! proxy on loopback, from the host's address) are never touched.
 //!
-//! Which links go is [`cuts`] of the shape, the same function the client-link
-//! proxy uses; `leader` / `primary` isolation asks the cluster who leads at the
-//! moment the fault starts. Each namespace's rules are journaled before they are
-//! added, and removed on heal, on drop, and by `lockcheck recover` (which also
-//! removes the namespaces themselves).
+//! **Latency** ([`NodeLatency`]) has no kernel to lean on (no netem here), so it
+//! goes through the same user-space proxy as the clients' links
+//! (`fault::proxy`, `Mode::Latency`). The peers' addresses cannot change (etcd
+//! derives its member ids from the peer URLs), so the proxy sits there without
+//! the servers knowing: for each node a, peer b and port of b (etcd's and NATS's
+//! peer port, ZooKeeper's quorum and election ports), a `nat` rule in a's
+//! namespace, `OUTPUT -d B -p tcp --dport P -j DNAT --to-destination
+//! 10.213.S.254:Q`, sends a's connections to a proxy listening on the host's
+//! address of the nodes' network, which forwards them to b:P. b sees its peer
+//! connect from the host's address, which none of these servers checks (etcd and
+//! ZooKeeper know a peer by what it says, NATS by its route's server id).
+//!
+//! A DNAT rule applies to new connections only: conntrack keeps an open one on
+//! its first route, and raft's connections are long-lived. Rules added when the
+//! fault starts would slow nothing until the servers reconnected, and resetting
+//! their connections to force it would be a fault of its own. So when a
+//! workload has a `latency-nodes` fault, [`proxy_node_links`] puts every peer
+//! link through its proxy *before the nodes start* (`ClusterSpec::on_network`),
+//! passing bytes through untouched (one copy in the controller: a put and a
+//! linearizable get on etcd take a few ms through it) until a fault slows them, and back to passing on heal. That
+//! is the faithful design: the very connections the servers use are the ones
+//! slowed, mid-stream, as a slow network would, and a node killed and restarted
+//! reconnects through the same rules. The rules live in the nodes' namespaces
+//! and go with them; the proxies live as long as the network (`Network::hold`),
+//! so a node never loses its peers while it runs. Nothing of it outlives the run
+//! that the run's journal does not already remove (the namespaces) or the
+//! controller's death does not end (the proxies).
+//!
+//! The two compose: with the proxies in place, a partition's packets to b leave
+//! a for the proxy's address, past a rule on b's; so its rules also match the
+//! address conntrack remembers from before DNAT (`--ctorigdst`), on what a
+//! sends and on what the proxy hands back to it (see `rules`).
+//!
+//! Which links a fault hits is [`cuts`] of the shape, the same function the
+//! client-link proxy uses; `leader` / `primary` isolation asks the cluster who
+//! leads at the moment the fault starts. A partition's rules are journaled
+//! before they are added, and removed on heal, on drop, and by `lockcheck
+//! recover` (which also removes the namespaces themselves); a latency's links
+//! are journaled as they are slowed (`Effect::Link`, like the clients' links),
+//! and set back to passing on heal and on drop.
 
 use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};
+use super::proxy::{mode_value, Between, LinkId, Mode, Proxies};
 use super::shape::{cuts, Cut, Shape};
 use super::{Fault, Scene, Target};
-use crate::cluster::netns::{self, Network};
+use crate::cluster::netns::{self, Network, OnNetwork};
+use crate::cluster::NodeSpec;
 use crate::history::f;
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use rand::seq::SliceRandom;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Which node-to-node links a partition cuts.
@@ -42,6 +83,8 @@ pub enum NodeShape {
     Bridge,
     /// These pairs of nodes, cut both ways.
     Links(Vec<(String, String)>),
+    /// Every link between nodes (for a latency: the whole cluster slowed).
+    All,
 }
 
 impl NodeShape {
@@ -53,6 +96,7 @@ impl NodeShape {
             NodeShape::MajoritiesRing => "majorities-ring",
             NodeShape::Bridge => "bridge",
             NodeShape::Links(_) => "links",
+            NodeShape::All => "all",
         }
     }
 
@@ -69,6 +113,7 @@ impl NodeShape {
             NodeShape::Halves => Shape::Halves,
             NodeShape::MajoritiesRing => Shape::MajoritiesRing,
             NodeShape::Bridge => Shape::Bridge,
+            NodeShape::All => Shape::Links(every_pair(&names)),
             NodeShape::Links(pairs) => {
                 if let Some((a, _)) = pairs.iter().find(|(a, b)| a == b) {
                     bail!("a link joins two nodes: found {a} with itself");
@@ -80,29 +125,131 @@ impl NodeShape {
     }
 }
 
-/// The rule (without its `-A` / `-D`) that cuts the packets a namespace sends to
-/// `to`.
-fn rules(cut: Cut, to: std::net::Ipv4Addr) -> Vec<String> {
-    match cut {
-        Cut::Blackhole => vec![format!("OUTPUT -d {to}/32 -j DROP")],
-        // Anything not TCP (there is none between these servers) is dropped.
-        Cut::Reset => vec![
-            format!("OUTPUT -d {to}/32 -p tcp -j REJECT --reject-with tcp-reset"),
-            format!("OUTPUT -d {to}/32 -j DROP"),
-        ],
+/// Where a node fault on links between nodes lands, at the moment it starts.
+struct Aim {
+    network: Arc<Network>,
+    /// The nodes, shuffled with the seed where the shape splits them.
+    nodes: Vec<String>,
+    shape: Shape,
+    /// The nodes the history names as the fault's targets.
+    targets: Vec<String>,
+    dir: std::path::PathBuf,
+}
+
+/// The cluster's shape for now: the node list and the shape over it (the
+/// isolated node picked, the halves shuffled with the run's seed), and the
+/// targets the history names; `None` when there is nobody to isolate yet (no
+/// leader during an election).
+async fn aim(shape: &NodeShape, scene: &mut Scene<'_>) -> Result<Option<Aim>> {
+    let Some(cluster) = scene.cluster else {
+        bail!("a fault between nodes needs the run's cluster");
+    };
+    let (network, mut nodes, dir) = {
+        let c = cluster.lock().await;
+        let network = c.network().context(
+            "a fault between nodes needs the nodes in namespaces: set [backend] network = \"namespaces\"",
+        )?;
+        (network, c.node_names(), c.dir().to_path_buf())
+    };
+    let shape = match shape {
+        NodeShape::Isolate(target) => {
+            let Some((picked, _)) = node::pick(target, scene).await? else {
+                return Ok(None);
+            };
+            Shape::Isolate(picked[0].clone())
+        }
+        NodeShape::Links(pairs) => Shape::Links(pairs.clone()),
+        NodeShape::All => Shape::Links(every_pair(&nodes)),
+        NodeShape::Halves | NodeShape::MajoritiesRing | NodeShape::Bridge => {
+            // Who ends up on which side is the seed's choice.
+            nodes.shuffle(scene.rng);
+            match shape {
+                NodeShape::Halves => Shape::Halves,
+                NodeShape::MajoritiesRing => Shape::MajoritiesRing,
+                _ => Shape::Bridge,
+            }
+        }
+    };
+    let targets = match &shape {
+        Shape::Isolate(n) => vec![n.clone()],
+        Shape::Halves => nodes[..nodes.len() / 2].to_vec(),
+        Shape::Bridge => vec![nodes[nodes.len() / 2].clone()],
+        _ => Vec::new(),
+    };
+    Ok(Some(Aim {
+        network,
+        nodes,
+        shape,
+        targets,
+        dir,
+    }))
+}
+
+/// Every pair of distinct `nodes`, once.
+fn every_pair(nodes: &[String]) -> Vec<(String, String)> {
+    let mut pairs = Vec::new();
+    for (i, a) in nodes.iter().enumerate() {
+        for b in &nodes[i + 1..] {
+            pairs.push((a.clone(), b.clone()));
+        }
     }
+    pairs
+}
+
+/// The rules (without their `-A` / `-D`) that cut the packets a namespace
+/// sends to `to`. Where its links go through the latency proxies
+/// (`proxied`), its packets to `to` leave for the proxy's address instead once
+/// DNAT has rewritten them, so further rules match them by the destination
+/// conntrack remembers (`--ctorigdst`), both ways: what it sends, and what the
+/// proxy hands it back on those connections (or a black hole would still carry
+/// the peer's bytes one way).
+fn rules(cut: Cut, to: std::net::Ipv4Addr, proxied: bool) -> Vec<String> {
+    let by_addr = format!("-d {to}/32");
+    let by_origin = format!("-m conntrack --ctorigdst {to}/32");
+    let mut matches = vec![by_addr];
+    if proxied {
+        matches.push(by_origin.clone());
+    }
+    let mut rules = Vec::new();
+    for m in &matches {
+        match cut {
+            Cut::Blackhole => rules.push(format!("OUTPUT {m} -j DROP")),
+            // Anything not TCP (there is none between these servers) is dropped.
+            Cut::Reset => rules.extend([
+                format!("OUTPUT {m} -p tcp -j REJECT --reject-with tcp-reset"),
+                format!("OUTPUT {m} -j DROP"),
+            ]),
+        }
+    }
+    if proxied {
+        rules.push(format!("INPUT {by_origin} -j DROP"));
+    }
+    rules
 }
 
 /// Adds (`-A`) or deletes (`-D`) `rules` in namespace `ns`, in one
 /// `iptables-restore` that leaves every other rule alone.
 fn apply(ns: &str, op: &str, rules: &[String]) -> Result<()> {
-    let mut input = String::from("*filter\n");
+    netns::run_in(
+        ns,
+        "iptables-restore",
+        RESTORE,
+        &restore_input("filter", op, rules),
+    )
+}
+
+/// `iptables-restore` keeping every other rule; -w: the xtables lock is one
+/// file for every namespace on the machine.
+const RESTORE: &[&str] = &["-w", "--noflush"];
+
+/// The input of an `iptables-restore` that applies `op` to `rules` in `table`.
+fn restore_input(table: &str, op: &str, rules: &[String]) -> String {
+    let mut input = format!("*{table}\n");
     for r in rules {
         input.push_str(&format!("{op} {r}\n"));
     }
     input.push_str("COMMIT\n");
-    // -w: the xtables lock is one file for every namespace on the machine.
-    netns::run_in(ns, "iptables-restore", &["-w", "--noflush"], &input)
+    input
 }
 
 /// Removes the rules an [`Effect::NodeCut`] added, if their namespace is still
@@ -143,59 +290,6 @@ impl NodePartition {
         }
     }
 
-    /// The cluster's shape for now: the node list and the shape over it (the
-    /// isolated node picked, the halves shuffled with the run's seed), and the
-    /// targets the history names; `None` when there is nobody to isolate yet
-    /// (no leader during an election).
-    async fn aim(
-        &self,
-        scene: &mut Scene<'_>,
-    ) -> Result<
-        Option<(
-            Arc<Network>,
-            Vec<String>,
-            Shape,
-            Vec<String>,
-            std::path::PathBuf,
-        )>,
-    > {
-        let Some(cluster) = scene.cluster else {
-            bail!("a node partition needs the run's cluster");
-        };
-        let (network, mut nodes, dir) = {
-            let c = cluster.lock().await;
-            let network = c.network().context(
-                "a node partition needs the nodes in namespaces: set [backend] network = \"namespaces\"",
-            )?;
-            (network, c.node_names(), c.dir().to_path_buf())
-        };
-        let shape = match &self.shape {
-            NodeShape::Isolate(target) => {
-                let Some((picked, _)) = node::pick(target, scene).await? else {
-                    return Ok(None);
-                };
-                Shape::Isolate(picked[0].clone())
-            }
-            NodeShape::Links(pairs) => Shape::Links(pairs.clone()),
-            NodeShape::Halves | NodeShape::MajoritiesRing | NodeShape::Bridge => {
-                // Who ends up on which side is the seed's choice.
-                nodes.shuffle(scene.rng);
-                match self.shape {
-                    NodeShape::Halves => Shape::Halves,
-                    NodeShape::MajoritiesRing => Shape::MajoritiesRing,
-                    _ => Shape::Bridge,
-                }
-            }
-        };
-        let targets = match &shape {
-            Shape::Isolate(n) => vec![n.clone()],
-            Shape::Halves => nodes[..nodes.len() / 2].to_vec(),
-            Shape::Bridge => vec![nodes[nodes.len() / 2].clone()],
-            _ => Vec::new(),
-        };
-        Ok(Some((network, nodes, shape, targets, dir)))
-    }
-
     fn heal_all(&mut self) -> Result<()> {
         let mut first = None;
         for a in self.active.drain(..) {
@@ -223,10 +317,18 @@ impl Fault for NodePartition {
     }
 
     async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
-        let Some((network, nodes, shape, targets, dir)) = self.aim(scene).await? else {
+        let Some(Aim {
+            network,
+            nodes,
+            shape,
+            targets,
+            dir,
+        }) = aim(&self.shape, scene).await?
+        else {
             return Ok(None);
         };
         let cut = cuts(&shape, &nodes)?;
+        let proxied = Proxies::registered(&dir, Between::Nodes).is_some();
         let mut per_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
         self.links.clear();
         for (from, to) in &cut {
@@ -239,7 +341,7 @@ impl Fault for NodePartition {
             per_namespace
                 .entry(ns)
                 .or_default()
-                .extend(rules(self.cut, addr));
+                .extend(rules(self.cut, addr, proxied));
             self.links.push(format!("{from}->{to}"));
         }
         let journal = Journal::for_run(&dir)?;
@@ -290,6 +392,176 @@ impl Drop for NodePartition {
     }
 }
 
+/// The rule (without its `-A`) in `from`'s namespace that sends its
+/// connections to `target` (a peer's port) to the proxy at `proxy` instead.
+fn redirect(target: SocketAddr, proxy: SocketAddr) -> String {
+    format!(
+        "OUTPUT -d {}/32 -p tcp --dport {} -j DNAT --to-destination {proxy}",
+        target.ip(),
+        target.port()
+    )
+}
+
+/// The ports a node's peers connect to: etcd's and NATS's peer port,
+/// ZooKeeper's quorum and election ports.
+fn peer_ports(node: &NodeSpec) -> Vec<SocketAddr> {
+    node.peer_listen.into_iter().chain(node.election).collect()
+}
+
+/// The hook (run before any node starts) that puts every link between nodes
+/// through a proxy of its own: for each node a, peer b and port of b, a
+/// [`Link`](super::proxy::Link) `a -> b:port` on the host's address, and a DNAT
+/// rule in a's namespace sending a's connections to b:port there. The proxies
+/// pass until a [`NodeLatency`] slows them; they are registered for the run in
+/// `run_dir` and live as long as the network (the rules go with the
+/// namespaces, which the run's journal already lists).
+pub fn proxy_node_links(run_dir: PathBuf, seed: u64) -> OnNetwork {
+    OnNetwork(Arc::new(move |network: &Network, nodes: &[NodeSpec]| {
+        let host = SocketAddr::from((network.host_addr(), 0));
+        let mut proxies = Proxies::new(seed);
+        let mut per_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for from in nodes {
+            for to in nodes.iter().filter(|n| n.name != from.name) {
+                for target in peer_ports(to) {
+                    let id = LinkId::new(&from.name, format!("{}:{}", to.name, target.port()));
+                    let proxy = proxies.add_on(id, host, target)?;
+                    per_node
+                        .entry(&from.name)
+                        .or_default()
+                        .push(redirect(target, proxy));
+                }
+            }
+        }
+        for (node, rules) in per_node {
+            let input = restore_input("nat", "-A", &rules);
+            network.run_in(node, "iptables-restore", RESTORE, &input)?;
+        }
+        let proxies = Arc::new(proxies);
+        proxies.register(&run_dir, Between::Nodes);
+        network.hold(Box::new(proxies));
+        Ok(())
+    }))
+}
+
+/// The node a proxied node link leads to: `n2` of `n1 -> n2:2380`.
+fn peer_of(id: &LinkId) -> &str {
+    id.to.split(':').next().unwrap_or(&id.to)
+}
+
+/// Slows links between server nodes: sets `Latency` on the proxies
+/// [`proxy_node_links`] put them through, back to `Pass` when it ends.
+/// Recorded as nemesis `latency` / `heal`, the value naming the slowed links.
+pub struct NodeLatency {
+    shape: NodeShape,
+    mode: Mode,
+    /// The proxied links slowed, with their journal entries.
+    active: Vec<(LinkId, u64)>,
+    /// The slowed node pairs, `n1->n2`.
+    links: Vec<String>,
+    proxies: Option<Arc<Proxies>>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl NodeLatency {
+    /// `mode` is a [`Mode::Latency`].
+    pub fn new(shape: NodeShape, mode: Mode) -> NodeLatency {
+        NodeLatency {
+            shape,
+            mode,
+            active: Vec::new(),
+            links: Vec::new(),
+            proxies: None,
+            journal: None,
+        }
+    }
+
+    fn heal_all(&mut self) -> Result<()> {
+        let Some(proxies) = &self.proxies else {
+            return Ok(());
+        };
+        let mut first = None;
+        for (id, journal_id) in self.active.drain(..) {
+            if let Some(link) = proxies.get(&id) {
+                link.set(Mode::Pass);
+            }
+            if let Some(Err(e)) = self.journal.as_ref().map(|j| j.undone(journal_id)) {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+#[async_trait]
+impl Fault for NodeLatency {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::LATENCY, f::HEAL)
+    }
+
+    fn target(&self) -> &Target {
+        &node::TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some(Aim {
+            nodes,
+            shape,
+            targets,
+            dir,
+            ..
+        }) = aim(&self.shape, scene).await?
+        else {
+            return Ok(None);
+        };
+        let slowed = cuts(&shape, &nodes)?;
+        let proxies = Proxies::registered(&dir, Between::Nodes).with_context(|| {
+            format!(
+                "a latency between nodes needs the proxies of their links, put in place as the nodes start (run {} has none)",
+                dir.display()
+            )
+        })?;
+        let journal = Journal::for_run(&dir)?;
+        self.links = slowed.iter().map(|(a, b)| format!("{a}->{b}")).collect();
+        let ids: Vec<LinkId> = proxies
+            .links()
+            .map(|l| l.id().clone())
+            .filter(|id| slowed.contains(&(id.from.clone(), peer_of(id).to_string())))
+            .collect();
+        self.proxies = Some(proxies.clone());
+        self.journal = Some(journal.clone());
+        for id in ids {
+            let journal_id = journal.record(Effect::Link {
+                link: id.to_string(),
+                mode: format!("{:?}", self.mode),
+            })?;
+            proxies.set(std::slice::from_ref(&id), self.mode)?;
+            self.active.push((id, journal_id));
+        }
+        let mut value = json!({
+            "targets": targets,
+            "between": "nodes",
+            "shape": self.shape.name(),
+            "links": self.links,
+        });
+        mode_value(self.mode, &mut value);
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+        let value = json!({ "between": "nodes", "links": std::mem::take(&mut self.links) });
+        self.heal_all()?;
+        Ok(value)
+    }
+}
+
+impl Drop for NodeLatency {
+    fn drop(&mut self) {
+        if let Err(e) = self.heal_all() {
+            tracing::warn!("healing a latency between nodes: {e:#}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,11 +586,16 @@ mod tests {
     fn a_reset_rejects_tcp_and_drops_the_rest() {
         let to = std::net::Ipv4Addr::new(10, 213, 4, 2);
         assert_eq!(
-            rules(Cut::Blackhole, to),
+            rules(Cut::Blackhole, to, false),
             vec!["OUTPUT -d 10.213.4.2/32 -j DROP"]
         );
-        let reset = rules(Cut::Reset, to);
+        let reset = rules(Cut::Reset, to, false);
         assert!(reset[0].contains("-p tcp -j REJECT --reject-with tcp-reset"));
         assert!(reset[1].ends_with("-j DROP"));
+        // Through the latency proxies: matched by the address before DNAT too.
+        let proxied = rules(Cut::Blackhole, to, true);
+        assert_eq!(proxied.len(), 3, "{proxied:?}");
+        assert!(proxied[1].starts_with("OUTPUT -m conntrack --ctorigdst 10.213.4.2/32"));
+        assert!(proxied[2].starts_with("INPUT -m conntrack --ctorigdst 10.213.4.2/32"));
     }
 }

@@ -3,7 +3,8 @@
 //! This kernel has no netem, and lockcheck must not touch the machine's
 //! firewall; so each link a fault may cut (a client to a node, a node to a
 //! peer) goes through a [`Link`]: a loopback listener forwarding to the real
-//! address. Its [`Mode`] is set live:
+//! address (for the links between nodes in namespaces, a listener on the host's
+//! address of their network, which `fault::netns` redirects them to). Its [`Mode`] is set live:
 //! - `Pass`: bytes flow;
 //! - `Blackhole`: bytes stop (held, then delivered if the link heals, like a
 //!   partition TCP rides out), so requests hang and time out;
@@ -83,6 +84,22 @@ impl Link {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .with_context(|| format!("listening for link {id}"))?;
+        Link::serve(id, listener, target, seed)
+    }
+
+    /// [`Link::start`], listening on `bind` (a free port of that address when
+    /// its port is 0): the node-to-node links listen on the host's address on
+    /// the nodes' network. Synchronous, for a hook run before the nodes start;
+    /// needs a tokio runtime.
+    pub fn start_on(id: LinkId, bind: SocketAddr, target: SocketAddr, seed: u64) -> Result<Link> {
+        let listener = std::net::TcpListener::bind(bind)
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .and_then(TcpListener::from_std)
+            .with_context(|| format!("listening on {bind} for link {id}"))?;
+        Link::serve(id, listener, target, seed)
+    }
+
+    fn serve(id: LinkId, listener: TcpListener, target: SocketAddr, seed: u64) -> Result<Link> {
         let addr = listener.local_addr()?;
         let (mode, rx) = watch::channel(Mode::Pass);
         let task = tokio::spawn(accept_loop(listener, target, rx, seed));
@@ -285,14 +302,35 @@ impl Proxies {
     /// Puts a proxy on the link `from -> to`; returns the address `from` must
     /// use to reach `to`.
     pub async fn add(&mut self, id: LinkId, target: SocketAddr) -> Result<SocketAddr> {
-        if self.links.contains_key(&id) {
+        let seed = self.next_seed(&id)?;
+        let link = Link::start(id.clone(), target, seed).await?;
+        Ok(self.insert(link))
+    }
+
+    /// [`Proxies::add`], the proxy listening on `bind` ([`Link::start_on`]).
+    pub fn add_on(
+        &mut self,
+        id: LinkId,
+        bind: SocketAddr,
+        target: SocketAddr,
+    ) -> Result<SocketAddr> {
+        let seed = self.next_seed(&id)?;
+        let link = Link::start_on(id.clone(), bind, target, seed)?;
+        Ok(self.insert(link))
+    }
+
+    /// The jitter seed of the next link, `id`, which must be new.
+    fn next_seed(&self, id: &LinkId) -> Result<u64> {
+        if self.links.contains_key(id) {
             bail!("link {id} is already proxied");
         }
-        let seed = self.seed ^ (self.links.len() as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let link = Link::start(id.clone(), target, seed).await?;
+        Ok(self.seed ^ (self.links.len() as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9))
+    }
+
+    fn insert(&mut self, link: Link) -> SocketAddr {
         let addr = link.addr();
-        self.links.insert(id, link);
-        Ok(addr)
+        self.links.insert(link.id.clone(), link);
+        addr
     }
 
     pub fn get(&self, id: &LinkId) -> Option<&Link> {
@@ -355,24 +393,45 @@ impl Proxies {
             endpoints.push(mine);
         }
         let proxies = Arc::new(proxies);
-        let mut runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
-        runs.retain(|_, p| p.strong_count() > 0);
-        runs.insert(run_dir.to_path_buf(), Arc::downgrade(&proxies));
+        proxies.register(run_dir, Between::Clients);
         Ok((proxies, endpoints))
     }
 
-    /// The proxies of the run in `run_dir`, while the run holds them.
+    /// Makes these the proxies of the run in `run_dir` for the links `between`
+    /// (held weakly: they go when their owner drops them).
+    pub fn register(self: &Arc<Self>, run_dir: &Path, between: Between) {
+        let mut runs = RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        runs.retain(|_, p| p.strong_count() > 0);
+        runs.insert((run_dir.to_path_buf(), between), Arc::downgrade(self));
+    }
+
+    /// The client proxies of the run in `run_dir`, while the run holds them.
     pub fn of_run(run_dir: &Path) -> Option<Arc<Proxies>> {
+        Proxies::registered(run_dir, Between::Clients)
+    }
+
+    /// The proxies of the run in `run_dir` for the links `between`, while the
+    /// run holds them.
+    pub fn registered(run_dir: &Path, between: Between) -> Option<Arc<Proxies>> {
         RUNS.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(run_dir)
+            .get(&(run_dir.to_path_buf(), between))
             .and_then(Weak::upgrade)
     }
 }
 
+/// Which links a set of proxies carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Between {
+    /// The clients' links to the nodes.
+    Clients,
+    /// The nodes' links to each other (`fault::netns`).
+    Nodes,
+}
+
 /// The runs' proxies, by run directory. A registry rather than a field of the
 /// scene: link faults are built from the workload before the run's links exist.
-static RUNS: Mutex<BTreeMap<PathBuf, Weak<Proxies>>> = Mutex::new(BTreeMap::new());
+static RUNS: Mutex<BTreeMap<(PathBuf, Between), Weak<Proxies>>> = Mutex::new(BTreeMap::new());
 
 /// Which client-to-node links a link fault hits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -453,7 +512,7 @@ impl LinkFault {
     }
 }
 
-fn mode_value(mode: Mode, value: &mut Value) {
+pub(super) fn mode_value(mode: Mode, value: &mut Value) {
     match mode {
         Mode::Pass => {}
         Mode::Blackhole => value["mode"] = "blackhole".into(),

@@ -273,6 +273,17 @@ async fn execute(
         hooks.push(crate::fault::clock::prepare_hook(dir.to_path_buf()));
     }
     spec.network = w.backend.network;
+    // Latency between nodes goes through proxies their connections must take
+    // from the first: put in place before the nodes start, passing until the fault.
+    if w.faults
+        .iter()
+        .any(|f| f.kind == workload::FaultKind::LatencyNodes)
+    {
+        spec.on_network = Some(crate::fault::netns::proxy_node_links(
+            dir.to_path_buf(),
+            seed,
+        ));
+    }
     // Namespaces, bridge and veths are written down before they exist, so that
     // `lockcheck recover` removes them after a kill -9 whenever it came.
     let journal = crate::fault::journal::Journal::for_run(dir)?;

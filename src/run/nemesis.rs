@@ -9,7 +9,7 @@ use super::workload::{FaultEntry, FaultKind};
 use super::Live;
 use crate::cluster::Cluster;
 use crate::fault::clock::{ClockFault, Clocks};
-use crate::fault::netns::NodePartition;
+use crate::fault::netns::{NodeLatency, NodePartition};
 use crate::fault::node::{KillNodes, PauseNodes};
 use crate::fault::proxy::LinkFault;
 use crate::fault::schedule;
@@ -58,6 +58,15 @@ pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
                 .expect("a partition-nodes entry carries its shape (checked at load)");
             Box::new(NodePartition::new(shape, cut))
         }
+        FaultKind::LatencyNodes => Box::new(NodeLatency::new(
+            entry
+                .node_latency
+                .clone()
+                .expect("a latency-nodes entry carries its shape (checked at load)"),
+            entry
+                .link
+                .expect("a latency-nodes entry carries its delay (checked at load)"),
+        )),
     }
 }
 

@@ -30,7 +30,8 @@
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
 //! network = "loopback"          # optional: loopback | namespaces (local runtime:
 //!                               #   each node in a network namespace of its own,
-//!                               #   so `partition-nodes` can cut node links)
+//!                               #   so `partition-nodes` can cut node links and
+//!                               #   `latency-nodes` slow them)
 //! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a
 //!                               #   time namespace whose CLOCK_MONOTONIC and
 //!                               #   CLOCK_BOOTTIME are this far off the machine's
@@ -130,6 +131,13 @@
 //! delay = "50ms"                # each way
 //! jitter = "10ms"               # optional, 0
 //! duration = "4s"
+//!
+//! [[faults]]
+//! kind = "latency-nodes"        # links between server nodes, through proxies
+//! shape = "all"                 #   their namespaces redirect peer connections
+//! delay = "100ms"               #   to from the start (network = "namespaces");
+//! jitter = "30ms"               #   shapes as partition-nodes, and all (the
+//! duration = "4s"               #   default): every link
 //! ```
 
 use crate::backend::BackendKind;
@@ -422,6 +430,8 @@ pub struct FaultEntry {
     pub links: Option<Links>,
     /// Partition-nodes: which node-to-node links, and how they are cut.
     pub node_partition: Option<(NodeShape, Cut)>,
+    /// Latency-nodes: which node-to-node links are slowed (by `link`).
+    pub node_latency: Option<NodeShape>,
     /// How long each occurrence lasts.
     pub duration: Duration,
     /// Quiet period from the start of the run to the first occurrence.
@@ -447,6 +457,9 @@ pub enum FaultKind {
     Latency,
     /// Cut the links between server nodes (in their network namespaces).
     PartitionNodes,
+    /// Delay the bytes between server nodes (through proxies their namespaces
+    /// redirect them to).
+    LatencyNodes,
 }
 
 /// How a partition cuts a link.
@@ -682,7 +695,18 @@ impl Workload {
             }
             let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
             let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
-            let node_partition = node_partition(&f, nodes, network, &|k, what| bad(&key(k), what))?;
+            let node_shape = node_shape(&f, nodes, network, &|k, what| bad(&key(k), what))?;
+            let node_partition = node_shape
+                .clone()
+                .filter(|_| f.kind == FaultKind::PartitionNodes)
+                .map(|shape| {
+                    let cut = match f.cut.unwrap_or(CutKind::Blackhole) {
+                        CutKind::Blackhole => Cut::Blackhole,
+                        CutKind::Reset => Cut::Reset,
+                    };
+                    (shape, cut)
+                });
+            let node_latency = node_shape.filter(|_| f.kind == FaultKind::LatencyNodes);
             let links = link_fault.then(|| match (&f.target, &f.nodes) {
                 (Some(t), _) => Links::FromClient(t.clone()),
                 (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
@@ -698,6 +722,7 @@ impl Workload {
                 link,
                 links,
                 node_partition,
+                node_latency,
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
@@ -855,7 +880,7 @@ fn runtime_refuses(runtime: Runtime, kind: FaultKind) -> Option<&'static str> {
         (Runtime::External, FaultKind::PauseNode) => Some("pausing a server needs its process; lockcheck did not start these servers"),
         (Runtime::External, FaultKind::Kill) => Some("killing and restarting a server needs its process; lockcheck did not start these servers"),
         (Runtime::External, FaultKind::Clock) => Some("a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start"),
-        (Runtime::Docker | Runtime::External, FaultKind::PartitionNodes) => Some("links between nodes are cut inside the network namespaces the local runtime puts its nodes in"),
+        (Runtime::Docker | Runtime::External, FaultKind::PartitionNodes | FaultKind::LatencyNodes) => Some("links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in"),
         (Runtime::Local | Runtime::Docker | Runtime::External, _) => None,
     }
 }
@@ -881,6 +906,7 @@ impl FaultKind {
             FaultKind::Partition => "partition",
             FaultKind::Latency => "latency",
             FaultKind::PartitionNodes => "partition-nodes",
+            FaultKind::LatencyNodes => "latency-nodes",
         }
     }
 }
@@ -1003,7 +1029,7 @@ fn link_mode(
 ) -> Result<Option<LinkMode>> {
     let only = |k: &str, kind: &str| Err(bad(k, format!("only a {kind} fault takes it")));
     match f.kind {
-        // Its cut is read with its shape (`node_partition`).
+        // Its cut is read with its shape (`node_shape`).
         FaultKind::PartitionNodes => match (f.delay.is_some(), f.jitter.is_some()) {
             (true, _) => only("delay", "latency"),
             (_, true) => only("jitter", "latency"),
@@ -1021,7 +1047,7 @@ fn link_mode(
                 CutKind::Reset => LinkMode::Reset,
             }))
         }
-        FaultKind::Latency => {
+        FaultKind::Latency | FaultKind::LatencyNodes => {
             if f.cut.is_some() {
                 return only("cut", "partition");
             }
@@ -1050,42 +1076,51 @@ fn link_mode(
     }
 }
 
-/// Which node-to-node links a `partition-nodes` entry cuts, and how; other kinds
-/// take neither `shape` nor `links`. The shape is checked against the cluster's
-/// `nodes` here, so that a run never starts with a partition it cannot make.
-fn node_partition(
+/// Which node-to-node links a `partition-nodes` entry cuts or a `latency-nodes`
+/// entry slows; other kinds take neither `shape` nor `links`. The shape is
+/// checked against the cluster's `nodes` here, so that a run never starts with
+/// a fault it cannot make. A partition isolates one node by default; a latency
+/// slows every link.
+fn node_shape(
     f: &raw::Fault,
     nodes: usize,
     network: NetworkKind,
     bad: &dyn Fn(&str, String) -> anyhow::Error,
-) -> Result<Option<(NodeShape, Cut)>> {
+) -> Result<Option<NodeShape>> {
     use raw::ShapeKind;
-    if f.kind != FaultKind::PartitionNodes {
+    if !matches!(f.kind, FaultKind::PartitionNodes | FaultKind::LatencyNodes) {
         return match [("shape", f.shape.is_some()), ("links", f.links.is_some())]
             .iter()
             .find(|(_, g)| *g)
         {
-            Some((k, _)) => Err(bad(k, "only a partition-nodes fault takes it".into())),
+            Some((k, _)) => Err(bad(
+                k,
+                "only a partition-nodes or latency-nodes fault takes it".into(),
+            )),
             None => Ok(None),
         };
     }
     if network != NetworkKind::Namespaces {
         return Err(bad(
             "kind",
-            "links between nodes are cut inside their network namespaces: set [backend] network = \"namespaces\"".into(),
+            "links between nodes are cut or slowed inside their network namespaces: set [backend] network = \"namespaces\"".into(),
         ));
     }
-    let kind = f.shape.unwrap_or(ShapeKind::Isolate);
+    let default = match f.kind {
+        FaultKind::LatencyNodes => ShapeKind::All,
+        _ => ShapeKind::Isolate,
+    };
+    let kind = f.shape.unwrap_or(default);
     if f.links.is_some() != (kind == ShapeKind::Links) {
         return Err(bad(
             "links",
-            "shape = \"links\" takes the pairs of nodes to cut, like links = [[\"n1\", \"n3\"]], and no other shape takes them".into(),
+            "shape = \"links\" takes the pairs of nodes, like links = [[\"n1\", \"n3\"]], and no other shape takes them".into(),
         ));
     }
     let nodes_only_for_isolate = || {
         Err(bad(
             "nodes",
-            "shape = \"isolate\" (the default) takes the node to cut off, like nodes = \"primary\", and no other shape takes it".into(),
+            "shape = \"isolate\" takes the node to cut off, like nodes = \"primary\", and no other shape takes it".into(),
         ))
     };
     let shape = match (kind, f.nodes.clone()) {
@@ -1102,16 +1137,13 @@ fn node_partition(
         (ShapeKind::Halves, None) => NodeShape::Halves,
         (ShapeKind::MajoritiesRing, None) => NodeShape::MajoritiesRing,
         (ShapeKind::Bridge, None) => NodeShape::Bridge,
+        (ShapeKind::All, None) => NodeShape::All,
         (ShapeKind::Links, None) => NodeShape::Links(f.links.clone().unwrap_or_default()),
     };
     shape
         .check(nodes)
         .map_err(|e| bad("shape", format!("{e:#}")))?;
-    let cut = match f.cut.unwrap_or(CutKind::Blackhole) {
-        CutKind::Blackhole => Cut::Blackhole,
-        CutKind::Reset => Cut::Reset,
-    };
-    Ok(Some((shape, cut)))
+    Ok(Some(shape))
 }
 
 /// A signed duration, in nanoseconds: `"+20s"`, `"-500ms"`, `"20s"`.
@@ -1261,6 +1293,7 @@ mod raw {
         MajoritiesRing,
         Bridge,
         Links,
+        All,
     }
 
     #[derive(Deserialize)]
@@ -1416,6 +1449,63 @@ interval = "2s"
             clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
         );
         assert!(e.contains("not both"), "{e}");
+    }
+
+    #[test]
+    fn a_node_latency_needs_namespaces_a_delay_and_slows_every_link_by_default() {
+        let etcd = |network: &str, fault: &str| {
+            parse(
+                &GOOD
+                    .replace("kind = \"redis\"", &format!("kind = \"etcd\"\n{network}"))
+                    .replace("kind = \"pause\"\ntarget = \"holder\"", fault),
+            )
+        };
+        let ns = "network = \"namespaces\"";
+        let slow = "kind = \"latency-nodes\"\ndelay = \"100ms\"\njitter = \"30ms\"";
+        let w = etcd(ns, slow).unwrap();
+        assert_eq!(w.faults[0].node_latency, Some(NodeShape::All));
+        assert_eq!(w.faults[0].node_partition, None);
+        assert_eq!(
+            w.faults[0].link,
+            Some(LinkMode::Latency {
+                delay: Duration::from_millis(100),
+                jitter: Duration::from_millis(30)
+            })
+        );
+        let halves = format!("{slow}\nshape = \"halves\"");
+        assert_eq!(
+            etcd(ns, &halves).unwrap().faults[0].node_latency,
+            Some(NodeShape::Halves)
+        );
+        let e = format!("{:#}", etcd("", slow).unwrap_err());
+        assert!(
+            e.contains("faults[0].kind") && e.contains("namespaces"),
+            "{e}"
+        );
+        let e = format!(
+            "{:#}",
+            etcd(ns, "kind = \"latency-nodes\"\nshape = \"all\"").unwrap_err()
+        );
+        assert!(e.contains("faults[0].delay"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(ns, &format!("{slow}\ncut = \"reset\"")).unwrap_err()
+        );
+        assert!(e.contains("faults[0].cut"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(ns, &format!("{slow}\nnodes = \"n1\"")).unwrap_err()
+        );
+        assert!(e.contains("faults[0].nodes"), "{e}");
+        let e = format!(
+            "{:#}",
+            etcd(
+                ns,
+                "kind = \"latency\"\nnodes = \"all\"\ndelay = \"1ms\"\nshape = \"all\""
+            )
+            .unwrap_err()
+        );
+        assert!(e.contains("faults[0].shape: only a partition-nodes"), "{e}");
     }
 
     #[test]

@@ -1,0 +1,102 @@
+//! Helpers of the tests of faults between nodes in network namespaces
+//! (`fault_netns`, `fault_netns_latency`): a fault's scene, one etcd member's
+//! client, the leader, and the checks that nothing of a run's network or
+//! processes is left (with `run_support`, which every user also includes).
+#![allow(dead_code)]
+
+use etcd_client::{Client, ConnectOptions};
+use lockcheck::cluster::{netns, Cluster};
+use lockcheck::fault::Scene;
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+
+/// A fault's scene over cluster `c`, without clients.
+pub fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
+    Scene {
+        clients: &[],
+        holder: None,
+        rng,
+        cluster: Some(cluster),
+    }
+}
+
+/// A client of the one member at `addr`, asking it alone, with short timeouts.
+pub async fn member(addr: &str) -> Option<Client> {
+    let opts = ConnectOptions::new()
+        .with_timeout(Duration::from_secs(1))
+        .with_connect_timeout(Duration::from_secs(1))
+        // As the lock's clients do: a member without a leader says so at once.
+        .with_require_leader(true);
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        Client::connect([format!("http://{addr}")], Some(opts)),
+    )
+    .await
+    .ok()?
+    .ok()
+}
+
+/// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.
+pub async fn grants_lease(addr: &str) -> bool {
+    let Some(mut c) = member(addr).await else {
+        return false;
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(2), c.lease_grant(5, None)).await,
+        Ok(Ok(_))
+    )
+}
+
+/// Waits (up to `within`) for the cluster to name a leader that `ok` accepts.
+pub async fn leader_where(
+    c: &Mutex<Box<dyn Cluster>>,
+    within: Duration,
+    ok: impl Fn(&str) -> bool,
+) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(l) = c.lock().await.leader().await.filter(|l| ok(l)) {
+            return Some(l);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    None
+}
+
+/// Nothing of run `id` on the machine: no namespace, no host interface.
+pub fn assert_network_gone(id: &str) {
+    let names = netns::namespaces_of(id).unwrap();
+    assert!(names.is_empty(), "namespaces left behind: {names:?}");
+    let listed = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(
+        !listed.contains(id),
+        "ip netns list still shows {id}: {listed}"
+    );
+    let links = Command::new("ip").args(["-o", "link"]).output().unwrap();
+    let links = String::from_utf8_lossy(&links.stdout);
+    let host = netns::host_interface(id);
+    assert!(
+        !links.contains(&host),
+        "ip link still shows {host}: {links}"
+    );
+}
+
+/// The run directory `results/latest` points at.
+pub fn latest(results: &Path) -> PathBuf {
+    let link = results.join("latest");
+    results.join(std::fs::read_link(&link).unwrap())
+}
+
+/// Waits up to 3 s for every process of the run under `results` to be gone.
+pub fn assert_processes_gone(results: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !crate::run_support::leftovers(results).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = crate::run_support::leftovers(results);
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
