@@ -214,7 +214,8 @@ fn the_documented_fault_catalogue_reads() {
             FaultKind::Clock,
             FaultKind::Partition,
             FaultKind::PartitionNodes,
-            FaultKind::Latency
+            FaultKind::Latency,
+            FaultKind::LatencyNodes
         ]
     );
     assert!(w.schedule.is_some());
