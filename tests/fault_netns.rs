@@ -345,16 +345,7 @@ fn sigterm_in_the_middle_of_a_node_partition_removes_it_all() {
     let (mut controller, dir) = run_until_nodes_are_cut(results.path());
     let id = netns::run_id(&dir);
     assert_eq!(netns::namespaces_of(&id).unwrap().len(), 4);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(controller.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while controller.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    sigterm_and_wait(&mut controller);
     assert_network_gone(&id);
     assert_processes_gone(results.path());
 }

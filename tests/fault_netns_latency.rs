@@ -279,16 +279,7 @@ fn sigterm_under_latency_between_nodes_removes_it_all() {
     let results = tempfile::tempdir().unwrap();
     let (mut controller, dir) = run_until_links_are_slow(results.path());
     let id = netns::run_id(&dir);
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(controller.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while controller.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    sigterm_and_wait(&mut controller);
     assert_network_gone(&id);
     assert_processes_gone(results.path());
 }
