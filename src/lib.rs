@@ -3,6 +3,7 @@
 //! stale writes that follow?
 //!
 //! One folder per concern; imports flow one way:
+//! - `exit`: the process's exit codes (depends on nothing of ours);
 //! - `history`: the operations of a run, the one currency (depends on nothing of ours);
 //! - `check`: the checker, a pure function of a history (depends only on `history`);
 //! - `backend`: one file per lock service (Redis, Redlock, etcd, ...);
@@ -17,6 +18,7 @@ pub mod backend;
 pub mod check;
 pub mod cli;
 pub mod cluster;
+pub mod exit;
 pub mod fault;
 pub mod history;
 pub mod report;

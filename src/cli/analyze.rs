@@ -45,7 +45,12 @@ pub fn main(args: Args) -> Result<u8> {
     if let Some(path) = &args.junit {
         super::report::write_junit(path, &title, &run, &verdict)?;
     }
-    let code = verdict.valid.exit_code();
+    // A run that missed planned faults still did not test what it claims.
+    let missed = crate::report::MissedFaults::of(&run.verdict_extra);
+    let code = match verdict.valid.exit_code() {
+        crate::exit::VALID if missed.as_ref().is_some_and(|m| !m.allowed) => crate::exit::UNKNOWN,
+        code => code,
+    };
     if args.json {
         println!("{}", serde_json::Value::Object(doc));
     } else {
@@ -66,6 +71,12 @@ pub fn main(args: Args) -> Result<u8> {
             super::check::human(&args.run_dir.join(HISTORY_FILE), &checked),
             summary::analysis_text(&analysis)
         );
+        if let Some(m) = missed {
+            println!("{}", m.headline());
+            for line in &m.lines {
+                println!("  {line}");
+            }
+        }
     }
     Ok(code)
 }

@@ -43,9 +43,16 @@ pub fn main(args: Args) -> Result<u8> {
         });
         println!("{doc}");
     } else {
+        let missed = crate::report::MissedFaults::of(&run.verdict_extra);
+        let untested = verdict.valid == crate::check::Validity::Valid
+            && missed.as_ref().is_some_and(|m| !m.allowed);
         println!(
             "{}: wrote {} ({} KB)",
-            summary::validity_word(verdict.valid),
+            if untested {
+                "UNTESTED"
+            } else {
+                summary::validity_word(verdict.valid)
+            },
             out.display(),
             size / 1024
         );
@@ -64,6 +71,10 @@ pub fn write_junit(
     verdict: &crate::check::Verdict,
 ) -> Result<()> {
     let duration = run.history.ops.last().map_or(0, |o| o.time);
-    std::fs::write(path, junit::render(title, verdict, duration))
-        .with_context(|| format!("writing {}", path.display()))
+    let missed = crate::report::MissedFaults::of(&run.verdict_extra);
+    std::fs::write(
+        path,
+        junit::render_run(title, verdict, missed.as_ref(), duration),
+    )
+    .with_context(|| format!("writing {}", path.display()))
 }

@@ -1,8 +1,10 @@
 //! `lockcheck run WORKLOAD`: start the backend, the resource and the clients, inject
 //! the workload's faults, check the history, write the run directory.
-//! Exit: 0 valid, 1 anomalies, 3 unknown, 5 environment problem, 130 interrupted.
+//! Exit: 0 valid, 1 anomalies, 2 a bad workload or argument, 3 unknown or planned
+//! faults missed, 5 environment problem, 130 interrupted (`crate::exit`).
 
 use crate::check::{secs, Validity};
+use crate::exit::{self, Exit};
 use crate::run::{self, workload::Workload, Interrupted, RunReport, Summary};
 use anyhow::{Context, Result};
 use std::io::IsTerminal;
@@ -38,23 +40,27 @@ pub struct Args {
     /// else the backend's official image).
     #[arg(long, value_name = "IMAGE")]
     pub image: Option<String>,
+    /// Pass a run whose planned faults did not all start (`--time-limit` ended it
+    /// first, a fault found nothing to hit): they are still listed. Without it such
+    /// a run exits 3, whatever its verdict: it did not test what the workload claims.
+    #[arg(long)]
+    pub allow_missed_faults: bool,
 }
 
-/// The exit code of a run stopped by a signal (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
-
 pub fn main(args: Args) -> Result<u8> {
-    let mut w = Workload::load(&args.workload)?;
+    let mut w = Workload::load(&args.workload).map_err(Exit::usage)?;
     if let Some(runtime) = args.runtime {
-        w = w.with_runtime(runtime)?;
+        w = w.with_runtime(runtime).map_err(Exit::usage)?;
     }
     let time_limit = match args.time_limit {
         Some(s) => Some(
             Duration::try_from_secs_f64(s)
                 .ok()
                 .filter(|d| !d.is_zero())
-                .with_context(|| {
-                    format!("--time-limit: expected a positive number of seconds, found {s}")
+                .ok_or_else(|| {
+                    Exit::usage(format!(
+                        "--time-limit: expected a positive number of seconds, found {s}"
+                    ))
                 })?,
         ),
         None => None,
@@ -67,6 +73,7 @@ pub fn main(args: Args) -> Result<u8> {
         worker_exe: std::env::current_exe().context("finding the lockcheck program")?,
         live: !args.json && std::io::stderr().is_terminal(),
         image: args.image.clone(),
+        allow_missed_faults: args.allow_missed_faults,
     };
     let mut reports = Vec::new();
     for i in 0..args.test_count {
@@ -91,7 +98,7 @@ pub fn main(args: Args) -> Result<u8> {
             Ok(r) => r,
             Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
                 eprintln!("lockcheck: {e:#}");
-                return Ok(EXIT_INTERRUPTED);
+                return Ok(exit::INTERRUPTED);
             }
             Err(e) => return Err(e),
         };
@@ -123,7 +130,9 @@ fn kind_name(k: crate::backend::BackendKind) -> String {
 
 fn print_report(r: &RunReport) {
     let v = &r.verdict;
+    // A run that missed faults it planned never reads as a plain pass.
     let head = match v.valid {
+        Validity::Valid if r.missed_faults => "UNTESTED (valid, but planned faults missed)",
         Validity::Valid => "VALID",
         Validity::Invalid => "INVALID",
         Validity::Unknown => "UNKNOWN",
@@ -171,6 +180,7 @@ fn print_report(r: &RunReport) {
             );
         }
     }
+    print_missed(&r.faults);
     for note in &v.notes {
         println!("  note: {note}");
     }
@@ -214,15 +224,51 @@ fn print_report(r: &RunReport) {
     println!("  run directory: {}", r.run_dir.display());
 }
 
+/// The planned faults that did not start, each with why.
+fn print_missed(f: &run::nemesis::FaultAccount) {
+    if f.missed.is_empty() {
+        return;
+    }
+    let (mark, tail) = if f.allowed {
+        ("~", " (allowed by --allow-missed-faults)")
+    } else {
+        (
+            "✗",
+            ": the run did not test what its workload claims (exit 3)",
+        )
+    };
+    let never: u64 = f.missed.iter().map(|m| m.planned - m.started).sum();
+    println!(
+        "  {mark} missed faults: {never} of {} planned never started{tail}",
+        f.planned
+    );
+    for m in &f.missed {
+        println!(
+            "      faults[{}] ({}): {} of {} started; {}",
+            m.fault, m.kind, m.started, m.planned, m.why
+        );
+    }
+}
+
 fn print_summary(s: &Summary) {
+    let mut apart = Vec::new();
+    if s.runs_unknown > 0 {
+        apart.push(format!("{} unknown", s.runs_unknown));
+    }
+    if s.runs_with_missed_faults > 0 {
+        apart.push(format!(
+            "{} missed planned faults and tested less than the workload claims",
+            s.runs_with_missed_faults
+        ));
+    }
     println!(
         "summary: {} of {} runs found anomalies{}",
         s.runs_with_anomalies,
         s.runs,
-        if s.runs_unknown > 0 {
-            format!(" ({} unknown)", s.runs_unknown)
-        } else {
+        if apart.is_empty() {
             String::new()
+        } else {
+            format!(" ({})", apart.join("; "))
         }
     );
     if let (Some(m), Some(w)) = (s.median_first_anomaly_s, s.worst_first_anomaly_s) {

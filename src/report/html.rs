@@ -44,12 +44,20 @@ pub fn render(input: &Input<'_>) -> String {
         .replace('<', "\\u003c");
 
     let v = input.verdict;
+    let missed = input.missed_faults();
+    let untested = v.valid == Validity::Valid && missed.as_ref().is_some_and(|m| !m.allowed);
     let class = match v.valid {
+        // Valid, but planned faults never started: never shown as a pass.
+        Validity::Valid if untested => "unknown",
         Validity::Valid => "valid",
         Validity::Invalid => "invalid",
         Validity::Unknown => "unknown",
     };
-    let word = validity_word(v.valid);
+    let word = if untested {
+        "UNTESTED"
+    } else {
+        validity_word(v.valid)
+    };
     let mut page = String::with_capacity(data.len() + 64 * 1024);
     let _ = write!(
         page,
@@ -289,6 +297,12 @@ fn notes(input: &Input<'_>) -> String {
             notes.push(w);
         }
     }
+    let missed = input.missed_faults();
+    let missed: Vec<String> = missed
+        .iter()
+        .flat_map(|m| std::iter::once(m.headline()).chain(m.lines.iter().cloned()))
+        .collect();
+    notes.extend(missed.iter());
     if !notes.is_empty() {
         out += "<section class=\"panel notes\"><h2>Notes</h2><ul>";
         for n in notes {

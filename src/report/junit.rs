@@ -1,7 +1,9 @@
 //! JUnit XML for CI: one test case per check, failing with the anomaly sentences.
 //! Allowed anomalies are not failures; they are listed in the case's system-out.
+//! A run adds one case for its faults: planned faults that never started fail it
+//! (unless `--allow-missed-faults`), so CI never counts an untested run as a pass.
 
-use super::escape;
+use super::{escape, MissedFaults};
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 
 /// The checks a verdict answers, each with the anomaly kinds that fail it.
@@ -35,6 +37,17 @@ fn evidence(a: &Anomaly) -> String {
 /// The JUnit document for one verdict. `suite` names the run; `duration_ns` is the
 /// run's length (the suite's `time`).
 pub fn render(suite: &str, verdict: &Verdict, duration_ns: u64) -> String {
+    render_run(suite, verdict, None, duration_ns)
+}
+
+/// [`render`] for a run, with the case of its faults: `missed` is what
+/// verdict.json says never started (`None`: every planned fault started).
+pub fn render_run(
+    suite: &str,
+    verdict: &Verdict,
+    missed: Option<&MissedFaults>,
+    duration_ns: u64,
+) -> String {
     let mut cases = String::new();
     let (mut tests, mut failures, mut errors) = (0, 0, 0);
     // The linearizability case only for models that have it, or where it was found.
@@ -89,6 +102,27 @@ pub fn render(suite: &str, verdict: &Verdict, duration_ns: u64) -> String {
             escape(&verdict.notes.join("\n"))
         );
     }
+    if let Some(m) = missed {
+        tests += 1;
+        cases += &format!(
+            "    <testcase classname=\"lockcheck.{}\" name=\"faults (every planned fault started)\">\n",
+            escape(&verdict.model)
+        );
+        let body = escape(&m.lines.join("\n"));
+        if m.allowed {
+            cases += &format!(
+                "      <system-out>{}:\n{body}</system-out>\n",
+                escape(&m.headline())
+            );
+        } else {
+            failures += 1;
+            cases += &format!(
+                "      <failure type=\"missed-faults\" message=\"{}\">{body}</failure>\n",
+                escape(&m.headline())
+            );
+        }
+        cases += "    </testcase>\n";
+    }
     let time = format!("{:.3}", duration_ns as f64 / 1e9);
     let suite = escape(suite);
     format!(
@@ -135,6 +169,30 @@ mod tests {
         assert!(x.contains("name=\"run &lt;a&gt;\""));
         assert!(x.contains("time=\"2.500\""));
         assert!(!x.contains("linearizability"));
+    }
+
+    #[test]
+    fn missed_faults_fail_a_case_of_their_own_unless_allowed() {
+        let v = Verdict {
+            valid: Validity::Valid,
+            model: "lock".into(),
+            anomalies: vec![],
+            notes: vec![],
+        };
+        let mut m = MissedFaults {
+            planned: 2,
+            never: 1,
+            lines: vec!["faults[1] (pause): 0 of 1 started; due at 5.0 s; the run ended at 3.0 s (--time-limit) before it".into()],
+            allowed: false,
+        };
+        let x = render_run("r", &v, Some(&m), 0);
+        assert!(x.contains("tests=\"7\" failures=\"1\" errors=\"0\""), "{x}");
+        assert!(x.contains("<failure type=\"missed-faults\" message=\"1 of 2 planned faults never started: the run did not test what its workload claims\">faults[1] (pause): 0 of 1 started; due at 5.0 s"), "{x}");
+        m.allowed = true;
+        let x = render_run("r", &v, Some(&m), 0);
+        assert!(x.contains("tests=\"7\" failures=\"0\""), "{x}");
+        assert!(x.contains("<system-out>1 of 2 planned faults never started (allowed by --allow-missed-faults):\nfaults[1]"), "{x}");
+        assert_eq!(render_run("r", &v, None, 0), render("r", &v, 0));
     }
 
     #[test]

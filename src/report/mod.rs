@@ -51,6 +51,12 @@ impl Input<'_> {
             })
     }
 
+    /// The planned faults the run missed, from verdict.json's `faults` (written by
+    /// `lockcheck run`); `None` where nothing was missed or the verdict has no run.
+    pub fn missed_faults(&self) -> Option<MissedFaults> {
+        MissedFaults::of(self.run?)
+    }
+
     /// Runs the analyses (zombie windows, fencing replay, guidance).
     pub fn analyze(&self) -> analysis::Analysis {
         let calls = sections::Calls::of(self.history);
@@ -59,6 +65,64 @@ impl Input<'_> {
             &calls,
             self.resource,
             self.self_fencing_margin_ms(),
+        )
+    }
+}
+
+/// verdict.json's `faults` as the report reads it: planned faults that never
+/// started, each in words (`faults[0] (pause): 0 of 1 started; due at 5.0 s; ...`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissedFaults {
+    pub planned: u64,
+    /// Occurrences planned that never started.
+    pub never: u64,
+    pub lines: Vec<String>,
+    /// `--allow-missed-faults` was given: listed, not failing.
+    pub allowed: bool,
+}
+
+impl MissedFaults {
+    pub fn of(run: &Map<String, Value>) -> Option<MissedFaults> {
+        let faults = run.get("faults")?;
+        let missed = faults.get("missed")?.as_array()?;
+        if missed.is_empty() {
+            return None;
+        }
+        let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+        Some(MissedFaults {
+            planned: n(faults, "planned"),
+            never: missed
+                .iter()
+                .map(|m| n(m, "planned").saturating_sub(n(m, "started")))
+                .sum(),
+            lines: missed
+                .iter()
+                .map(|m| {
+                    format!(
+                        "faults[{}] ({}): {} of {} started; {}",
+                        n(m, "fault"),
+                        m.get("kind").and_then(Value::as_str).unwrap_or("?"),
+                        n(m, "started"),
+                        n(m, "planned"),
+                        m.get("why").and_then(Value::as_str).unwrap_or("")
+                    )
+                })
+                .collect(),
+            allowed: faults.get("allowed").and_then(Value::as_bool) == Some(true),
+        })
+    }
+
+    /// One line: how many planned faults never started.
+    pub fn headline(&self) -> String {
+        format!(
+            "{} of {} planned faults never started{}",
+            self.never,
+            self.planned,
+            if self.allowed {
+                " (allowed by --allow-missed-faults)"
+            } else {
+                ": the run did not test what its workload claims"
+            }
         )
     }
 }

@@ -23,6 +23,7 @@ use crate::resource::{self, Mode};
 use anyhow::{anyhow, Context, Result};
 use controller::{Recorder, Shared, Slot, Workers};
 use figures::Figures;
+use nemesis::FaultAccount;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -51,6 +52,8 @@ pub struct Options {
     /// The image for the docker runtime, instead of the workload's or the backend's
     /// official one.
     pub image: Option<String>,
+    /// A run whose planned faults did not all start still passes (`--allow-missed-faults`).
+    pub allow_missed_faults: bool,
 }
 
 /// What `verdict.json` holds: the checker's verdict and the run's figures.
@@ -71,6 +74,24 @@ pub struct RunReport {
     /// report shows the window this leaves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing_margin_ms: Option<u64>,
+    /// The workload's faults, planned against started.
+    #[serde(default)]
+    pub faults: FaultAccount,
+    /// Some planned fault never started, and `--allow-missed-faults` was not given:
+    /// whatever `valid` says, the run did not test what its workload claims (exit 3).
+    #[serde(default)]
+    pub missed_faults: bool,
+}
+
+impl RunReport {
+    /// 1 for anomalies; else 3 for unknown, or for planned faults that did not all
+    /// start (unless allowed); else 0.
+    pub fn exit_code(&self) -> u8 {
+        match self.verdict.valid.exit_code() {
+            crate::exit::VALID if self.missed_faults => crate::exit::UNKNOWN,
+            code => code,
+        }
+    }
 }
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
@@ -203,9 +224,10 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         // and the servers on the way out. The check, once everything is stopped,
         // stays interruptible too: it runs on a blocking thread left behind.
         let run_and_check = async {
-            execute(w.clone(), opts, seed, duration, &dir).await?;
+            let mut faults = execute(w.clone(), opts, seed, duration, &dir).await?;
+            faults.allowed = opts.allow_missed_faults;
             let (w, dir) = (w.clone(), dir.clone());
-            tokio::task::spawn_blocking(move || judge(&w, seed, &dir)).await?
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults)).await?
         };
         tokio::select! {
             r = run_and_check => r,
@@ -226,7 +248,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
 }
 
 /// Checks the run's history and resource log and computes the figures.
-fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
+fn judge(w: &Workload, seed: u64, dir: &Path, faults: FaultAccount) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = history::read_resource(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
@@ -249,18 +271,21 @@ fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
         fence: w.resource.fence,
         run_dir: dir.to_path_buf(),
         self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+        missed_faults: faults.failed(),
+        faults,
     })
 }
 
 /// The body of a run, inside the runtime. Every process it starts is owned by a
-/// guard local to this future, so dropping it (a signal) stops them all.
+/// guard local to this future, so dropping it (a signal) stops them all. Returns
+/// the account of the workload's faults, planned against started.
 async fn execute(
     w: Arc<Workload>,
     opts: &Options,
     seed: u64,
     duration: Duration,
     dir: &Path,
-) -> Result<()> {
+) -> Result<FaultAccount> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
     // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
@@ -417,6 +442,14 @@ async fn execute(
         acquired: acquired_tx,
     });
     let plan = w.schedule.map(|s| s.plan(duration));
+    // What the workload asks for is what its own duration holds, whatever
+    // `--time-limit` cuts off.
+    let planned = nemesis::planned(
+        &w.faults,
+        w.schedule.map(|s| s.plan(w.duration)).as_ref(),
+        seed,
+    )?;
+    let tally = nemesis::Tally::new(w.faults.len());
     let nemesis = nemesis::Nemesis::new(
         &w.faults,
         plan.as_ref(),
@@ -425,6 +458,7 @@ async fn execute(
         recorder.clone(),
         live.clone(),
         servers.clone(),
+        tally.clone(),
     )?;
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
@@ -473,7 +507,10 @@ async fn execute(
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),
-        None => copied,
+        None => copied.map(|()| {
+            let cut_short = opts.time_limit.is_some_and(|t| t < w.duration);
+            tally.account(&w.faults, &planned, duration, cut_short)
+        }),
     }
 }
 
@@ -610,10 +647,7 @@ async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
 }
 
 fn environment(e: impl std::fmt::Display) -> anyhow::Error {
-    anyhow!(crate::cli::Exit {
-        code: crate::cli::EXIT_ENVIRONMENT,
-        message: e.to_string(),
-    })
+    crate::exit::Exit::environment(e)
 }
 
 /// `results/<workload>-<UTC timestamp>`, made unique if two runs start in one second.
@@ -651,6 +685,11 @@ pub struct Summary {
     pub runs: usize,
     pub runs_with_anomalies: usize,
     pub runs_unknown: usize,
+    /// Runs whose planned faults did not all start (`--allow-missed-faults` not
+    /// given), counted apart whatever their verdict: they did not test what the
+    /// workload claims.
+    #[serde(default)]
+    pub runs_with_missed_faults: usize,
     /// Run time of the first anomaly (allowed ones excluded), over the runs that had one.
     pub median_first_anomaly_s: Option<f64>,
     pub worst_first_anomaly_s: Option<f64>,
@@ -678,19 +717,21 @@ impl Summary {
                 .iter()
                 .filter(|r| r.verdict.valid == check::Validity::Unknown)
                 .count(),
+            runs_with_missed_faults: reports.iter().filter(|r| r.missed_faults).count(),
             median_first_anomaly_s: median,
             worst_first_anomaly_s: firsts.last().copied(),
         }
     }
 
-    /// 1 if any run found anomalies, else 3 if any was unknown, else 0.
+    /// 1 if any run found anomalies, else 3 if any was unknown or missed faults,
+    /// else 0.
     pub fn exit_code(&self) -> u8 {
         if self.runs_with_anomalies > 0 {
-            1
-        } else if self.runs_unknown > 0 {
-            3
+            crate::exit::ANOMALIES
+        } else if self.runs_unknown > 0 || self.runs_with_missed_faults > 0 {
+            crate::exit::UNKNOWN
         } else {
-            0
+            crate::exit::VALID
         }
     }
 }

@@ -18,8 +18,9 @@ use crate::history::{OpType, Process};
 use anyhow::Result;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -92,6 +93,163 @@ struct Scheduled {
     label: String,
 }
 
+/// Where a `[[faults]]` entry stood, for the account of the faults a run missed.
+#[derive(Debug, Clone, Copy)]
+enum Standing {
+    /// Its next occurrence was not due yet: due then (run time), or never in this
+    /// run (a `[schedule]` for a run cut short had no room for it).
+    NotDue(Option<Duration>),
+    /// Due since then (run time), waiting for a client to acquire the lock.
+    Armed(Duration),
+    /// Due since then, and found nothing to hit each time it tried.
+    NothingToHit(Duration),
+    /// Its latest occurrence started.
+    Started,
+}
+
+/// What became of one entry so far: occurrences started, and where it stands.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    started: u64,
+    standing: Standing,
+}
+
+impl Default for Entry {
+    fn default() -> Entry {
+        Entry {
+            started: 0,
+            standing: Standing::NotDue(None),
+        }
+    }
+}
+
+/// The nemesis's account of its faults, shared with the run, which reads it
+/// once the nemesis has stopped (or was given up on): it is kept as the faults go,
+/// never written only at the end.
+#[derive(Debug, Default)]
+pub struct Tally(Mutex<Vec<Entry>>);
+
+impl Tally {
+    pub fn new(entries: usize) -> Arc<Tally> {
+        Arc::new(Tally(Mutex::new(vec![Entry::default(); entries])))
+    }
+
+    fn set(&self, i: usize, f: impl FnOnce(&mut Entry)) {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = all.get_mut(i) {
+            f(e)
+        }
+    }
+
+    /// Planned against started, entry by entry: `planned[i]` occurrences of
+    /// `entries[i]` (see [`planned`]), the run having lasted `ran` (`--time-limit`
+    /// said so when `cut_short`).
+    pub fn account(
+        &self,
+        entries: &[FaultEntry],
+        planned: &[u64],
+        ran: Duration,
+        cut_short: bool,
+    ) -> FaultAccount {
+        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut missed = Vec::new();
+        for (i, (entry, &want)) in entries.iter().zip(planned).enumerate() {
+            let Entry { started, standing } = all.get(i).copied().unwrap_or_default();
+            if started >= want {
+                continue;
+            }
+            let end = format!(
+                "the run ended at {:.1} s{}",
+                ran.as_secs_f64(),
+                if cut_short { " (--time-limit)" } else { "" }
+            );
+            let why = match standing {
+                Standing::NotDue(Some(at)) => format!(
+                    "due at {:.1} s; {end} before it",
+                    at.as_secs_f64()
+                ),
+                Standing::NotDue(None) => format!("the schedule had no room for it: {end}"),
+                Standing::Started => format!("its next occurrence was not due yet when {end}"),
+                Standing::Armed(since) => format!(
+                    "armed at {:.1} s for the next client to acquire the lock; none did before {end}",
+                    since.as_secs_f64()
+                ),
+                Standing::NothingToHit(since) => format!(
+                    "due at {:.1} s, it found nothing to hit until {end}",
+                    since.as_secs_f64()
+                ),
+            };
+            missed.push(MissedFault {
+                fault: i,
+                kind: build(entry).ops().0.to_string(),
+                planned: want,
+                started,
+                why,
+            });
+        }
+        FaultAccount {
+            planned: planned.iter().sum(),
+            started: all.iter().map(|e| e.started).sum(),
+            missed,
+            allowed: false,
+        }
+    }
+}
+
+/// How many occurrences of each `[[faults]]` entry a run of the workload's own
+/// `duration` asks for: with a `[schedule]`, the slots it lays out from the seed;
+/// without, the first occurrence of each entry (an `interval` repeats it as often
+/// as the run leaves room for, which the workload does not promise).
+pub fn planned(
+    entries: &[FaultEntry],
+    plan: Option<&schedule::Plan>,
+    seed: u64,
+) -> Result<Vec<u64>> {
+    let Some(plan) = plan else {
+        return Ok(vec![1; entries.len()]);
+    };
+    let durations: Vec<Duration> = entries.iter().map(|e| e.duration).collect();
+    let mut per_fault = vec![0; entries.len()];
+    for slot in schedule::timeline(&durations, plan, seed)? {
+        per_fault[slot.fault] += 1;
+    }
+    Ok(per_fault)
+}
+
+/// verdict.json's `faults`: the workload's faults, planned against started.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FaultAccount {
+    /// Occurrences the workload asks for (see [`planned`]).
+    pub planned: u64,
+    /// Occurrences that started (repeats beyond the plan included).
+    pub started: u64,
+    /// The entries that started fewer occurrences than planned, and why.
+    pub missed: Vec<MissedFault>,
+    /// `--allow-missed-faults`: the missed faults are listed, and the run does not
+    /// fail for them.
+    pub allowed: bool,
+}
+
+impl FaultAccount {
+    /// Planned faults did not all start, and nobody allowed it: the run did not
+    /// test what its workload claims.
+    pub fn failed(&self) -> bool {
+        !self.missed.is_empty() && !self.allowed
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MissedFault {
+    /// Its index in the workload's `[[faults]]` (from 0).
+    pub fault: usize,
+    /// What the history calls its start (`pause`, `kill`, `partition`, ...).
+    pub kind: String,
+    pub planned: u64,
+    pub started: u64,
+    /// In words: due when, and what stopped it.
+    pub why: String,
+}
+
 /// How long a timed fault that found nothing to hit waits before it tries again.
 const RETRY: Duration = Duration::from_millis(100);
 
@@ -104,6 +262,7 @@ pub struct Nemesis {
     recorder: Arc<Recorder>,
     live: Arc<Live>,
     cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
+    tally: Arc<Tally>,
 }
 
 impl Nemesis {
@@ -115,6 +274,7 @@ impl Nemesis {
         recorder: Arc<Recorder>,
         live: Arc<Live>,
         cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
+        tally: Arc<Tally>,
     ) -> Result<Nemesis> {
         let start = Instant::from_std(recorder.started());
         // A `[schedule]` lays every occurrence out from the seed before the run.
@@ -134,12 +294,12 @@ impl Nemesis {
             .enumerate()
             .map(|(i, e)| {
                 let mut mine = slots.as_mut().map(|s| std::mem::take(&mut s[i]));
-                let phase = match mine.as_mut() {
-                    Some(q) => q
-                        .pop_front()
-                        .map_or(Phase::Done, |at| Phase::Quiet(start + at)),
-                    None => Phase::Quiet(start + e.after),
+                let first = match mine.as_mut() {
+                    Some(q) => q.pop_front(),
+                    None => Some(e.after),
                 };
+                tally.set(i, |t| t.standing = Standing::NotDue(first));
+                let phase = first.map_or(Phase::Done, |at| Phase::Quiet(start + at));
                 Scheduled {
                     entry: e.clone(),
                     fault: build(e),
@@ -157,6 +317,7 @@ impl Nemesis {
             recorder,
             live,
             cluster,
+            tally,
         })
     }
 
@@ -212,12 +373,19 @@ impl Nemesis {
         for i in 0..self.faults.len() {
             match self.faults[i].phase {
                 Phase::Quiet(t) if t <= now => {
+                    let due = now.saturating_duration_since(self.start);
                     if self.faults[i].entry.target == Target::Holder {
                         self.faults[i].phase = Phase::Armed;
+                        self.tally.set(i, |e| e.standing = Standing::Armed(due));
                     } else {
                         let holder = self.live.holder();
                         if !self.start(i, holder).await? {
                             self.faults[i].phase = Phase::Quiet(now + RETRY);
+                            self.tally.set(i, |e| {
+                                if !matches!(e.standing, Standing::NothingToHit(_)) {
+                                    e.standing = Standing::NothingToHit(due)
+                                }
+                            });
                         }
                     }
                 }
@@ -254,6 +422,10 @@ impl Nemesis {
         s.phase = Phase::Active(Instant::now() + s.entry.duration);
         self.recorder
             .record(Process::Nemesis, OpType::Info, start_f, value, None, None)?;
+        self.tally.set(i, |e| {
+            e.started += 1;
+            e.standing = Standing::Started;
+        });
         self.live.set_faults(self.active_labels());
         Ok(true)
     }
@@ -275,6 +447,11 @@ impl Nemesis {
             (None, Some(gap)) => Phase::Quiet(Instant::now() + gap),
             (None, None) => Phase::Done,
         };
+        if let Phase::Quiet(t) = s.phase {
+            let next = t.saturating_duration_since(self.start);
+            self.tally
+                .set(i, |e| e.standing = Standing::NotDue(Some(next)));
+        }
         self.recorder
             .record(Process::Nemesis, OpType::Info, stop_f, value, None, None)?;
         self.live.set_faults(self.active_labels());
