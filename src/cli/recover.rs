@@ -23,11 +23,11 @@ pub struct Args {
 pub fn main(args: Args) -> Result<u8> {
     let dir = &args.run_dir;
     if !dir.join(journal::JOURNAL_FILE).exists() {
-        anyhow::bail!(
+        return Err(crate::exit::Exit::usage(format!(
             "{} has no {}: not a run directory, or its run changed nothing",
             dir.display(),
             journal::JOURNAL_FILE
-        );
+        )));
     }
     let (done, warnings) =
         journal::recover(dir).with_context(|| format!("recovering {}", dir.display()))?;

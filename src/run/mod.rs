@@ -16,7 +16,7 @@ pub mod workload;
 
 use crate::backend::{BackendKind, LockConfig};
 use crate::check::{self, Verdict};
-use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Runtime};
+use crate::cluster::{self, Cluster, ClusterSpec, Runtime};
 use crate::fault::client_name;
 use crate::history::{self, HistoryWriter};
 use crate::resource::{self, Mode};
@@ -198,9 +198,12 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     }
     let seed = opts.seed.unwrap_or(w.seed);
     let duration = opts.time_limit.unwrap_or(w.duration);
-    let dir = new_run_dir(&opts.results, &w.name)?;
-    std::fs::write(dir.join("workload.toml"), &w.text).context("copying the workload")?;
-    point_latest(&opts.results, &dir)?;
+    // A results directory lockcheck cannot write is this machine's problem too.
+    let dir = new_run_dir(&opts.results, &w.name).map_err(environment)?;
+    std::fs::write(dir.join("workload.toml"), &w.text)
+        .with_context(|| format!("copying the workload into {}", dir.display()))
+        .map_err(environment)?;
+    point_latest(&opts.results, &dir).map_err(environment)?;
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -325,14 +328,11 @@ async fn execute(
         hooks.push(crate::fault::clock::monotonic_hook(offsets));
     }
     spec.prepare = cluster::Prepare::chain(hooks);
+    // The workload was checked: servers that do not start are this machine's
+    // problem (a binary, a port, a directory the server may not enter).
     let servers = start_cluster(&w, spec, opts).await.map_err(|e| {
-        match e.downcast::<ClusterError>() {
-            Ok(ce) if ce.is_environment() => environment(ce),
-            Ok(ce) => anyhow!(ce),
-            Err(e) => e,
-        }
-        .context(format!(
-            "starting the {:?} cluster ({} runtime)",
+        environment(format!(
+            "starting the {:?} cluster ({} runtime): {e:#}",
             w.backend.kind,
             w.runtime.name()
         ))
@@ -341,7 +341,7 @@ async fn execute(
     let servers = Arc::new(tokio::sync::Mutex::new(servers));
     let res = resource::Running::start(w.resource, dir)
         .await
-        .context("starting the resource")?;
+        .map_err(|e| environment(format!("starting the resource: {e:#}")))?;
     // With link faults planned, each client reaches each node through a proxy of
     // its own (`client-0->n1`, ...) that the faults cut or slow.
     let linked = w.faults.iter().any(|f| {
