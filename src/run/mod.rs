@@ -8,6 +8,7 @@
 //! process is resumed and every process the run started is stopped before `run`
 //! returns: workers, the servers and the faults are guards that undo themselves.
 
+pub mod capacity;
 pub mod controller;
 pub mod figures;
 pub mod nemesis;
@@ -179,6 +180,8 @@ impl Live {
 /// Runs a workload once: a fresh cluster, the clients, the faults; then the check.
 /// Writes the run directory and points `results/latest` at it.
 pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
+    // Clients the machine cannot hold are refused before anything forks.
+    capacity::check(w)?;
     // A missing server is an environment problem, found before anything starts.
     if w.runtime == Runtime::Local {
         cluster::server_binary(w.backend.kind)
