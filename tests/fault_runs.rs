@@ -67,6 +67,14 @@ fn a_clock_fault_on_etcd_is_reported_as_not_reached() {
             .all(|m| m.as_str().unwrap().contains("Go binary")),
         "{missed:?}"
     );
+    // It changed nothing: the run did not test what the workload claims.
+    assert_eq!(r.code, 3, "{}", r.json);
+    assert_eq!(r.json["faults"]["started"], 0, "{}", r.json["faults"]);
+    let why = r.json["faults"]["missed"][0]["why"].as_str().unwrap();
+    assert!(
+        why.contains("reached none of its targets (n1: unreachable: etcd is a Go binary"),
+        "{why}"
+    );
     r.assert_nothing_left();
 }
 

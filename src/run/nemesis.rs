@@ -94,7 +94,7 @@ struct Scheduled {
 }
 
 /// Where a `[[faults]]` entry stood, for the account of the faults a run missed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Standing {
     /// Its next occurrence was not due yet: due then (run time), or never in this
     /// run (a `[schedule]` for a run cut short had no room for it).
@@ -105,10 +105,13 @@ enum Standing {
     NothingToHit(Duration),
     /// Its latest occurrence started.
     Started,
+    /// Started at that run time, and reached none of its targets (why, in words):
+    /// it changed nothing.
+    Unreached(Duration, String),
 }
 
 /// What became of one entry so far: occurrences started, and where it stands.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Entry {
     started: u64,
     standing: Standing,
@@ -154,7 +157,7 @@ impl Tally {
         let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let mut missed = Vec::new();
         for (i, (entry, &want)) in entries.iter().zip(planned).enumerate() {
-            let Entry { started, standing } = all.get(i).copied().unwrap_or_default();
+            let Entry { started, standing } = all.get(i).cloned().unwrap_or_default();
             if started >= want {
                 continue;
             }
@@ -177,6 +180,10 @@ impl Tally {
                 Standing::NothingToHit(since) => format!(
                     "due at {:.1} s, it found nothing to hit until {end}",
                     since.as_secs_f64()
+                ),
+                Standing::Unreached(at, why) => format!(
+                    "at {:.1} s it reached none of its targets ({why}), and {end}",
+                    at.as_secs_f64()
                 ),
             };
             missed.push(MissedFault {
@@ -420,12 +427,22 @@ impl Nemesis {
         let (start_f, _) = s.fault.ops();
         s.label = format!("{start_f} {}", targets_of(&value));
         s.phase = Phase::Active(Instant::now() + s.entry.duration);
+        // A start that reached none of its targets (a clock fault on a server
+        // the interposer cannot reach) changed nothing: it does not count.
+        let unreached = value["targets"].as_array().is_some_and(|t| t.is_empty())
+            && value.get("unreachable").is_some();
+        let standing = if unreached {
+            let at = Instant::now().saturating_duration_since(self.start);
+            Standing::Unreached(at, unreachable_why(&value))
+        } else {
+            Standing::Started
+        };
+        self.tally.set(i, |e| {
+            e.started += u64::from(!unreached);
+            e.standing = standing;
+        });
         self.recorder
             .record(Process::Nemesis, OpType::Info, start_f, value, None, None)?;
-        self.tally.set(i, |e| {
-            e.started += 1;
-            e.standing = Standing::Started;
-        });
         self.live.set_faults(self.active_labels());
         Ok(true)
     }
@@ -480,6 +497,23 @@ impl Nemesis {
             .map(|s| s.label.clone())
             .collect()
     }
+}
+
+/// The reasons a fault's start value gives for the targets it could not reach
+/// (`"unreachable": [{"node": "n1", "why": "..."}]`), in one line.
+fn unreachable_why(value: &serde_json::Value) -> String {
+    let mut whys: Vec<String> = Vec::new();
+    for u in value["unreachable"].as_array().into_iter().flatten() {
+        let why = format!(
+            "{}: {}",
+            u["node"].as_str().unwrap_or("?"),
+            u["why"].as_str().unwrap_or("unreachable")
+        );
+        if !whys.contains(&why) {
+            whys.push(why);
+        }
+    }
+    whys.join("; ")
 }
 
 fn targets_of(value: &serde_json::Value) -> String {
