@@ -452,7 +452,6 @@ async fn execute(
         w.schedule.map(|s| s.plan(w.duration)).as_ref(),
         seed,
     )?;
-    let tally = nemesis::Tally::new(w.faults.len());
     let nemesis = nemesis::Nemesis::new(
         &w.faults,
         plan.as_ref(),
@@ -461,8 +460,8 @@ async fn execute(
         recorder.clone(),
         live.clone(),
         servers.clone(),
-        tally.clone(),
     )?;
+    let tally = nemesis.tally();
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nemesis.run(acquired_rx, stopped.clone()));
     for (i, p) in pipes.into_iter().enumerate() {

@@ -281,8 +281,8 @@ impl Nemesis {
         recorder: Arc<Recorder>,
         live: Arc<Live>,
         cluster: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
-        tally: Arc<Tally>,
     ) -> Result<Nemesis> {
+        let tally = Tally::new(entries.len());
         let start = Instant::from_std(recorder.started());
         // A `[schedule]` lays every occurrence out from the seed before the run.
         let mut slots: Option<Vec<VecDeque<Duration>>> = match plan {
@@ -326,6 +326,11 @@ impl Nemesis {
             cluster,
             tally,
         })
+    }
+
+    /// Its account of the faults, kept as they go: the run reads it at the end.
+    pub fn tally(&self) -> Arc<Tally> {
+        self.tally.clone()
     }
 
     /// Runs the schedule until `stop`, then ends every active fault (resumes every
