@@ -7,8 +7,8 @@ mod run_support;
 
 use fault_support::free_port;
 use lockcheck::fault::clock::{self, ClockControl};
-use lockcheck::fault::journal::{self, Effect, Journal, Proc};
 use lockcheck::fault::node;
+use lockcheck::journal::{self, Effect, Journal, Proc};
 use run_support::{leftovers, start_run, wait_for, write_workload};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -100,7 +100,7 @@ struct Cleanup<'a>(&'a Path);
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
-        let _ = journal::recover(self.0);
+        let _ = lockcheck::recover::undo_pending(self.0);
     }
 }
 
@@ -326,7 +326,7 @@ impl Drop for Guard {
         let _ = self.controller.kill();
         let _ = self.controller.wait();
         if let Ok(dir) = std::fs::canonicalize(self.results.join("latest")) {
-            let _ = journal::recover(&dir);
+            let _ = lockcheck::recover::undo_pending(&dir);
         }
     }
 }

@@ -27,11 +27,11 @@
 //! 5-6 s lease expired within the same half second as without offsets, because
 //! a new leader (or a restarted one) renews every lease to its full TTL.
 
-use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};
 use super::{Fault, Scene, Target};
 use crate::cluster::{NodeSpec, Prepare};
 use crate::history::f;
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use std::ffi::OsString;
