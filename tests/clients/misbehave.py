@@ -5,6 +5,7 @@
 misbehaves once, on its third acquire: MODE garbage (a line that is not JSON),
 wrong-id, silent (never answers), exit (dies), overlong (a 2 MiB line). MODE
 crash-init: every adapter dies at init, as one whose library is missing would.
+MODE none: it behaves.
 A marker file in the run directory makes the misbehaviour happen once per run.
 """
 import json
@@ -23,7 +24,7 @@ MARKER = os.path.join(os.environ["LOCKCHECK_RUN_DIR"], f"misbehaved-{MODE}")
 
 def misbehave(req, acquires):
     """True when this request is the one to spoil (and marks it spoiled)."""
-    if CLIENT != "client-0" or req["op"] != "acquire" or acquires < 3:
+    if MODE == "none" or CLIENT != "client-0" or req["op"] != "acquire" or acquires < 3:
         return False
     if os.path.exists(MARKER):
         return False
