@@ -105,6 +105,19 @@ mod tests {
         stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
     }
 
+    /// The process's state once it is `want`, or whatever it is after 2 s (a loaded
+    /// machine may take a while to deliver the signal).
+    fn settled(pid: u32, want: char) -> char {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let s = state(pid);
+            if s == want || std::time::Instant::now() >= deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[tokio::test]
     async fn pauses_the_holder_and_resumes_it_on_stop_or_drop() {
         // A worker leads its own process group, as the controller starts it.
@@ -132,14 +145,12 @@ mod tests {
         scene.holder = Some(0);
         let v = pause.start(&mut scene).await.unwrap().unwrap();
         assert_eq!(v["targets"], json!(["client-0"]));
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(state(child.id()), 'T');
+        assert_eq!(settled(child.id(), 'T'), 'T');
         assert_eq!(
             pause.stop(&mut scene).await.unwrap()["targets"],
             json!(["client-0"])
         );
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(state(child.id()), 'S');
+        assert_eq!(settled(child.id(), 'S'), 'S');
         // Dropped while active: the process is resumed all the same.
         let mut scene = Scene {
             clients: &clients,
@@ -149,8 +160,7 @@ mod tests {
         };
         pause.start(&mut scene).await.unwrap().unwrap();
         drop(pause);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(state(child.id()), 'S');
+        assert_eq!(settled(child.id(), 'S'), 'S');
         child.kill().unwrap();
         child.wait().unwrap();
     }
