@@ -151,8 +151,8 @@ impl LockConfig {
 }
 
 /// Opens one client of a lock service. `endpoints` are the servers' client addresses
-/// (`host:port`) in node order, n1 first, as [`crate::cluster::LocalCluster::endpoints`]
-/// lists them: one for `redis`, every instance for `redlock`, every member for `etcd`,
+/// (`host:port`) in node order, n1 first, as the cluster that started them lists
+/// them: one for `redis`, every instance for `redlock`, every member for `etcd`,
 /// every node for `zookeeper` and `nats`.
 pub async fn connect(
     kind: BackendKind,

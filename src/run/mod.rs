@@ -305,10 +305,10 @@ async fn execute(
     }
     // Namespaces, bridge and veths are written down before they exist, so that
     // `lockcheck recover` removes them after a kill -9 whenever it came.
-    let journal = crate::fault::journal::Journal::for_run(dir)?;
+    let journal = crate::journal::Journal::for_run(dir)?;
     let network = match spec.network {
         cluster::NetworkKind::Namespaces => {
-            Some(journal.record(crate::fault::journal::Effect::Network {
+            Some(journal.record(crate::journal::Effect::Network {
                 id: cluster::netns::run_id(dir),
             })?)
         }
@@ -417,8 +417,8 @@ async fn execute(
             .map(|p| (p.name.clone(), p.pid.as_raw()));
         for (name, pid) in procs {
             // One that has already exited cannot be left behind.
-            if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
-                journal.record(crate::fault::journal::Effect::Process(proc))?;
+            if let Ok(proc) = crate::journal::Proc::of(name, pid) {
+                journal.record(crate::journal::Effect::Process(proc))?;
             }
         }
     }
