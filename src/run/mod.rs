@@ -15,6 +15,7 @@ pub mod nemesis;
 pub mod worker;
 pub mod workload;
 
+use crate::backend::adapter;
 use crate::backend::{BackendKind, LockConfig};
 use crate::check::{self, Verdict};
 use crate::cluster::{self, Cluster, ClusterSpec, Runtime};
@@ -22,7 +23,7 @@ use crate::fault::client_name;
 use crate::history::{self, HistoryWriter};
 use crate::resource::{self, Mode};
 use anyhow::{anyhow, Context, Result};
-use controller::{Recorder, Shared, Slot, Workers};
+use controller::{AskHeld, Recorder, Shared, Slot, Workers};
 use figures::Figures;
 use nemesis::FaultAccount;
 use serde::{Deserialize, Serialize};
@@ -75,6 +76,9 @@ pub struct RunReport {
     /// report shows the window this leaves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing_margin_ms: Option<u64>,
+    /// The lock client under test, when it is an adapter program (`[client]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientInfo>,
     /// The workload's faults, planned against started.
     #[serde(default)]
     pub faults: FaultAccount,
@@ -84,15 +88,17 @@ pub struct RunReport {
     pub missed_faults: bool,
 }
 
-impl RunReport {
-    /// 1 for anomalies; else 3 for unknown, or for planned faults that did not all
-    /// start (unless allowed); else 0.
-    pub fn exit_code(&self) -> u8 {
-        match self.verdict.valid.exit_code() {
-            crate::exit::VALID if self.missed_faults => crate::exit::UNKNOWN,
-            code => code,
-        }
-    }
+/// The adapter a run tested, as its `init` reply named it (shown in the report).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// The optional ops it supports (`renew`, `held`).
+    pub ops: Vec<String>,
+    /// `"library"` when holders stopped writing on the library's own `held`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_fencing: Option<String>,
 }
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
@@ -230,10 +236,10 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         // and the servers on the way out. The check, once everything is stopped,
         // stays interruptible too: it runs on a blocking thread left behind.
         let run_and_check = async {
-            let mut faults = execute(w.clone(), opts, seed, duration, &dir).await?;
+            let (mut faults, client) = execute(w.clone(), opts, seed, duration, &dir).await?;
             faults.allowed = opts.allow_missed_faults;
             let (w, dir) = (w.clone(), dir.clone());
-            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults)).await?
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client)).await?
         };
         tokio::select! {
             r = run_and_check => r,
@@ -254,7 +260,13 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
 }
 
 /// Checks the run's history and resource log and computes the figures.
-fn judge(w: &Workload, seed: u64, dir: &Path, faults: FaultAccount) -> Result<RunReport> {
+fn judge(
+    w: &Workload,
+    seed: u64,
+    dir: &Path,
+    faults: FaultAccount,
+    client: Option<ClientInfo>,
+) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = history::read_resource(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
@@ -279,19 +291,21 @@ fn judge(w: &Workload, seed: u64, dir: &Path, faults: FaultAccount) -> Result<Ru
         self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
         missed_faults: faults.failed(),
         faults,
+        client,
     })
 }
 
 /// The body of a run, inside the runtime. Every process it starts is owned by a
 /// guard local to this future, so dropping it (a signal) stops them all. Returns
-/// the account of the workload's faults, planned against started.
+/// the account of the workload's faults (planned against started), and what the
+/// adapter under test said about itself, if the clients are one.
 async fn execute(
     w: Arc<Workload>,
     opts: &Options,
     seed: u64,
     duration: Duration,
     dir: &Path,
-) -> Result<FaultAccount> {
+) -> Result<(FaultAccount, Option<ClientInfo>)> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
     // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
@@ -317,10 +331,10 @@ async fn execute(
     }
     // Namespaces, bridge and veths are written down before they exist, so that
     // `lockcheck recover` removes them after a kill -9 whenever it came.
-    let journal = crate::fault::journal::Journal::for_run(dir)?;
+    let journal = crate::journal::Journal::for_run(dir)?;
     let network = match spec.network {
         cluster::NetworkKind::Namespaces => {
-            Some(journal.record(crate::fault::journal::Effect::Network {
+            Some(journal.record(crate::journal::Effect::Network {
                 id: cluster::netns::run_id(dir),
             })?)
         }
@@ -376,7 +390,8 @@ async fn execute(
     };
     let configs: Vec<worker::Config> = endpoints
         .into_iter()
-        .map(|endpoints| worker::Config {
+        .enumerate()
+        .map(|(i, endpoints)| worker::Config {
             backend: w.backend.kind,
             endpoints,
             lock: LockConfig {
@@ -387,6 +402,12 @@ async fn execute(
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+            adapter: w.client.as_ref().map(|program| adapter::Spec {
+                program: program.clone(),
+                client: client_name(i),
+                op_timeout: w.clients.op_timeout,
+                run_dir: dir.to_path_buf(),
+            }),
         })
         .collect();
     let clocks = w
@@ -400,7 +421,14 @@ async fn execute(
         dir,
         Duration::from_secs(20),
     )
-    .await?;
+    .await
+    // A lock client of the team's own that cannot start is the environment's
+    // problem (a missing interpreter or library), reported with its stderr tail.
+    .map_err(|e| match &w.client {
+        Some(_) => environment(format!("{e:#}")),
+        None => e,
+    })?;
+    let (client, ask_held) = adapter_in_use(&w, workers.hello())?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind. The servers are
     // already there: a local cluster journals each server as it spawns it, a
@@ -412,8 +440,8 @@ async fn execute(
             .map(|p| (p.name.clone(), p.pid.as_raw()));
         for (name, pid) in procs {
             // One that has already exited cannot be left behind.
-            if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
-                journal.record(crate::fault::journal::Effect::Process(proc))?;
+            if let Ok(proc) = crate::journal::Proc::of(name, pid) {
+                journal.record(crate::journal::Effect::Process(proc))?;
             }
         }
     }
@@ -443,6 +471,7 @@ async fn execute(
         workload: w.clone(),
         next_process: AtomicU64::new(w.clients.count as u64),
         acquired: acquired_tx,
+        ask_held,
     });
     let plan = w.schedule.map(|s| s.plan(duration));
     // What the workload asks for is what its own duration holds, whatever
@@ -511,9 +540,43 @@ async fn execute(
         Some(e) => Err(e),
         None => copied.map(|()| {
             let cut_short = opts.time_limit.is_some_and(|t| t < w.duration);
-            tally.account(&w.faults, &planned, duration, cut_short)
+            let faults = tally.account(&w.faults, &planned, duration, cut_short);
+            (faults, client)
         }),
     }
+}
+
+/// What the run records about the adapter under test, and whether holders ask its
+/// library before each write: always when it can tell (to show whether it knew it had
+/// lost the lock), and heeding it under `self_fencing = "library"`.
+fn adapter_in_use(
+    w: &Workload,
+    hello: Option<adapter::Hello>,
+) -> Result<(Option<ClientInfo>, AskHeld)> {
+    let Some(program) = &w.client else {
+        return Ok((None, AskHeld::Never));
+    };
+    let hello = hello.unwrap_or_default();
+    let ask = match (hello.supports("held"), w.clients.self_fencing_library) {
+        (true, true) => AskHeld::Fence,
+        (true, false) => AskHeld::Observe,
+        (false, false) => AskHeld::Never,
+        (false, true) => {
+            return Err(environment(format!(
+                "clients.self_fencing = \"library\" asks the library before each write, but the \
+                 adapter `{}` does not support `held` (its init reply's ops: {:?})",
+                program.argv.join(" "),
+                hello.ops
+            )))
+        }
+    };
+    let info = ClientInfo {
+        command: program.argv.clone(),
+        library: hello.library,
+        ops: hello.ops,
+        self_fencing: w.clients.self_fencing_library.then(|| "library".into()),
+    };
+    Ok((Some(info), ask))
 }
 
 /// The history values of the nodes started in a time namespace, one per offset:

@@ -80,13 +80,25 @@ pub fn check_jsonl(
     Ok((verdict, lines))
 }
 
+/// The critical sections, with the resource's evidence of retired holders' writes
+/// that landed late (`resource::landed_writes`), and the writes the resource applied.
+fn sections_with(
+    h: &Ops,
+    resource: Option<&[AppliedWrite]>,
+) -> (sections::Sections, Vec<resource::Applied>) {
+    let mut s = sections::build(h);
+    let applied = resource::applied(h, &s, resource);
+    resource::landed_writes(h, &mut s, &applied);
+    (s, applied)
+}
+
 fn run(h: &Ops, input: &LockInput<'_>, limits: &Limits, fenced: bool) -> Verdict {
-    let s = sections::build(h);
+    let (s, applied) = sections_with(h, input.resource);
     let mut found = Findings::default();
     mutex::double_holders(h, &s, limits, &mut found);
     tokens::check(h, &s, fenced, &mut found);
     foreign_releases(h, &s, &mut found);
-    resource::check(h, &s, input.resource, &mut found);
+    resource::check(h, &s, &applied, &mut found);
 
     let mut notes = Vec::new();
     if s.uncertain_acquires > 0 {
@@ -117,6 +129,59 @@ pub fn search(history: &History, limits: &Limits, tokens: bool) -> Vec<(String, 
                 .and_then(|l| s.locks.get(l).cloned())
                 .unwrap_or(part.key);
             (name, part.outcome)
+        })
+        .collect()
+}
+
+/// A critical section as the checker reads it (see `sections`: only a release ends
+/// one), in the history's terms. The report measures its zombie windows on these, so
+/// that they follow the same rule as the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriticalSection {
+    pub process: u64,
+    /// `value.lock` of the acquire; "" for the default lock.
+    pub lock: String,
+    /// History `index` of the acquire's invoke, and of its ok (where the section begins).
+    pub acquire: u64,
+    pub begin: u64,
+    /// `index` of the release's invoke, if the holder released.
+    pub release: Option<u64>,
+    /// `index` of the last op at which the holder surely still held: its release
+    /// invoke, the invoke that retired it, or its last op.
+    pub end: u64,
+    /// Run times (ns) of `begin` and `end`.
+    pub begin_time: u64,
+    pub end_time: u64,
+    /// The acquire's token.
+    pub token: Option<u64>,
+}
+
+/// The critical sections of a history (with its resource's log, where there is one),
+/// in order of their beginning.
+pub fn critical_sections(
+    history: &History,
+    resource: Option<&[AppliedWrite]>,
+) -> Vec<CriticalSection> {
+    let h = Ops::from_history(history);
+    let (s, _) = sections_with(&h, resource);
+    s.sections
+        .iter()
+        .map(|sec| {
+            let end = sec.core_end();
+            CriticalSection {
+                process: sec.process,
+                lock: s.locks[sec.lock as usize].clone(),
+                acquire: h.ops[sec.acquire_invoke].index,
+                begin: h.ops[sec.begin].index,
+                release: match sec.end {
+                    sections::End::Released { invoke, .. } => Some(h.ops[invoke].index),
+                    _ => None,
+                },
+                end: h.ops[end].index,
+                begin_time: h.ops[sec.begin].time,
+                end_time: h.ops[end].time,
+                token: sec.token,
+            }
         })
         .collect()
 }
