@@ -261,7 +261,7 @@ impl LeasePreset {
         }
         self.backends
             .iter()
-            .map(|&k| kind_name(k))
+            .map(|&k| k.name())
             .collect::<Vec<_>>()
             .join(", ")
     }
@@ -502,7 +502,7 @@ impl Workload {
         if kind.token().is_none() && fencing_token {
             bail!(bad(
                 "backend.fencing_token",
-                format!("{kind:?} hands out no fencing token: expected false")
+                format!("{kind} hands out no fencing token: expected false")
             ));
         }
         let resource = match raw.resource {
@@ -539,8 +539,8 @@ impl Workload {
                     p.name,
                     p.backend_names(),
                     p.source,
-                    kind_name(kind),
-                    kind_name(kind),
+                    kind.name(),
+                    kind.name(),
                     fitting.join(", ")
                 )
             }
@@ -617,15 +617,15 @@ impl Workload {
         }
         let network = raw.backend.network.unwrap_or_default();
         // Their servers, as lockcheck sets them up, let in loopback clients only.
-        if network == NetworkKind::Namespaces
-            && matches!(
-                kind,
-                BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb
-            )
-        {
+        if network == NetworkKind::Namespaces && !crate::cluster::recipe(kind).namespaces() {
+            let able: Vec<&str> = BackendKind::ALL
+                .into_iter()
+                .filter(|&k| crate::cluster::recipe(k).namespaces())
+                .map(BackendKind::name)
+                .collect();
             bail!(bad(
                 "backend.network",
-                format!("{kind:?} runs on loopback only (its server admits loopback clients); namespaces are for etcd, zookeeper, redis, redlock and nats")
+                format!("{kind} runs on loopback only (its server admits loopback clients); namespaces are for {}", able.join(", "))
             ));
         }
         let mut faults = Vec::new();
@@ -909,14 +909,6 @@ impl FaultKind {
             FaultKind::LatencyNodes => "latency-nodes",
         }
     }
-}
-
-/// A backend as a workload's `backend.kind` names it (`postgres-lease`).
-fn kind_name(kind: BackendKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_else(|| format!("{kind:?}"))
 }
 
 /// The line (from 1) of a byte offset into the file's text.
@@ -1785,7 +1777,7 @@ interval = "2s"
                 let backend = format!(
                     "[backend]\nnodes = 1\nfencing_token = {}\nkind = \"{}\"",
                     kind.token().is_some(),
-                    kind_name(kind)
+                    kind.name()
                 );
                 let text = GOOD
                     .replace("[backend]\nkind = \"redis\"", &backend)
@@ -1803,7 +1795,7 @@ interval = "2s"
                         assert!(
                             e.contains("w/test.toml:11: backend.lease: the preset")
                                 && e.contains(preset.name)
-                                && e.contains(&format!("not {}", kind_name(kind))),
+                                && e.contains(&format!("not {}", kind.name())),
                             "{e}"
                         );
                     }
