@@ -27,7 +27,7 @@
 use super::local::log_tail;
 use super::{recipe, Cluster, ClusterError, ClusterPlan, ClusterSpec, Init, Runtime};
 use crate::backend::BackendKind;
-use crate::fault::journal::{Effect, Journal};
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use bollard::models::{

@@ -32,7 +32,7 @@
 use super::netns::{self, Network};
 use super::{recipe, ClusterError, Init, NetworkKind, ServerRecipe};
 use crate::backend::BackendKind;
-use crate::fault::journal::{Effect, Journal, Proc};
+use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -414,9 +414,9 @@ impl LocalCluster {
             return Ok(());
         }
         let root = child.id() as i32;
-        let journal = crate::fault::journal::Journal::for_run(&self.plan.spec.dir)?;
+        let journal = crate::journal::Journal::for_run(&self.plan.spec.dir)?;
         let cgroup = super::freezer::cgroup_for(node)?;
-        let id = journal.record(crate::fault::journal::Effect::Frozen {
+        let id = journal.record(crate::journal::Effect::Frozen {
             node: node.to_string(),
             cgroup: cgroup.clone(),
         })?;
@@ -756,7 +756,7 @@ fn thaw_frozen(
     frozen
         .thaw()
         .with_context(|| format!("thawing node {name}"))?;
-    crate::fault::journal::Journal::for_run(run_dir)?.undone(id)
+    crate::journal::Journal::for_run(run_dir)?.undone(id)
 }
 
 /// Waits for killed servers to go, so that none is left a zombie.

@@ -13,28 +13,13 @@
 
 use super::setup::{hand_over, run_as, unprivileged_user};
 use super::{ClusterPlan, Init, Ports, ServerBinary, ServerRecipe};
+use crate::backend::postgres::{conninfo, SUPERUSER};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
-
-/// The superuser `initdb` creates, which lock clients log in as.
-pub const SUPERUSER: &str = "postgres";
-
-/// The connection string of a node's `postgres` database.
-pub fn conninfo(addr: &str, connect_timeout: Duration) -> Result<String> {
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|e| anyhow::anyhow!("bad postgres address {addr:?}: {e}"))?;
-    Ok(format!(
-        "host={} port={} user={SUPERUSER} dbname=postgres connect_timeout={}",
-        addr.ip(),
-        addr.port(),
-        connect_timeout.as_secs().max(1)
-    ))
-}
 
 /// Both PostgreSQL backends (advisory lock, lease row) run the same server.
 pub(super) struct Postgres;
