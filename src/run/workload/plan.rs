@@ -37,7 +37,7 @@ impl Workload {
     ) -> Result<Vec<PlannedFault>> {
         let run = time_limit.unwrap_or(self.duration);
         let the_run = match time_limit {
-            Some(_) => format!("the run, cut to {} by --time-limit", secs(run)),
+            Some(_) => format!("the run (cut to {} by --time-limit)", secs(run)),
             None => format!("the run ({})", secs(run)),
         };
         let mut planned = Vec::new();
