@@ -555,7 +555,7 @@ mod tests {
         );
         assert_eq!(read_line(&mut r, 100).await.unwrap().unwrap(), b"second");
         assert_eq!(read_line(&mut r, 100).await.unwrap(), None);
-        let long = vec![b'x'; 64];
+        let long = [b'x'; 64];
         let mut r = BufReader::with_capacity(8, &long[..]);
         let e = read_line(&mut r, 16).await.unwrap_err();
         assert!(e.contains("longer than 16 bytes"), "{e}");
