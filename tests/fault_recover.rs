@@ -292,7 +292,7 @@ fn killed_mid_fault(name: &str) {
     let path = write_workload(dir.path(), &format!("{name}.toml"), &text);
     let results = dir.path().join("results");
     let mut guard = Guard {
-        controller: start_run(&path, &results),
+        controller: start_run(&path, &results, &[]),
         results: results.clone(),
     };
     let live = Live {
