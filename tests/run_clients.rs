@@ -245,3 +245,25 @@ fn kazoo_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
     r.assert_nothing_left();
     fenced_is_safe("clients/kazoo-pause-fenced.toml");
 }
+
+/// Apache Curator's InterProcessMutex (Java, Debian's jars, compiled by scripts/setup)
+/// against a 3-node ZooKeeper: deposed by a pause past its session timeout, its
+/// `isAcquiredInThisProcess()` still says yes when it wakes, and the unfenced resource
+/// takes its stale write; the znode sequence as a token lets a fencing resource stop it.
+#[test]
+fn curator_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
+    let r = run(&workload("clients/curator-pause-unfenced.toml"), &[]);
+    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
+    assert!(r.json["client"]["library"]
+        .as_str()
+        .is_some_and(|l| l.starts_with("Apache Curator 5.4")));
+    let ops = history(&r);
+    assert!(ops.iter().any(|o| o.f == "held" && o.kind == OpType::Ok));
+    assert!(
+        !ops.iter()
+            .any(|o| o.f == "held" && o.kind == OpType::Ok && o.value["held"] == false),
+        "Curator's isAcquiredInThisProcess said no: the README's finding no longer holds"
+    );
+    r.assert_nothing_left();
+    fenced_is_safe("clients/curator-pause-fenced.toml");
+}
