@@ -197,7 +197,10 @@ fn redis_py_knows_it_lost_the_lock_and_self_fencing_through_it_stops_the_writes(
     assert!(said_no > 0, "owned() never said no");
     // The report names the library and what it believed.
     let html = std::fs::read_to_string(r.run_dir().join("report.html")).unwrap();
-    assert!(html.contains("The lock library: redis-py 4.3.4"), "no library panel");
+    assert!(
+        html.contains("The lock library: redis-py 4.3.4"),
+        "no library panel"
+    );
     assert!(
         html.contains("said it had lost the lock before the next write for"),
         "no belief sentence"

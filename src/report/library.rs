@@ -91,7 +91,8 @@ pub fn panel(
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
-    let library = text("library").unwrap_or_else(|| "an adapter that did not name its library".into());
+    let library =
+        text("library").unwrap_or_else(|| "an adapter that did not name its library".into());
     let command = client
         .and_then(|c| c.get("command"))
         .and_then(|c| c.as_array())
