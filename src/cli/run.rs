@@ -60,6 +60,10 @@ pub fn main(args: Args) -> Result<u8> {
         None => None,
     };
     let base_seed = args.seed.unwrap_or(w.seed);
+    // Each seed's faults all start within the run, before any run begins.
+    for i in 0..args.test_count {
+        w.planned_faults(time_limit, base_seed.wrapping_add(i))?;
+    }
     let mut opts = run::Options {
         time_limit,
         seed: None,
