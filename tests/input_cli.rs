@@ -111,7 +111,10 @@ fn every_fixture_row_exits_as_expected_tsv_says() {
             assert!(err.contains("fixtures/input-"), "{what}");
         }
     }
-    assert!(malformed >= 16, "a malformed fixture for each class of issue 11");
+    assert!(
+        malformed >= 16,
+        "a malformed fixture for each class of issue 11"
+    );
 }
 
 /// The double holder of `fixtures/double-holder-paused-holder.jsonl`, however it
@@ -128,7 +131,11 @@ fn assert_double_holder(o: &Output, how: &str, ops: usize) {
 fn a_history_reads_the_same_from_a_pipe_stdin_a_fifo_and_compressed() {
     let file = fixture("double-holder-paused-holder.jsonl");
     let history = std::fs::read(&file).unwrap();
-    assert_double_holder(&lockcheck().args(["check", s(&file)]).output().unwrap(), "file", 18);
+    assert_double_holder(
+        &lockcheck().args(["check", s(&file)]).output().unwrap(),
+        "file",
+        18,
+    );
     assert_double_holder(&piped(&["check", "-"], &history), "-", 18);
     assert_double_holder(&piped(&["check", "/dev/stdin"], &history), "/dev/stdin", 18);
     // More than the 64 KiB the format is told from, its first lock op past them.
@@ -153,17 +160,32 @@ fn a_history_reads_the_same_from_a_pipe_stdin_a_fifo_and_compressed() {
     let gz = gz.finish().unwrap();
     let gz_file = dir.path().join("h.jsonl.gz");
     std::fs::write(&gz_file, &gz).unwrap();
-    assert_double_holder(&lockcheck().args(["check", s(&gz_file)]).output().unwrap(), "gz", 1018);
+    assert_double_holder(
+        &lockcheck().args(["check", s(&gz_file)]).output().unwrap(),
+        "gz",
+        1018,
+    );
     assert_double_holder(&piped(&["check", "-"], &gz), "gz pipe", 1018);
-    let zst = ruzstd::encoding::compress_to_vec(&long[..], ruzstd::encoding::CompressionLevel::Fastest);
+    let zst =
+        ruzstd::encoding::compress_to_vec(&long[..], ruzstd::encoding::CompressionLevel::Fastest);
     let zst_file = dir.path().join("h.jsonl.zst");
     std::fs::write(&zst_file, &zst).unwrap();
-    assert_double_holder(&lockcheck().args(["check", s(&zst_file)]).output().unwrap(), "zst", 1018);
+    assert_double_holder(
+        &lockcheck().args(["check", s(&zst_file)]).output().unwrap(),
+        "zst",
+        1018,
+    );
     // Two zstd frames one after another are one stream.
     let half = long.len() / 2;
     let half = half + long[half..].iter().position(|&b| b == b'\n').unwrap() + 1;
-    let mut two = ruzstd::encoding::compress_to_vec(&long[..half], ruzstd::encoding::CompressionLevel::Fastest);
-    two.extend(ruzstd::encoding::compress_to_vec(&long[half..], ruzstd::encoding::CompressionLevel::Fastest));
+    let mut two = ruzstd::encoding::compress_to_vec(
+        &long[..half],
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    two.extend(ruzstd::encoding::compress_to_vec(
+        &long[half..],
+        ruzstd::encoding::CompressionLevel::Fastest,
+    ));
     assert_double_holder(&piped(&["check", "-"], &two), "two zstd frames", 1018);
 
     // A FIFO with one writer, who writes slowly in pieces.
@@ -190,7 +212,9 @@ fn piped_input_makes_the_report_too() {
     let o = piped(&["check", "-", "--report", s(&html), "--json"], &history);
     assert_eq!(code(&o), 1, "{}", text(&o.stderr));
     assert!(kinds(&o).contains("double-holder"));
-    assert!(std::fs::read_to_string(&html).unwrap().contains("double-holder"));
+    assert!(std::fs::read_to_string(&html)
+        .unwrap()
+        .contains("double-holder"));
     // Both from standard input cannot be.
     let o = piped(&["check", "-", "--resource", "-"], &history);
     assert_eq!(code(&o), 2, "{}", text(&o.stderr));
@@ -200,7 +224,12 @@ fn piped_input_makes_the_report_too() {
 fn one_line_past_16_mib_is_refused_with_its_number() {
     let dir = tempfile::tempdir().unwrap();
     let head = std::fs::read_to_string(fixture("double-holder-paused-holder.jsonl")).unwrap();
-    let mut long = head.lines().take(2).collect::<Vec<_>>().join("\n").into_bytes();
+    let mut long = head
+        .lines()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n")
+        .into_bytes();
     long.push(b'\n');
     long.extend(std::iter::repeat_n(b' ', (16 << 20) + 1));
     long.extend(b"\n");
@@ -209,7 +238,10 @@ fn one_line_past_16_mib_is_refused_with_its_number() {
     let o = lockcheck().args(["check", s(&path)]).output().unwrap();
     assert_eq!(code(&o), 4);
     let err = text(&o.stderr);
-    assert!(err.contains("long.jsonl:3: line: longer than 16 MiB"), "{err}");
+    assert!(
+        err.contains("long.jsonl:3: line: longer than 16 MiB"),
+        "{err}"
+    );
     // A stream with no newline at all stops at the limit, not at the end.
     let o = lockcheck().args(["check", "/dev/zero"]).output().unwrap();
     assert_eq!(code(&o), 4);

@@ -310,7 +310,10 @@ pub fn main(args: Args) -> Result<u8> {
         None => (check_input(input, &opts)?, None),
         Some(_) => {
             let (history, format) = import::read_input(input, opts.format)?;
-            (check_history(&history, &title, format, &opts)?, Some(history))
+            (
+                check_history(&history, &title, format, &opts)?,
+                Some(history),
+            )
         }
     };
     checked.verdict.apply_allow(&args.allow);

@@ -246,7 +246,11 @@ mod tests {
         let f = fields(r#"{"v":{"token":1,"tok\u0065n":2}}"#).unwrap();
         assert_eq!(value("v", f[0].1).unwrap_err().0, "v.token");
         assert_eq!(
-            value("v", fields(r#"{"v":{"a":{"b":1},"c":[1,{"b":2}]}}"#).unwrap()[0].1).unwrap(),
+            value(
+                "v",
+                fields(r#"{"v":{"a":{"b":1},"c":[1,{"b":2}]}}"#).unwrap()[0].1
+            )
+            .unwrap(),
             serde_json::json!({"a":{"b":1},"c":[1,{"b":2}]})
         );
     }

@@ -172,11 +172,8 @@ impl Lines {
             true => Err(("line".into(), CR_INSIDE.into())),
             false => parse(text),
         };
-        let admitted = parsed.and_then(|(op, seq)| {
-            self.rules
-                .admit(&op, seq, line.number)
-                .map(|()| op)
-        });
+        let admitted =
+            parsed.and_then(|(op, seq)| self.rules.admit(&op, seq, line.number).map(|()| op));
         if !line.terminated {
             // A run killed mid-write leaves a final line without its newline. Whatever
             // came before is intact; the tail is used only if it is a whole valid op,
@@ -297,7 +294,12 @@ fn applied_write(text: &str) -> Result<AppliedWrite, Fault> {
     let (mut seq, mut process, mut data) = (false, false, false);
     for (key, raw) in &fields {
         let v = json::value(key, raw)?;
-        let bad = |what: &str| Err((key.to_string().into(), format!("expected {what}, found {v}")));
+        let bad = |what: &str| {
+            Err((
+                key.to_string().into(),
+                format!("expected {what}, found {v}"),
+            ))
+        };
         match (key.as_ref(), &v) {
             ("seq", v) if v.is_u64() => (w.seq, seq) = (v.as_u64().unwrap_or(0), true),
             ("process", v) if v.is_u64() => (w.process, process) = (v.as_u64().unwrap_or(0), true),
@@ -344,8 +346,9 @@ fn parse_line(raw: &str) -> Result<Parsed<'_>, Fault> {
     let time = uint("time")?;
     let process = match parse("process")? {
         None => return Err(("process".into(), "missing".into())),
-        Some(v) => serde_json::from_value::<Process>(v)
-            .map_err(|e| ("process".into(), e.to_string()))?,
+        Some(v) => {
+            serde_json::from_value::<Process>(v).map_err(|e| ("process".into(), e.to_string()))?
+        }
     };
     let kind = match parse("type")? {
         None => return Err(("type".into(), "missing".into())),
@@ -407,7 +410,9 @@ fn parse_line(raw: &str) -> Result<Parsed<'_>, Fault> {
     Ok((op, seq))
 }
 
-const KNOWN: [&str; 8] = ["index", "time", "process", "type", "f", "value", "node", "error"];
+const KNOWN: [&str; 8] = [
+    "index", "time", "process", "type", "f", "value", "node", "error",
+];
 
 /// Whether a (non-null) `value` is of a type its op allows (spec v1.1: a wrong type
 /// is malformed, never "absent"), and its `seq` where it has one. The fault
@@ -432,7 +437,10 @@ fn allowed(process: Process, f: &str, v: &Value) -> Result<Option<u64>, Fault> {
             (Process::Client(_), ACQUIRE | RENEW | RELEASE | WRITE) => "an object or null",
             _ => "an object, a number or null",
         };
-        return Err(("value".into(), format!("expected {expected} for {f}, found {v}")));
+        return Err((
+            "value".into(),
+            format!("expected {expected} for {f}, found {v}"),
+        ));
     }
     let Value::Object(m) = v else {
         return Ok(None);

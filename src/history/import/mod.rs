@@ -151,7 +151,10 @@ impl Input {
     /// The format of this input, told from its first bytes (and, where they are
     /// empty, from its name).
     pub fn format(&self) -> Format {
-        Format::detect(&String::from_utf8_lossy(self.prefix()), Path::new(&self.name))
+        Format::detect(
+            &String::from_utf8_lossy(self.prefix()),
+            Path::new(&self.name),
+        )
     }
 }
 
