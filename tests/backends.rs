@@ -3,18 +3,18 @@
 //! environment errors. Every server runs on free loopback ports in a temp dir and is
 //! stopped when its test ends (also on panic: `LocalCluster` and `Holder` stop on drop).
 //!
-//! The paused holder runs in a separate process (this test binary re-run as
-//! `holder_child`), so that SIGSTOP stops its keep-alive too, as it does to a worker.
+//! The paused holder runs in a separate process (`lockcheck-test-helper holder`),
+//! so that SIGSTOP stops its keep-alive too, as it does to a worker.
 
 mod backend_support;
+mod run_support;
 
 use backend_support::*;
 use lockcheck::backend::{connect, BackendKind, Grant, LockConfig, LockError};
 use lockcheck::cluster::{ClusterError, ClusterPlan, ClusterSpec, LocalCluster};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use run_support::Helper;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -191,50 +191,24 @@ async fn etcd_paused_holder_loses_the_lock() {
     paused_holder_loses_the_lock(BackendKind::Etcd, 2_000).await;
 }
 
-const HOLDER_ENV: &str = "LOCKCHECK_TEST_HOLDER";
-
-/// A lock client in a child process, driven line by line over its stdin.
-struct Holder {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
+/// A lock client in a child process (`lockcheck-test-helper holder`), driven
+/// line by line over its stdin.
+struct Holder(Helper);
 
 impl Holder {
     fn spawn(kind: BackendKind, endpoints: &[String], cfg: &LockConfig) -> Holder {
         let spec = serde_json::json!({"kind": kind, "endpoints": endpoints, "cfg": cfg});
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["holder_child", "--exact", "--ignored", "--nocapture"])
-            .env(HOLDER_ENV, spec.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        Holder {
-            stdin: child.stdin.take().unwrap(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
-            child,
-        }
+        let mut cmd = Helper::command("holder");
+        cmd.arg(spec.to_string());
+        Holder(Helper::spawn(cmd))
     }
 
     fn ask(&mut self, op: &str) -> String {
-        writeln!(self.stdin, "{op}").unwrap();
-        self.stdin.flush().unwrap();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            assert!(
-                self.stdout.read_line(&mut line).unwrap() > 0,
-                "the holder process ended"
-            );
-            if let Some(reply) = line.trim_end().strip_prefix("holder: ") {
-                return reply.to_string();
-            }
-        }
+        self.0.ask(op, "holder: ")
     }
 
     fn signal(&self, s: Signal) {
-        kill(Pid::from_raw(self.child.id() as i32), s).unwrap();
+        kill(Pid::from_raw(self.0.pid()), s).unwrap();
     }
 
     fn pause(&self) {
@@ -244,49 +218,6 @@ impl Holder {
     fn resume(&self) {
         self.signal(Signal::SIGCONT);
     }
-}
-
-impl Drop for Holder {
-    fn drop(&mut self) {
-        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Not a test: the body of a [`Holder`] process (it does nothing unless started as one).
-#[tokio::test]
-#[ignore = "run by the paused-holder tests as their holder process"]
-async fn holder_child() {
-    use tokio::io::AsyncBufReadExt;
-    let Ok(spec) = std::env::var(HOLDER_ENV) else {
-        return;
-    };
-    let spec: serde_json::Value = serde_json::from_str(&spec).unwrap();
-    let kind: BackendKind = serde_json::from_value(spec["kind"].clone()).unwrap();
-    let endpoints: Vec<String> = serde_json::from_value(spec["endpoints"].clone()).unwrap();
-    let cfg: LockConfig = serde_json::from_value(spec["cfg"].clone()).unwrap();
-    let mut client = connect(kind, &endpoints, &cfg).await.unwrap();
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
-    while let Some(line) = lines.next_line().await.unwrap() {
-        let outcome = match line.trim() {
-            "acquire" => client.acquire().await.map(Some),
-            "renew" => client.renew().await.map(Some),
-            "release" => client.release().await.map(|()| None),
-            _ => break,
-        };
-        let reply = match outcome {
-            Ok(Some(g)) => format!(
-                "ok token={}",
-                g.token.map_or("none".into(), |t| t.to_string())
-            ),
-            Ok(None) => "ok".into(),
-            Err(LockError::Denied(why)) => format!("denied {why}"),
-            Err(LockError::Indeterminate(why)) => format!("indeterminate {why}"),
-        };
-        println!("holder: {reply}");
-    }
-    println!("holder: bye");
 }
 
 // ---- servers that pause, die and come back ----

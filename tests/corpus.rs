@@ -1,8 +1,8 @@
 //! Every history of the Porcupine and Knossos corpora, checked with the format and
 //! model `lockcheck check` picks by itself, against the verdict in the corpus's
 //! `expected.tsv`. The corpora are not ours to commit: they are found at
-//! `$LOCKCHECK_CORPUS`, `../shared/corpus` or `/work/shared/corpus`, and where none
-//! exists these tests fail and say where they looked.
+//! `$LOCKCHECK_CORPUS`, else `../shared/corpus` next to the repository, and where
+//! there is none these tests fail and say where they looked.
 
 use lockcheck::check::Validity;
 use lockcheck::cli::bench::{expected, find_corpus};

@@ -5,70 +5,15 @@
 mod fault_support;
 mod run_support;
 
-use fault_support::free_port;
-use lockcheck::fault::clock::{self, ClockControl};
-use lockcheck::fault::journal::{self, Effect, Journal, Proc};
-use lockcheck::fault::node;
-use run_support::{leftovers, start_run, wait_for, write_workload};
+use fault_support::tear;
+use lockcheck::fault::clock;
+use lockcheck::fault::journal::{self, Effect, Proc};
+use run_support::{leftovers, start_run, wait_for, write_workload, Helper, ANSWER_WITHIN};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
-
-/// The "controller" that gets killed: this test binary re-executed. It starts a
-/// server and a worker as a run would, journals them, stops the worker, skews
-/// the server's clock, says "ready" and waits for its end.
-#[test]
-#[ignore = "helper: run as a child process by the recover test"]
-// Leaving its children behind, unwaited, is the point.
-#[allow(clippy::zombie_processes)]
-fn controller_killed_midway() {
-    let Some(dir) = std::env::var_os("LOCKCHECK_RECOVER_DIR").map(PathBuf::from) else {
-        return;
-    };
-    let journal = Journal::for_run(&dir).unwrap();
-    let clock = ClockControl::create(&dir, "n1").unwrap();
-    journal
-        .record(Effect::ClockSkew {
-            target: "n1".into(),
-            file: clock.path().to_path_buf(),
-        })
-        .unwrap();
-    let redis = Command::new("redis-server")
-        .args([
-            "--port",
-            &free_port().to_string(),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-        ])
-        .envs(clock.env())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    journal
-        .record(Effect::Process(Proc::of("n1", redis.id() as i32).unwrap()))
-        .unwrap();
-    let worker = Command::new("sleep").arg("300").spawn().unwrap();
-    journal
-        .record(Effect::Process(
-            Proc::of("client-0", worker.id() as i32).unwrap(),
-        ))
-        .unwrap();
-    let stopped = node::stop(journal.clone(), &[("client-0".into(), worker.id() as i32)]).unwrap();
-    clock.set_offset(20_000_000_000);
-    println!(
-        "ready {} {} {}",
-        redis.id(),
-        worker.id(),
-        clock.path().display()
-    );
-    std::thread::sleep(Duration::from_secs(60));
-    drop(stopped);
-}
 
 /// Gone, or a zombie waiting for init: either way no longer running.
 fn gone(pid: i32) -> bool {
@@ -108,41 +53,29 @@ impl Drop for Cleanup<'_> {
 fn recover_undoes_what_a_killed_controller_left_behind() {
     let dir = tempfile::tempdir().unwrap();
     let _cleanup = Cleanup(dir.path());
-    let mut controller = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--ignored",
-            "--exact",
-            "controller_killed_midway",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("LOCKCHECK_RECOVER_DIR", dir.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    let mut out = BufReader::new(controller.stdout.take().unwrap());
-    while !line.contains("ready ") {
-        line.clear();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "the controller ended before it was ready"
-        );
-    }
-    let mut f = line.split_once("ready ").unwrap().1.split_whitespace();
+    // The "controller" that gets killed: it starts a server and a worker as a
+    // run would, journals them, stops the worker, skews the server's clock,
+    // says "ready" and waits for its end.
+    let mut cmd = Helper::command("killed-controller");
+    cmd.arg(dir.path());
+    let mut controller = Helper::spawn(cmd);
+    let ready = controller.expect("ready ", ANSWER_WITHIN);
+    let mut f = ready.split_whitespace();
     let redis: i32 = f.next().unwrap().parse().unwrap();
     let worker: i32 = f.next().unwrap().parse().unwrap();
     let clock_file = PathBuf::from(f.next().unwrap());
 
-    controller.kill().unwrap(); // SIGKILL: no Drop runs
-    controller.wait().unwrap();
-    // What it left behind.
+    controller.kill(); // SIGKILL: no Drop runs
+                       // What it left behind.
     assert!(journal::is_stopped(worker), "the worker is left stopped");
     assert!(
         !clock::read_file(&clock_file).unwrap().is_none(),
         "the clock is left skewed"
     );
     assert!(!gone(redis), "the server is left running");
+    // And the kill landed in the middle of a clock change: the page is torn, and
+    // the reset must not wait on its dead writer.
+    tear(&clock_file, -20_000_000_000);
 
     let report = recover(dir.path());
     let undone = report["undone"].as_array().unwrap();

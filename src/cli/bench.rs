@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The corpus folder (holding porcupine/ and knossos/); default: $LOCKCHECK_CORPUS,
-    /// then ../shared/corpus, then /work/shared/corpus.
+    /// else ../shared/corpus (from the current directory).
     #[arg(long, value_name = "DIR")]
     pub corpus: Option<PathBuf>,
     /// Also time the lock checker on this lock history.
@@ -25,28 +25,27 @@ pub struct Args {
     pub time_limit: f64,
 }
 
-/// Where the corpora are: `explicit`, else `$LOCKCHECK_CORPUS`, else
-/// `../shared/corpus` from `base`, else `/work/shared/corpus`. The error lists
-/// every place looked at.
+/// The environment variable naming the corpus folder.
+pub const CORPUS_ENV: &str = "LOCKCHECK_CORPUS";
+
+/// Where the corpora are, in the documented places only: `explicit` (`--corpus`),
+/// else `$LOCKCHECK_CORPUS`, else `../shared/corpus` from `base` (the repository
+/// sits next to `shared/`). A place named (by the flag or the variable) is the
+/// only one looked at: a typo never falls through to some other corpus. The
+/// error says where it looked and how to name another place.
 pub fn find_corpus(explicit: Option<&Path>, base: &Path) -> Result<PathBuf> {
-    let mut tried = Vec::new();
-    let candidates = explicit
-        .map(Path::to_path_buf)
-        .into_iter()
-        .chain(std::env::var_os("LOCKCHECK_CORPUS").map(PathBuf::from))
-        .chain([
-            base.join("../shared/corpus"),
-            PathBuf::from("/work/shared/corpus"),
-        ]);
-    for c in candidates {
-        if c.join("porcupine").is_dir() || c.join("knossos").is_dir() {
-            return Ok(c);
-        }
-        tried.push(c.display().to_string());
+    let (dir, how) = match (explicit, std::env::var_os(CORPUS_ENV)) {
+        (Some(dir), _) => (dir.to_path_buf(), "named by --corpus"),
+        (None, Some(dir)) => (PathBuf::from(dir), "named by $LOCKCHECK_CORPUS"),
+        (None, None) => (base.join("../shared/corpus"), "the default place"),
+    };
+    if dir.join("porcupine").is_dir() || dir.join("knossos").is_dir() {
+        return Ok(dir);
     }
     anyhow::bail!(
-        "no corpus found (a folder holding porcupine/ and knossos/); looked at: {}",
-        tried.join(", ")
+        "no corpus (a folder holding porcupine/ or knossos/) at {} ({how}); \
+         name one with --corpus DIR or ${CORPUS_ENV}, or put it at ../shared/corpus",
+        dir.display()
     )
 }
 

@@ -110,6 +110,60 @@ pub mod f {
     pub const LATENCY: &str = "latency";
 }
 
+/// The records of a fault period: the nemesis `f` that opens it, the one that
+/// ends it, and the band the report draws for it. Every fault lockcheck injects
+/// writes one of these pairs (`fault::spec::CATALOGUE` says which); the figures
+/// count periods and the report pairs starts with ends by this table alone, so a
+/// fault recorded here is one the report draws.
+#[derive(Debug, PartialEq, Eq)]
+pub struct FaultOps {
+    pub start: &'static str,
+    pub end: &'static str,
+    /// The band's family in the report (its colour): several faults share one
+    /// (a node pause and a client pause are both `pause`).
+    pub band: &'static str,
+}
+
+pub mod fault_ops {
+    use super::{f, FaultOps};
+
+    pub const PAUSE: FaultOps = FaultOps {
+        start: f::PAUSE,
+        end: f::RESUME,
+        band: "pause",
+    };
+    pub const KILL: FaultOps = FaultOps {
+        start: f::KILL,
+        end: f::START,
+        band: "kill",
+    };
+    pub const PARTITION: FaultOps = FaultOps {
+        start: f::PARTITION,
+        end: f::HEAL,
+        band: "partition",
+    };
+    pub const CLOCK: FaultOps = FaultOps {
+        start: f::CLOCK_SKEW,
+        end: f::CLOCK_RESET,
+        band: "clock",
+    };
+    /// Ends with a `heal` like a partition: the report tells the two apart by the
+    /// links each record names.
+    pub const LATENCY: FaultOps = FaultOps {
+        start: f::LATENCY,
+        end: f::HEAL,
+        band: "latency",
+    };
+
+    /// Every pair, one line per family.
+    pub const ALL: &[FaultOps] = &[PAUSE, KILL, PARTITION, CLOCK, LATENCY];
+
+    /// The family a nemesis `f` opens, if it opens one.
+    pub fn started_by(f: &str) -> Option<&'static FaultOps> {
+        ALL.iter().find(|o| o.start == f)
+    }
+}
+
 /// The `error` strings of lockcheck's own runs that readers tell apart.
 pub mod error {
     /// A write the resource's fencing check rejected: its token was lower than one

@@ -248,11 +248,16 @@ fn timeline_section(bands: &[FaultBand]) -> String {
          <span><i style=\"background:#ea580c\"></i>after being deposed</span>\
          <span><i style=\"background:#1e3a8a;height:2px\"></i>lease (server)</span>\
          <span><i style=\"background:#15803d;width:3px\"></i>write (token, seq)</span>\
-         <span><i style=\"background:#dc2626;width:3px\"></i>rejected write</span>\
-         <span><i style=\"background:#f59e0b;opacity:.5\"></i>pause</span>\
-         <span><i style=\"background:#ef4444;opacity:.5\"></i>kill</span>\
-         <span><i style=\"background:#8b5cf6;opacity:.5\"></i>partition</span>\
-         <span><i style=\"background:#06b6d4;opacity:.5\"></i>clock</span></span></div>\
+         <span><i style=\"background:#dc2626;width:3px\"></i>rejected write</span>",
+    );
+    for (band, colour) in timeline::BAND_COLOURS {
+        let _ = write!(
+            out,
+            "<span><i style=\"background:{colour};opacity:.5\"></i>{band}</span>"
+        );
+    }
+    out.push_str(
+        "</span></div>\
          <canvas id=\"lc-timeline\"></canvas>\
          <div class=\"chart-title\">latency of acquire (blue) and write (green): mean line, up to the max shaded; log scale</div>\
          <canvas id=\"lc-latency\"></canvas>\

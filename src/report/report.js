@@ -11,7 +11,6 @@
   // Outcome (ok, fail, stale-token rejected, info, withheld by self-fencing).
   const F_ACQUIRE = 0, F_RENEW = 1, F_WRITE = 3, F_READ = 4;
   const O_OK = 0, O_STALE = 2, O_INFO = 3;
-  const FAULT_COLOR = { pause: "#f59e0b", kill: "#ef4444", partition: "#8b5cf6", clock: "#06b6d4" };
   const DETAIL_LIMIT = 3000, GUTTER = 64, RIGHT = 10;
 
   function cumsum(a) { const r = new Float64Array(a.length); let p = 0; for (let i = 0; i < a.length; i++) { p += a[i]; r[i] = p; } return r; }
@@ -107,11 +106,11 @@
       if (f.e < v0 || f.s > v1) return;
       const a = X(f.s, g), b = Math.max(X(f.e, g), a + 2);
       ctx.globalAlpha = hiFaults.has(k) ? 0.34 : 0.18;
-      ctx.fillStyle = FAULT_COLOR[f.kind] || "#9ca3af";
+      ctx.fillStyle = f.c;
       ctx.fillRect(a, top, b - a, bottom - top);
       ctx.globalAlpha = 1;
       if (labels) {
-        ctx.fillStyle = FAULT_COLOR[f.kind] || "#6b7280";
+        ctx.fillStyle = f.c;
         ctx.fillRect(a, 0, b - a, 4);
         ctx.fillStyle = "#374151"; ctx.font = "11px system-ui, sans-serif";
         if (b - a > 30 || drawn < 40) ctx.fillText(f.label, Math.max(a, GUTTER) + 2, 14);

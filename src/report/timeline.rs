@@ -3,7 +3,7 @@
 //! a few megabytes and the page decodes it into typed arrays without one DOM node per op.
 
 use super::sections::Calls;
-use crate::history::{f, History, Process};
+use crate::history::{fault_ops, FaultOps, History, Process};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
@@ -11,7 +11,8 @@ use serde_json::Value;
 /// A fault period: a nemesis start line and its end line (or the end of the run).
 #[derive(Debug, Clone, Serialize)]
 pub struct FaultBand {
-    /// `pause`, `kill`, `partition` or `clock`: the colour family.
+    /// The family's band (`history::fault_ops`): `pause`, `kill`, `partition`,
+    /// `clock` or `latency`, the colour it is drawn in.
     pub kind: &'static str,
     /// `pause client-3`, `clock-skew n1 +20000 ms`, ...
     pub label: String,
@@ -22,42 +23,67 @@ pub struct FaultBand {
     pub indexes: Vec<u64>,
 }
 
-/// The start `f` of each fault, its end `f`, and the colour family.
-const FAULTS: [(&str, &str, &str); 4] = [
-    (f::PAUSE, f::RESUME, "pause"),
-    (f::KILL, f::START, "kill"),
-    (f::PARTITION, f::HEAL, "partition"),
-    (f::CLOCK_SKEW, f::CLOCK_RESET, "clock"),
+/// The colour of each band of `history::fault_ops`, in the page and its legend.
+pub const BAND_COLOURS: &[(&str, &str)] = &[
+    ("pause", "#f59e0b"),
+    ("kill", "#ef4444"),
+    ("partition", "#8b5cf6"),
+    ("clock", "#06b6d4"),
+    ("latency", "#10b981"),
 ];
 
-/// Pairs each nemesis start with its end: the earliest open fault of the same family
-/// with the same targets, else the earliest open one of the family (a `heal` names
-/// no targets).
+fn band_colour(band: &str) -> &'static str {
+    BAND_COLOURS
+        .iter()
+        .find(|(b, _)| *b == band)
+        .map_or("#9ca3af", |(_, c)| c)
+}
+
+/// A period still open: its band, its family, and what its start line names.
+struct Open<'h> {
+    band: usize,
+    ops: &'static FaultOps,
+    targets: &'h Value,
+    links: &'h Value,
+}
+
+/// Pairs each nemesis start with its end (`history::fault_ops`): of the open
+/// periods this `f` can end, the earliest one that names the same targets, else
+/// the same links (a `heal` names the links it restores, and a latency and a
+/// partition both end with one), else the earliest (Jepsen's `heal` names nothing).
 pub fn fault_bands(history: &History) -> Vec<FaultBand> {
     let mut bands: Vec<FaultBand> = Vec::new();
-    let mut open: Vec<(usize, &str, &Value)> = Vec::new();
+    let mut open: Vec<Open> = Vec::new();
     for op in history.ops.iter().filter(|o| o.process == Process::Nemesis) {
         let targets = op.value.get("targets").unwrap_or(&Value::Null);
-        if let Some((_, _, kind)) = FAULTS.iter().find(|(s, _, _)| *s == op.f) {
-            open.push((bands.len(), kind, targets));
+        let links = op.value.get("links").unwrap_or(&Value::Null);
+        if let Some(ops) = fault_ops::started_by(&op.f) {
+            open.push(Open {
+                band: bands.len(),
+                ops,
+                targets,
+                links,
+            });
             bands.push(FaultBand {
-                kind,
+                kind: ops.band,
                 label: fault_label(&op.f, &op.value),
                 start: op.time,
                 end: None,
                 indexes: vec![op.index],
             });
-        } else if let Some((_, _, kind)) = FAULTS.iter().find(|(_, e, _)| *e == op.f) {
-            let same_kind = |o: &&(usize, &str, &Value)| o.1 == *kind;
-            let pos = open
-                .iter()
-                .position(|o| same_kind(&o) && o.2 == targets)
-                .or_else(|| open.iter().position(|o| same_kind(&o)));
-            if let Some(pos) = pos {
-                let (b, _, _) = open.remove(pos);
-                bands[b].end = Some(op.time);
-                bands[b].indexes.push(op.index);
-            }
+            continue;
+        }
+        let ends = |o: &&Open| o.ops.end == op.f;
+        let named = |mine: &Value, theirs: &Value| !mine.is_null() && mine == theirs;
+        let pos = open
+            .iter()
+            .position(|o| ends(&o) && named(targets, o.targets))
+            .or_else(|| open.iter().position(|o| ends(&o) && named(links, o.links)))
+            .or_else(|| open.iter().position(|o| ends(&o)));
+        if let Some(pos) = pos {
+            let b = open.remove(pos).band;
+            bands[b].end = Some(op.time);
+            bands[b].indexes.push(op.index);
         }
     }
     bands
@@ -162,6 +188,8 @@ pub struct TimelineData {
 #[derive(Debug, Serialize)]
 pub struct FaultJs {
     pub kind: &'static str,
+    /// Its band's colour.
+    pub c: &'static str,
     pub label: String,
     pub s: i64,
     pub e: i64,
@@ -276,6 +304,7 @@ pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineD
             .iter()
             .map(|b| FaultJs {
                 kind: b.kind,
+                c: band_colour(b.kind),
                 label: b.label.clone(),
                 s: us(b.start),
                 e: b.end.map_or(end_us, us),
@@ -310,6 +339,48 @@ mod tests {
         assert_eq!(b[1].indexes, vec![1, 2]);
         assert_eq!((b[2].kind, b[2].end), ("partition", Some(5_000_000)));
         assert_eq!((b[3].kind, b[3].end), ("kill", None));
+    }
+
+    #[test]
+    fn a_latency_and_a_partition_each_end_with_their_own_heal() {
+        use serde_json::json;
+        let nemesis =
+            |h: H, ms, f: &str, value| h.op(ms, -1, crate::history::OpType::Info, f, value, None);
+        let h = H::default();
+        let h = nemesis(
+            h,
+            1,
+            "latency",
+            json!({"targets": ["n1"], "links": ["client-0->n1"], "delay_ms": 50}),
+        );
+        let h = nemesis(
+            h,
+            2,
+            "partition",
+            json!({"targets": ["n2"], "links": ["client-0->n2"]}),
+        );
+        let h = nemesis(h, 3, "heal", json!({"links": ["client-0->n2"]}));
+        let h = nemesis(h, 4, "heal", json!({"links": ["client-0->n1"]}));
+        let b = fault_bands(&h.history());
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert_eq!((b[0].kind, b[0].end), ("latency", Some(4_000_000)));
+        assert_eq!((b[1].kind, b[1].end), ("partition", Some(3_000_000)));
+        // A heal that names nothing (Jepsen's) ends the earliest open period.
+        let h = nemesis(H::default(), 1, "partition", json!({"targets": ["n2"]}));
+        let h = nemesis(h, 2, "latency", json!({"targets": ["n1"]}));
+        let h = nemesis(h, 3, "heal", json!(null));
+        let b = fault_bands(&h.history());
+        assert_eq!((b[0].end, b[1].end), (Some(3_000_000), None));
+    }
+
+    #[test]
+    fn every_band_has_a_colour_of_its_own() {
+        for ops in fault_ops::ALL {
+            let mine = BAND_COLOURS.iter().filter(|(b, _)| *b == ops.band);
+            assert_eq!(mine.count(), 1, "{}", ops.band);
+        }
+        let colours: std::collections::BTreeSet<_> = BAND_COLOURS.iter().map(|c| c.1).collect();
+        assert_eq!(colours.len(), BAND_COLOURS.len());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! A pure function of the history and the verdict.
 
 use crate::check::Verdict;
-use crate::history::{f, History, OpType, Process};
+use crate::history::{f, fault_ops, History, OpType, Process};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -114,12 +114,8 @@ impl Figures {
                     // A time namespace is how the whole run's servers were started,
                     // not a fault that began: it shows under monotonic_offsets.
                     let shifted_at_start = op.value["method"] == "time-namespace";
-                    faults += u64::from(
-                        matches!(
-                            op.f.as_str(),
-                            f::PAUSE | f::KILL | f::PARTITION | f::CLOCK_SKEW | f::LATENCY
-                        ) && !shifted_at_start,
-                    );
+                    faults +=
+                        u64::from(fault_ops::started_by(&op.f).is_some() && !shifted_at_start);
                     if op.value["method"] == "time-namespace" {
                         if let Some(ms) = op.value["monotonic_offset_ms"].as_i64() {
                             let nodes = op.value["targets"].as_array().into_iter().flatten();

@@ -96,3 +96,22 @@ pub fn redis_cmd(addr: SocketAddr, args: &[&str], timeout: Duration) -> Result<S
         other => format!("{other:?}"),
     })
 }
+
+/// Leaves the clock page at `path` as a controller killed with -9 in the middle
+/// of a change does: the sequence odd (its first store done, not its second),
+/// and the first field of the new skew, an offset of `new_offset`, written.
+/// The layout is `struct lc_page` (native/clockshim.c): magic, seq, offset_ns.
+pub fn tear(path: &Path, new_offset: i64) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut seq = [0u8; 8];
+    f.read_exact_at(&mut seq, 8).unwrap();
+    let seq = u64::from_le_bytes(seq);
+    assert_eq!(seq % 2, 0, "a whole page before the tear");
+    f.write_all_at(&(seq + 1).to_le_bytes(), 8).unwrap();
+    f.write_all_at(&new_offset.to_le_bytes(), 16).unwrap();
+}

@@ -341,3 +341,101 @@ pub fn leftovers(dir: &Path) -> Vec<Proc> {
     }
     found
 }
+
+/// A child process of a test that talks line by line: `lockcheck-test-helper
+/// ROLE ...` (src/bin/lockcheck-test-helper.rs), or any command. Its stdout is
+/// read on a thread of its own, so that a child that hangs fails the test with
+/// what it waited for instead of hanging it; killed (resumed first, should it
+/// be stopped) and waited for on drop.
+pub struct Helper {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+/// How long a helper may take to answer, on a loaded machine: only a hang takes longer.
+pub const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+impl Helper {
+    /// `lockcheck-test-helper ROLE`, to add arguments and environment to.
+    pub fn command(role: &str) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_lockcheck-test-helper"));
+        cmd.arg(role);
+        cmd
+    }
+
+    /// Starts `cmd` with its stdin and stdout piped to the test.
+    pub fn spawn(mut cmd: Command) -> Helper {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {cmd:?}: {e}"));
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in stdout.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Helper {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The rest of its next output line that starts with `prefix` (earlier lines
+    /// skipped); fails the test if it ends, or says no such line `within`.
+    pub fn expect(&mut self, prefix: &str, within: Duration) -> String {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix(prefix) {
+                        return rest.to_string();
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    panic!("no {prefix:?} line from the helper within {within:?}")
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!("the helper ended before a {prefix:?} line")
+                }
+            }
+        }
+    }
+
+    /// Sends `line`, and returns its answer: the next line starting with `prefix`.
+    pub fn ask(&mut self, line: &str, prefix: &str) -> String {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("the helper's stdin is open");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        self.expect(prefix, ANSWER_WITHIN)
+    }
+
+    /// SIGKILL, and its end waited for: nothing of the helper runs after this.
+    pub fn kill(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid()),
+            nix::sys::signal::Signal::SIGCONT,
+        );
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

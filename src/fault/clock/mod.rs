@@ -1,0 +1,213 @@
+//! Clock faults, per process and live, without touching the machine's clock.
+//!
+//! A process started with [`ClockControl::env`] loads lockcheck's own clock
+//! interposer (native/clockshim.c, embedded in this binary) through
+//! LD_PRELOAD. The interposer reads its skew from a small shared page, a file
+//! in the run directory that the controller writes through a [`ClockControl`]:
+//! jump forward or back (`set_offset`), run fast or slow (`set_rate`), or
+//! flip between two offsets (`strobe`). This reaches Redis (whose key expiry
+//! follows the wall clock), JVMs (ZooKeeper) and the workers themselves (their
+//! own view of a lease).
+//!
+//! It cannot reach Go programs (etcd, nats-server): Go reads the vDSO directly
+//! and never calls libc's clock functions. For those, [`time_namespace`] shifts
+//! the monotonic clock once, at start (the workload's `backend.monotonic_offset`,
+//! through [`monotonic_hook`]), and [`reach`] says plainly that a live skew does
+//! not reach them, so that a verdict never claims a fault that did not happen.
+//!
+//! What a time namespace can and cannot do: it shifts CLOCK_MONOTONIC and
+//! CLOCK_BOOTTIME of every process in it by a constant fixed before the first
+//! process enters, never CLOCK_REALTIME, and never a rate. A constant offset on
+//! the whole of one process changes no duration that process measures; it
+//! matters only where a monotonic reading leaves the process (written to disk
+//! and read back after a restart under another offset, or compared with another
+//! node's). etcd does neither with its leases: measured on etcd 3.4 (3 members
+//! at 0, +600 s and -300 s; leadership moved mid-lease; a leader killed and
+//! restarted at another offset; one member restarted from +3000 s to -400 s), a
+//! 5-6 s lease expired within the same half second as without offsets, because
+//! a new leader (or a restarted one) renews every lease to its full TTL.
+
+mod page;
+mod shim;
+mod timens;
+
+pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, TORN_AFTER};
+pub use shim::{
+    install_shim, prepare_hook, process_clock, reach, Reach, Unreachable, CLOCK_FILE_ENV,
+};
+pub use timens::{monotonic_hook, time_namespace};
+
+use super::journal::{Effect, Journal};
+use super::node::{self, NodeTarget};
+use super::{Fault, Scene, Target};
+use crate::history::f;
+use anyhow::{bail, Context, Result};
+use async_trait::async_trait;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What a clock fault does to the clocks it hits.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ClockChange {
+    /// Jump by `offset_ns` (forward if positive).
+    Jump { offset_ns: i64 },
+    /// Run `rate` times as fast as real time.
+    Rate { rate: f64 },
+    /// Flip between two offsets every `period`.
+    Strobe {
+        offset_ns: i64,
+        offset2_ns: i64,
+        period: Duration,
+    },
+}
+
+impl ClockChange {
+    fn apply(&self, clock: &ClockControl) -> Result<()> {
+        match *self {
+            ClockChange::Jump { offset_ns } => {
+                clock.set_offset(offset_ns);
+                Ok(())
+            }
+            ClockChange::Rate { rate } => clock.set_rate(rate),
+            ClockChange::Strobe {
+                offset_ns,
+                offset2_ns,
+                period,
+            } => clock.strobe(offset_ns, offset2_ns, period),
+        }
+    }
+
+    /// The parameters, as the history's nemesis value carries them.
+    fn describe(&self, value: &mut serde_json::Value) {
+        let ms = |ns: i64| ns / 1_000_000;
+        match *self {
+            ClockChange::Jump { offset_ns } => value["offset_ms"] = ms(offset_ns).into(),
+            ClockChange::Rate { rate } => value["rate"] = rate.into(),
+            ClockChange::Strobe {
+                offset_ns,
+                offset2_ns,
+                period,
+            } => {
+                value["offset_ms"] = ms(offset_ns).into();
+                value["offset2_ms"] = ms(offset2_ns).into();
+                value["period_ms"] = (period.as_millis() as u64).into();
+            }
+        }
+    }
+}
+
+/// Whose clocks a clock fault skews.
+#[derive(Debug, Clone)]
+pub enum Clocks {
+    Nodes(NodeTarget),
+    /// A worker's own clock: its view of its lease (started under the interposer).
+    Client(Target),
+}
+
+/// Skews the clocks of server nodes (or of a worker), live, and resets them when
+/// it ends. Recorded as nemesis `clock-skew` / `clock-reset`; a node the
+/// interposer cannot reach is listed under `unreachable` with the reason, never
+/// skewed in words only.
+pub struct ClockFault {
+    clocks: Clocks,
+    change: ClockChange,
+    /// (node, journal id, control) of each clock skewed now.
+    active: Vec<(String, u64, ClockControl)>,
+    journal: Option<Arc<Journal>>,
+}
+
+impl ClockFault {
+    pub fn new(clocks: Clocks, change: ClockChange) -> ClockFault {
+        ClockFault {
+            clocks,
+            change,
+            active: Vec::new(),
+            journal: None,
+        }
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.active.iter().map(|(n, _, _)| n.clone()).collect()
+    }
+}
+
+#[async_trait]
+impl Fault for ClockFault {
+    fn ops(&self) -> (&'static str, &'static str) {
+        (f::CLOCK_SKEW, f::CLOCK_RESET)
+    }
+
+    fn target(&self) -> &Target {
+        match &self.clocks {
+            Clocks::Nodes(_) => &node::TIMED,
+            Clocks::Client(t) => t,
+        }
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<serde_json::Value>> {
+        let (names, dir) = match &self.clocks {
+            Clocks::Nodes(nodes) => match node::pick(nodes, scene).await? {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+            Clocks::Client(t) => {
+                let (Some(slot), Some(c)) = (t.pick_client(scene), scene.cluster) else {
+                    return Ok(None);
+                };
+                let dir = c.lock().await.dir().to_path_buf();
+                (vec![scene.clients[slot].name.clone()], dir)
+            }
+        };
+        // Workers are this program: only a node may be a binary the interposer misses.
+        let binary = match (scene.cluster, &self.clocks) {
+            (_, Clocks::Client(_)) => std::env::current_exe()?,
+            (Some(c), _) => c
+                .lock()
+                .await
+                .program()
+                .context("a clock fault needs a server program lockcheck runs")?
+                .to_path_buf(),
+            (None, _) => bail!("a clock fault needs the run's cluster"),
+        };
+        let journal = Journal::for_run(&dir)?;
+        let mut unreachable = Vec::new();
+        for n in names {
+            let path = clock_file(&dir, &n);
+            if !path.exists() {
+                let why = match reach(&binary)? {
+                    Reach::Unreachable(u) => u.to_string(),
+                    Reach::Live => {
+                        format!("unreachable: {n} was started without lockcheck's clock interposer")
+                    }
+                };
+                unreachable.push(serde_json::json!({ "node": n, "why": why }));
+                continue;
+            }
+            let clock = ClockControl::attach(&path)?;
+            let id = journal.record(Effect::ClockSkew {
+                target: n.clone(),
+                file: path,
+            })?;
+            self.change.apply(&clock)?;
+            self.active.push((n, id, clock));
+        }
+        self.journal = Some(journal);
+        let mut value = serde_json::json!({ "targets": self.names() });
+        self.change.describe(&mut value);
+        if !unreachable.is_empty() {
+            value["unreachable"] = unreachable.into();
+        }
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<serde_json::Value> {
+        let value = serde_json::json!({ "targets": self.names() });
+        for (_, id, clock) in self.active.drain(..) {
+            clock.reset();
+            if let Some(j) = &self.journal {
+                j.undone(id)?;
+            }
+        }
+        Ok(value)
+    }
+}

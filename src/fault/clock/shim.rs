@@ -1,0 +1,142 @@
+//! The interposer (native/clockshim.c, embedded in this binary) and who it
+//! reaches: installing it in a run directory, the environment that starts a
+//! process under it with its own clock file, and the binaries it cannot reach.
+
+use super::page::{clock_file, ensure_file};
+use crate::cluster::{NodeSpec, Prepare};
+use anyhow::{Context, Result};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The environment variable naming the shared page (read by the interposer).
+pub const CLOCK_FILE_ENV: &str = "LOCKCHECK_CLOCK_FILE";
+
+/// The interposer, built by build.rs from native/clockshim.c.
+static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libclockshim.so"));
+pub(super) const SHIM_NAME: &str = "libclockshim.so";
+
+pub(super) fn child_env(shim: &Path, file: &Path) -> [(OsString, OsString); 2] {
+    [
+        ("LD_PRELOAD".into(), shim.as_os_str().to_owned()),
+        (CLOCK_FILE_ENV.into(), file.as_os_str().to_owned()),
+    ]
+}
+
+/// A cluster hook that starts every node the interposer can reach with its own
+/// clock file (`<run_dir>/clocks/<node>.clock`, unskewed until a clock fault),
+/// so that a clock fault can later skew it live. A restarted node maps its
+/// existing file again, and keeps whatever skew is in effect. Nodes it cannot
+/// reach (Go servers) start untouched; the clock fault says so when it hits them.
+pub fn prepare_hook(run_dir: PathBuf) -> Prepare {
+    Prepare(Arc::new(
+        move |node: &NodeSpec, cmd: &mut std::process::Command| {
+            let binary = which(cmd.get_program())?;
+            if reach(&binary)? != Reach::Live {
+                return Ok(());
+            }
+            cmd.envs(process_clock(&run_dir, &node.name)?);
+            Ok(())
+        },
+    ))
+}
+
+/// The environment that starts process `name` of a run (a node, or a worker) under
+/// the interposer with its own clock file, created unskewed if it is not there yet.
+/// No ClockControl here, whose drop would reset a skew in effect when a node restarts.
+pub fn process_clock(run_dir: &Path, name: &str) -> Result<[(OsString, OsString); 2]> {
+    let shim = install_shim(run_dir)?;
+    let path = clock_file(run_dir, name);
+    ensure_file(&path)?;
+    Ok(child_env(&shim, &path))
+}
+
+/// The file a command name runs (looked up on PATH unless it is a path).
+fn which(program: &std::ffi::OsStr) -> Result<PathBuf> {
+    let p = Path::new(program);
+    if p.components().count() > 1 {
+        return Ok(p.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(p))
+        .find(|c| c.is_file())
+        .with_context(|| format!("{} is not on PATH", p.display()))
+}
+
+/// Writes the interposer into `dir` (once) and returns its path.
+pub fn install_shim(dir: &Path) -> Result<PathBuf> {
+    let path = dir.join(SHIM_NAME);
+    let same = File::open(&path)
+        .and_then(|mut f| {
+            let mut v = Vec::with_capacity(SHIM.len());
+            f.read_to_end(&mut v).map(|_| v == SHIM)
+        })
+        .unwrap_or(false);
+    if !same {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        // Written aside and renamed: a process loading it never sees half a file.
+        let tmp = dir.join(format!(".{SHIM_NAME}.{}", std::process::id()));
+        std::fs::write(&tmp, SHIM).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("installing {}", path.display()))?;
+    }
+    Ok(path)
+}
+
+/// Whether a live clock fault can reach the processes of a binary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    /// It calls libc's clock functions: the interposer skews it live.
+    Live,
+    /// It does not; say so in the verdict instead of pretending.
+    Unreachable(Unreachable),
+}
+
+/// A process a clock fault cannot reach, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unreachable: {binary} is {why}")]
+pub struct Unreachable {
+    pub binary: String,
+    pub why: String,
+}
+
+/// Tells whether the interposer can skew `binary`'s clock live: Go programs
+/// (etcd, nats-server) read the vDSO directly, and statically linked programs
+/// never load a preload library.
+pub fn reach(binary: &Path) -> Result<Reach> {
+    // Both marks sit in an ELF's first pages: the program interpreter
+    // (/lib64/ld-linux-*.so) and the Go linker's build-id note (name "Go",
+    // type 4), which every Go binary carries.
+    let mut head = Vec::with_capacity(64 * 1024);
+    File::open(binary)
+        .and_then(|f| f.take(64 * 1024).read_to_end(&mut head))
+        .with_context(|| format!("reading {}", binary.display()))?;
+    let bytes = head;
+    let name = binary
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| binary.display().to_string());
+    let why = if contains(&bytes, b"\x04\0\0\0Go\0\0") {
+        Some("a Go binary reading the vDSO (it never calls libc's clock functions)")
+    } else if !contains(&bytes, b"ld-linux") {
+        Some("statically linked (LD_PRELOAD never loads)")
+    } else {
+        None
+    };
+    Ok(match why {
+        Some(why) => Reach::Unreachable(Unreachable {
+            binary: name,
+            why: why.to_string(),
+        }),
+        None => Reach::Live,
+    })
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}

@@ -1,0 +1,195 @@
+//! The file's shape, as serde reads it: every table denies unknown keys.
+
+use super::duration::DURATION_EXPECTED;
+use super::{CutKind, Dur, FaultKind, LeasePreset, SignedDur, LEASE_PRESETS};
+use crate::backend::BackendKind;
+use crate::check::AnomalyKind;
+use crate::cluster::{NetworkKind, Runtime};
+use crate::fault::node::{NodeTarget, PauseMethod};
+use crate::fault::Target;
+use crate::resource::{self, Fence, Mode};
+use serde::{Deserialize, Deserializer};
+use std::fmt;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    pub name: Option<String>,
+    pub duration: Dur,
+    pub seed: Option<u64>,
+    #[serde(default)]
+    pub allow: Vec<AnomalyKind>,
+    pub backend: Backend,
+    pub clients: Clients,
+    pub critical_section: CriticalSection,
+    pub resource: Option<ResourceSpec>,
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+    pub runtime: Option<Runtime>,
+    pub schedule: Option<Schedule>,
+}
+
+/// `resource = "fenced"` / `"unfenced"` (lockcheck's own resource), or a
+/// `[resource]` table with its kind and fence.
+pub enum ResourceSpec {
+    Mode(Mode),
+    Table(ResourceTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceTable {
+    pub kind: Option<resource::Kind>,
+    pub fence: Fence,
+}
+
+impl<'de> Deserialize<'de> for ResourceSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ResourceSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("\"fenced\", \"unfenced\" or a [resource] table")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ResourceSpec, E> {
+                match s {
+                    "fenced" => Ok(ResourceSpec::Mode(Mode::Fenced)),
+                    "unfenced" => Ok(ResourceSpec::Mode(Mode::Unfenced)),
+                    _ => Err(E::custom(format!(
+                        "expected \"fenced\" or \"unfenced\" (or a [resource] table with kind and fence), found \"{s}\""
+                    ))),
+                }
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(
+                self,
+                map: M,
+            ) -> Result<ResourceSpec, M::Error> {
+                ResourceTable::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(ResourceSpec::Table)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    pub mix: MixKind,
+    pub gap: Dur,
+    pub quiet: Option<Dur>,
+    pub heal: Option<Dur>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShapeKind {
+    Isolate,
+    Halves,
+    MajoritiesRing,
+    Bridge,
+    Links,
+    All,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MixKind {
+    Interval,
+    Random,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backend {
+    pub kind: BackendKind,
+    pub nodes: Option<usize>,
+    pub lease: toml::Spanned<LeaseSpec>,
+    pub renew_every: Option<Dur>,
+    pub fencing_token: Option<bool>,
+    pub acquire_timeout: Option<Dur>,
+    pub endpoints: Option<Vec<String>>,
+    pub image: Option<String>,
+    pub network: Option<NetworkKind>,
+    pub monotonic_offset: Option<MonotonicOffset>,
+}
+
+/// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a signed duration like \"+600s\", or a table of them by node like { n1 = \"+600s\" }"
+)]
+pub enum MonotonicOffset {
+    All(SignedDur),
+    PerNode(std::collections::BTreeMap<String, SignedDur>),
+}
+
+/// `lease = "2s"` or `lease = "client-go"`.
+pub enum LeaseSpec {
+    Ttl(Dur),
+    Preset(&'static LeasePreset),
+}
+
+impl<'de> Deserialize<'de> for LeaseSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if let Some(p) = LEASE_PRESETS.iter().find(|p| p.name == s) {
+            return Ok(LeaseSpec::Preset(p));
+        }
+        s.parse().map(LeaseSpec::Ttl).map_err(|_| {
+            let names: Vec<_> = LEASE_PRESETS.iter().map(|p| p.name).collect();
+            serde::de::Error::custom(format!(
+                "{DURATION_EXPECTED}, or a preset ({}), found \"{s}\"",
+                names.join(", ")
+            ))
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Clients {
+    pub count: usize,
+    pub op_timeout: Option<Dur>,
+    pub self_fencing_margin: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CriticalSection {
+    pub hold: Dur,
+    pub writes: u32,
+    pub think: Option<Dur>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    pub kind: FaultKind,
+    pub target: Option<Target>,
+    pub nodes: Option<NodeTarget>,
+    pub wipe: Option<bool>,
+    /// Pause-node: `"sigstop"` (the default) or `"freezer"`.
+    pub method: Option<PauseMethod>,
+    /// Clock: a jump (`"+20s"`, `"-5s"`), or strobe's first offset.
+    pub offset: Option<SignedDur>,
+    /// Clock, strobe: the other offset, and how often it flips.
+    pub offset2: Option<SignedDur>,
+    pub period: Option<Dur>,
+    /// Clock: how fast it runs (2.0 = twice real speed).
+    pub rate: Option<f64>,
+    /// Partition: `"blackhole"` (the default) or `"reset"`.
+    pub cut: Option<CutKind>,
+    /// Partition-nodes: isolate (the default), halves, majorities-ring, bridge,
+    /// links.
+    pub shape: Option<ShapeKind>,
+    /// Partition-nodes with shape = "links": the pairs of nodes cut.
+    pub links: Option<Vec<(String, String)>>,
+    /// Latency: added to each chunk each way, plus or minus `jitter`.
+    pub delay: Option<Dur>,
+    pub jitter: Option<Dur>,
+    pub duration: Dur,
+    pub after: Option<Dur>,
+    pub interval: Option<Dur>,
+}

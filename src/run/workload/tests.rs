@@ -1,0 +1,522 @@
+use super::*;
+
+const GOOD: &str = r#"
+duration = "10s"
+seed = 7
+allow = ["double-holder"]
+resource = "fenced"
+
+[backend]
+kind = "redis"
+lease = "1500ms"
+
+[clients]
+count = 3
+
+[critical_section]
+hold = "300ms"
+writes = 3
+think = "50ms"
+
+[[faults]]
+kind = "pause"
+target = "holder"
+duration = "3s"
+interval = "2s"
+"#;
+
+fn parse(text: &str) -> Result<Workload> {
+    Workload::parse(text, Path::new("w/test.toml"))
+}
+
+#[test]
+fn a_clock_fault_skews_a_client_or_nodes_not_both() {
+    let clock = |whose: &str| {
+        parse(&GOOD.replace(
+            "kind = \"pause\"\ntarget = \"holder\"",
+            &format!("kind = \"clock\"\nrate = 0.5\n{whose}"),
+        ))
+    };
+    let w = clock("target = \"holder\"").unwrap();
+    assert!(w.faults[0].clock_of_client);
+    assert_eq!(w.faults[0].target, Target::Holder);
+    assert!(!clock("nodes = \"all\"").unwrap().faults[0].clock_of_client);
+    let e = format!(
+        "{:#}",
+        clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
+    );
+    assert!(e.contains("not both"), "{e}");
+}
+
+#[test]
+fn a_node_latency_needs_namespaces_a_delay_and_slows_every_link_by_default() {
+    let etcd = |network: &str, fault: &str| {
+        parse(
+            &GOOD
+                .replace("kind = \"redis\"", &format!("kind = \"etcd\"\n{network}"))
+                .replace("kind = \"pause\"\ntarget = \"holder\"", fault),
+        )
+    };
+    let ns = "network = \"namespaces\"";
+    let slow = "kind = \"latency-nodes\"\ndelay = \"100ms\"\njitter = \"30ms\"";
+    let w = etcd(ns, slow).unwrap();
+    assert_eq!(w.faults[0].node_latency, Some(NodeShape::All));
+    assert_eq!(w.faults[0].node_partition, None);
+    assert_eq!(
+        w.faults[0].link,
+        Some(LinkMode::Latency {
+            delay: Duration::from_millis(100),
+            jitter: Duration::from_millis(30)
+        })
+    );
+    let halves = format!("{slow}\nshape = \"halves\"");
+    assert_eq!(
+        etcd(ns, &halves).unwrap().faults[0].node_latency,
+        Some(NodeShape::Halves)
+    );
+    let e = format!("{:#}", etcd("", slow).unwrap_err());
+    assert!(
+        e.contains("faults[0].kind") && e.contains("namespaces"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        etcd(ns, "kind = \"latency-nodes\"\nshape = \"all\"").unwrap_err()
+    );
+    assert!(e.contains("faults[0].delay"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(ns, &format!("{slow}\ncut = \"reset\"")).unwrap_err()
+    );
+    assert!(e.contains("faults[0].cut"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(ns, &format!("{slow}\nnodes = \"n1\"")).unwrap_err()
+    );
+    assert!(e.contains("faults[0].nodes"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(
+            ns,
+            "kind = \"latency\"\nnodes = \"all\"\ndelay = \"1ms\"\nshape = \"all\""
+        )
+        .unwrap_err()
+    );
+    assert!(e.contains("faults[0].shape: only a partition-nodes"), "{e}");
+}
+
+#[test]
+fn a_node_partition_needs_namespaces_and_a_shape_that_fits() {
+    let etcd = |network: &str, fault: &str| {
+        parse(
+            &GOOD
+                .replace("kind = \"redis\"", &format!("kind = \"etcd\"\n{network}"))
+                .replace("kind = \"pause\"\ntarget = \"holder\"", fault),
+        )
+    };
+    let ns = "network = \"namespaces\"";
+    let isolate = "kind = \"partition-nodes\"\nnodes = \"leader\"";
+    let w = etcd(ns, isolate).unwrap();
+    assert_eq!(w.backend.network, NetworkKind::Namespaces);
+    assert_eq!(
+        w.faults[0].node_partition,
+        Some((NodeShape::Isolate(NodeTarget::Primary), Cut::Blackhole))
+    );
+    let e = format!("{:#}", etcd("", isolate).unwrap_err());
+    assert!(
+        e.contains("faults[0].kind") && e.contains("namespaces"),
+        "{e}"
+    );
+    let links = "kind = \"partition-nodes\"\nshape = \"links\"\nlinks = [[\"n1\", \"n3\"]]\ncut = \"reset\"";
+    assert_eq!(
+        etcd(ns, links).unwrap().faults[0].node_partition,
+        Some((
+            NodeShape::Links(vec![("n1".into(), "n3".into())]),
+            Cut::Reset
+        ))
+    );
+    let e = format!("{:#}", etcd(ns, &links.replace("n3", "n4")).unwrap_err());
+    assert!(e.contains("faults[0].shape") && e.contains("n4"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(
+            ns,
+            "kind = \"partition-nodes\"\nshape = \"majorities-ring\""
+        )
+        .unwrap_err()
+    );
+    assert!(e.contains("at least 4 nodes"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(
+            ns,
+            "kind = \"partition-nodes\"\nshape = \"halves\"\nnodes = \"n1\""
+        )
+        .unwrap_err()
+    );
+    assert!(e.contains("faults[0].nodes"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(ns, "kind = \"partition-nodes\"\nnodes = \"minority\"").unwrap_err()
+    );
+    assert!(e.contains("halves"), "{e}");
+    let e = format!(
+        "{:#}",
+        etcd(ns, "kind = \"kill\"\nshape = \"halves\"").unwrap_err()
+    );
+    assert!(e.contains("faults[0].shape: only a partition-nodes"), "{e}");
+    // One node has no links to cut.
+    let e = format!(
+        "{:#}",
+        parse(
+            &GOOD
+                .replace("kind = \"redis\"", &format!("kind = \"redis\"\n{ns}"))
+                .replace("kind = \"pause\"\ntarget = \"holder\"", isolate)
+        )
+        .unwrap_err()
+    );
+    assert!(e.contains("at least 2 nodes"), "{e}");
+    // An unknown key names file, line and key.
+    let e = format!(
+        "{:#}",
+        etcd(ns, &format!("{isolate}\nshapes = \"x\"")).unwrap_err()
+    );
+    assert!(
+        e.contains("w/test.toml:") && e.contains("faults.shapes"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace(
+            "kind = \"redis\"",
+            &format!("kind = \"postgres-lease\"\n{ns}")
+        ))
+        .unwrap_err()
+    );
+    assert!(
+        e.contains("backend.network") && e.contains("loopback only"),
+        "{e}"
+    );
+    // Namespaces are the local runtime's.
+    let e = format!(
+        "{:#}",
+        etcd(ns, isolate)
+            .unwrap()
+            .with_runtime(Runtime::Docker)
+            .unwrap_err()
+    );
+    assert!(e.contains("backend.network"), "{e}");
+}
+
+#[test]
+fn a_monotonic_offset_names_every_node_or_some_of_this_backend() {
+    let with = |offset: &str| {
+        parse(&GOOD.replace(
+            "kind = \"redis\"",
+            &format!("kind = \"etcd\"\nmonotonic_offset = {offset}"),
+        ))
+    };
+    let all = with("\"+10s\"").unwrap();
+    let ten = 10_000_000_000;
+    let expected: Vec<(String, i64)> = ["n1", "n2", "n3"].map(|n| (n.to_string(), ten)).into();
+    assert_eq!(all.backend.monotonic_offsets, expected);
+    let some = with("{ n3 = \"-1s\", n1 = \"+2s\" }").unwrap();
+    assert_eq!(
+        some.backend.monotonic_offsets,
+        [("n1".to_string(), 2 * ten / 10), ("n3".into(), -ten / 10)]
+    );
+    let e = format!("{:#}", with("{ n4 = \"+1s\" }").unwrap_err());
+    assert!(
+        e.contains("backend.monotonic_offset.n4") && e.contains("n1 .. n3"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        with("\"+1s\"")
+            .unwrap()
+            .with_runtime(Runtime::Docker)
+            .unwrap_err()
+    );
+    assert!(e.contains("only under the local runtime"), "{e}");
+}
+
+#[test]
+fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
+    let pause = |method: &str| {
+        parse(&GOOD.replace(
+            "kind = \"pause\"\ntarget = \"holder\"",
+            &format!("kind = \"pause-node\"\nnodes = \"n1\"\n{method}"),
+        ))
+    };
+    assert_eq!(
+        pause("").unwrap().faults[0].pause_method,
+        PauseMethod::Sigstop
+    );
+    let w = pause("method = \"freezer\"").unwrap();
+    assert_eq!(w.faults[0].pause_method, PauseMethod::Freezer);
+    // Docker pauses containers with the freezer whatever this machine allows.
+    assert!(w.with_runtime(Runtime::Docker).is_ok());
+    let e = format!("{:#}", pause("method = \"thaw\"").unwrap_err());
+    assert!(
+        e.contains("faults[0].method") || e.contains("method"),
+        "{e}"
+    );
+    assert!(e.contains("freezer") && e.contains("sigstop"), "{e}");
+    let e = parse(&GOOD.replace(
+        "target = \"holder\"",
+        "target = \"holder\"\nmethod = \"freezer\"",
+    ))
+    .unwrap_err();
+    assert!(
+        format!("{e:#}").contains("only a pause-node fault"),
+        "{e:#}"
+    );
+}
+
+#[test]
+fn a_self_fencing_margin_must_leave_part_of_the_lease() {
+    assert_eq!(parse(GOOD).unwrap().clients.self_fencing_margin_ms(), None);
+    let with = |m: &str| {
+        parse(&GOOD.replace(
+            "count = 3",
+            &format!("count = 3\nself_fencing_margin = \"{m}\""),
+        ))
+    };
+    assert_eq!(
+        with("200ms").unwrap().clients.self_fencing_margin_ms(),
+        Some(200)
+    );
+    let e = format!("{:#}", with("1500ms").unwrap_err());
+    assert!(e.contains("clients.self_fencing_margin"), "{e}");
+}
+
+#[test]
+fn a_full_workload_reads_with_defaults_filled_in() {
+    let w = parse(GOOD).unwrap();
+    assert_eq!(w.name, "test");
+    assert_eq!(w.seed, 7);
+    assert_eq!(w.backend.nodes, 1);
+    assert!(w.backend.fencing_token);
+    assert_eq!(w.backend.lease.ttl, Duration::from_millis(1500));
+    assert_eq!(w.resource.fence, Fence::NotBelow);
+    assert_eq!(w.resource.kind, resource::Kind::Lockcheck);
+    assert_eq!(w.allow, vec![AnomalyKind::DoubleHolder]);
+    assert_eq!(w.faults[0].target, Target::Holder);
+    assert_eq!(w.faults[0].after, Duration::from_secs(1));
+    assert_eq!(w.faults[0].interval, Some(Duration::from_secs(2)));
+}
+
+#[test]
+fn the_resource_is_a_word_or_a_table_with_its_kind_and_fence() {
+    let table = |t: &str| {
+        parse(&format!(
+            "{}\n[resource]\n{t}\n",
+            GOOD.replace("resource = \"fenced\"\n", "")
+        ))
+    };
+    let w = table("kind = \"postgres\"\nfence = \"<\"").unwrap();
+    assert_eq!(
+        w.resource,
+        resource::Spec {
+            kind: resource::Kind::Postgres,
+            fence: Fence::Above
+        }
+    );
+    let w = table("fence = \"none\"").unwrap();
+    assert_eq!(w.resource.kind, resource::Kind::Lockcheck);
+    assert_eq!(w.resource.fence.mode(), Mode::Unfenced);
+    let e = format!(
+        "{:#}",
+        table("kind = \"postgres\"\nfence = \"<<\"").unwrap_err()
+    );
+    assert!(e.contains("resource.fence") && e.contains("`<=`"), "{e}");
+    let e = format!(
+        "{:#}",
+        table("kind = \"postgres\"\nfence = \"<\"\nfenced = true").unwrap_err()
+    );
+    assert!(e.contains("resource.fenced: unknown field"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("\"fenced\"", "\"fencing\"")).unwrap_err()
+    );
+    assert!(
+        e.contains("resource:") && e.contains("[resource] table"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        table("kind = \"postgres\"\nfence = \"<=\"")
+            .and_then(|_| parse(&format!(
+                "{}\n[resource]\nfence = \"<=\"\n",
+                GOOD.replace("resource = \"fenced\"\n", "").replace(
+                    "lease = \"1500ms\"",
+                    "lease = \"1500ms\"\nfencing_token = false"
+                )
+            )))
+            .unwrap_err()
+    );
+    assert!(e.contains("needs tokens"), "{e}");
+}
+
+#[test]
+fn presets_are_usable_by_name() {
+    let w = parse(&GOOD.replace("\"1500ms\"", "\"client-go\"")).unwrap();
+    assert_eq!(w.backend.lease.ttl, Duration::from_secs(15));
+    assert_eq!(w.backend.lease.renew_every, Some(Duration::from_secs(2)));
+    let w = parse(&GOOD.replace("\"1500ms\"", "\"redis-docs\"")).unwrap();
+    assert_eq!(w.backend.lease.ttl, Duration::from_millis(30000));
+    let e = parse(&GOOD.replace("\"1500ms\"", "\"k8s\"")).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("w/test.toml:9: backend.lease:") && e.contains("client-go"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_preset_fits_only_the_backends_its_users_run_it_on() {
+    for preset in LEASE_PRESETS {
+        for kind in BackendKind::ALL {
+            // Only the lease is under test: one node, the backend's own token
+            // setting, a resource that needs none.
+            let backend = format!(
+                "[backend]\nnodes = 1\nfencing_token = {}\nkind = \"{}\"",
+                kind.token().is_some(),
+                kind_name(kind)
+            );
+            let text = GOOD
+                .replace("[backend]\nkind = \"redis\"", &backend)
+                .replace("\"1500ms\"", &format!("\"{}\"", preset.name))
+                .replace("resource = \"fenced\"", "resource = \"unfenced\"");
+            match parse(&text) {
+                Ok(w) => {
+                    assert!(preset.fits(kind), "{} on {kind:?}", preset.name);
+                    assert_eq!(w.backend.lease.ttl, preset.ttl);
+                    assert_eq!(w.backend.lease.preset, Some(preset));
+                }
+                Err(e) => {
+                    let e = format!("{e:#}");
+                    assert!(!preset.fits(kind), "{} on {kind:?}: {e}", preset.name);
+                    assert!(
+                        e.contains("w/test.toml:11: backend.lease: the preset")
+                            && e.contains(preset.name)
+                            && e.contains(&format!("not {}", kind_name(kind))),
+                        "{e}"
+                    );
+                }
+            }
+        }
+    }
+    // Every backend has a preset of its own users, beside the generic ones.
+    for kind in BackendKind::ALL {
+        assert!(
+            LEASE_PRESETS.iter().any(|p| p.backends.contains(&kind)),
+            "{kind:?}"
+        );
+    }
+}
+
+#[test]
+fn an_unknown_key_names_file_line_key_and_the_expected_keys() {
+    let e = parse(&GOOD.replace("writes = 3", "writes = 3\nhodl = \"1s\"")).unwrap_err();
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("w/test.toml:17: critical_section.hodl: unknown field"),
+        "{e}"
+    );
+    assert!(e.contains("hodl") && e.contains("hold"), "{e}");
+}
+
+#[test]
+fn bad_values_name_the_key_and_what_is_expected() {
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("\"300ms\"", "300")).unwrap_err()
+    );
+    assert!(
+        e.contains(":15: critical_section.hold:") && e.contains("\"500ms\""),
+        "{e}"
+    );
+    assert!(!e.contains("expected expected"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("\"holder\"", "\"leader\"")).unwrap_err()
+    );
+    assert!(e.contains("target") && e.contains("client-0"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("\"holder\"", "\"client-5\"")).unwrap_err()
+    );
+    assert!(
+        e.contains("faults[0].target") && e.contains("3 clients"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("kind = \"redis\"", "kind = \"redlock\"")).unwrap_err()
+    );
+    assert!(e.contains("backend.fencing_token"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("\"double-holder\"", "\"two-holders\"")).unwrap_err()
+    );
+    assert!(
+        e.contains("allow") && e.contains("stale-write-accepted"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_missing_key_names_the_table_that_lacks_it() {
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("writes = 3\n", "")).unwrap_err()
+    );
+    assert!(
+        e.contains("w/test.toml:14: [critical_section]: missing field `writes`"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace("duration = \"10s\"\n", "")).unwrap_err()
+    );
+    assert!(
+        e.contains("w/test.toml: missing field `duration` (at the top level)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_documented_example_reads() {
+    let example: String = include_str!("mod.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .skip_while(|l| !l.contains("```toml"))
+        .skip(1)
+        .take_while(|l| !l.contains("```"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let w = parse(&example).unwrap_or_else(|e| panic!("{e:#}\n{example}"));
+    assert_eq!(w.name, "redis-pause");
+    assert_eq!(
+        w.backend.lease.renew_every,
+        Some(Duration::from_millis(300))
+    );
+    assert_eq!(w.faults.len(), 1);
+}
+
+#[test]
+fn durations_need_their_unit() {
+    assert_eq!(
+        "250ms".parse::<Dur>().unwrap().0,
+        Duration::from_millis(250)
+    );
+    assert_eq!(
+        "1.5s".parse::<Dur>().unwrap().0,
+        Duration::from_millis(1500)
+    );
+    assert_eq!("2m".parse::<Dur>().unwrap().0, Duration::from_secs(120));
+    assert!("2".parse::<Dur>().is_err());
+    assert!("s".parse::<Dur>().is_err());
+    assert!("-1s".parse::<Dur>().is_err());
+}
