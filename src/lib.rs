@@ -2,16 +2,24 @@
 //! clocks drift and networks split, and does the resource it protects reject the
 //! stale writes that follow?
 //!
-//! One folder per concern; imports flow one way:
+//! One folder per concern; imports flow one way, down this list's layers (the
+//! allowed edges are the table in `tests/layers.rs`, which fails on any other;
+//! docs/architecture.md walks through them):
 //! - `history`: the operations of a run, the one currency (depends on nothing of ours);
+//! - `journal`: what a run changed outside itself, for `recover` (nothing of ours);
 //! - `check`: the checker, a pure function of a history (depends only on `history`);
-//! - `backend`: one file per lock service (Redis, Redlock, etcd, ...);
-//! - `cluster`: starting and stopping the servers (local processes, docker);
+//! - `backend`: one file per lock service (Redis, Redlock, etcd, ...): the lock
+//!   clients, which know no server process, fault or checker;
+//! - `cluster`: starting and stopping the servers (local processes, docker); knows
+//!   no fault;
 //! - `fault`: what lockcheck breaks (pause, kill, clock, partition, latency);
 //! - `resource`: the protected resource, fenced or not;
+//! - `recover`: undoing what the journal says is still in effect (above `cluster`
+//!   and `fault`, whose code the undos take);
+//! - `report`: what people and CI read, rebuilt from a run directory alone
+//!   (depends on `history` and `check`);
 //! - `run`: where they meet: workloads, workers, the controller;
-//! - `report`: what people and CI read (depends on `history` and `check`);
-//! - `cli`: one file per subcommand, under a thin `main.rs`.
+//! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
 pub mod backend;
 pub mod check;
@@ -19,6 +27,8 @@ pub mod cli;
 pub mod cluster;
 pub mod fault;
 pub mod history;
+pub mod journal;
+pub mod recover;
 pub mod report;
 pub mod resource;
 pub mod run;

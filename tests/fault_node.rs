@@ -4,8 +4,8 @@
 mod fault_support;
 
 use fault_support::Redis;
-use lockcheck::fault::journal::{self, is_stopped, Journal};
 use lockcheck::fault::node;
+use lockcheck::journal::{self, is_stopped, Journal};
 use std::time::{Duration, Instant};
 
 #[test]

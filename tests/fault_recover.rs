@@ -7,7 +7,7 @@ mod run_support;
 
 use fault_support::tear;
 use lockcheck::fault::clock;
-use lockcheck::fault::journal::{self, Effect, Proc};
+use lockcheck::journal::{self, Effect, Proc};
 use run_support::{leftovers, start_run, wait_for, write_workload, Helper, ANSWER_WITHIN};
 use serde_json::Value;
 use std::net::{SocketAddr, TcpStream};
@@ -45,7 +45,7 @@ struct Cleanup<'a>(&'a Path);
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
-        let _ = journal::recover(self.0);
+        let _ = lockcheck::recover::undo_pending(self.0);
     }
 }
 
@@ -259,7 +259,7 @@ impl Drop for Guard {
         let _ = self.controller.kill();
         let _ = self.controller.wait();
         if let Ok(dir) = std::fs::canonicalize(self.results.join("latest")) {
-            let _ = journal::recover(&dir);
+            let _ = lockcheck::recover::undo_pending(&dir);
         }
     }
 }

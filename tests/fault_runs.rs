@@ -2,7 +2,7 @@
 //! on real servers, and leave nothing behind.
 
 mod run_support;
-use lockcheck::fault::journal::{self, Effect};
+use lockcheck::journal::{self, Effect};
 use run_support::*;
 use std::time::Duration;
 

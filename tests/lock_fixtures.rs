@@ -149,6 +149,54 @@ fn the_paused_holder_is_explained_with_times_tokens_and_its_failed_release() {
     );
 }
 
+/// An overlap of 40 µs is shown with the digits that tell its ends apart.
+#[test]
+fn a_sub_millisecond_overlap_reads_as_one() {
+    let h = read_jsonl(&fixtures().join("double-holder-sub-millisecond.jsonl")).unwrap();
+    let v = check("lock", &h, None);
+    let e = &v.anomalies[0].explanation;
+    assert!(
+        e.contains("process 1 acquired it at 0.772 s with token 2 — both held it from 0.77210 s to 0.77214 s."),
+        "{e}"
+    );
+}
+
+/// A holder whose retry of its acquire failed still holds: its later write, after
+/// another process acquired, is that of a double holder, and the sentence says so.
+#[test]
+fn a_failed_reacquire_does_not_end_the_section() {
+    let h = read_jsonl(&fixtures().join("double-holder-reacquire-failed.jsonl")).unwrap();
+    let v = check("lock", &h, None);
+    let a = &v.anomalies[0];
+    assert_eq!(
+        (a.processes.clone(), a.tokens.clone()),
+        (vec![0, 1], vec![1, 2])
+    );
+    // p0's acquire ok, p1's acquire ok, p0's write and its release invoke.
+    assert_eq!(a.indexes, vec![1, 5, 6, 8]);
+    assert!(
+        a.explanation
+            .contains("Meanwhile process 0 wrote at 1.600 s with token 1 (applied as seq 1)."),
+        "{}",
+        a.explanation
+    );
+}
+
+/// A counter read below an earlier read names both reads.
+#[test]
+fn a_counter_going_backwards_names_both_reads() {
+    let h = read_jsonl(&fixtures().join("lost-update-backwards-read.jsonl")).unwrap();
+    let v = check("lock", &h, None);
+    let a = &v.anomalies[0];
+    assert_eq!(a.indexes, vec![10, 11, 12, 13]);
+    assert_eq!(a.processes, vec![2, 3]);
+    assert_eq!(
+        a.explanation,
+        "process 3 read the counter as 1 at 0.031 s, but process 2's read had returned 2 at \
+         0.021 s, before process 3 asked at 0.030 s: the counter went backwards, 1 update(s) lost"
+    );
+}
+
 #[test]
 fn generated_histories_give_exactly_their_planted_anomalies() {
     let base = SynthConfig {

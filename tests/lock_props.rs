@@ -1,9 +1,13 @@
 //! On many random small lock histories (2–3 processes, one or two locks, up to 8
-//! ops each, random overlaps, `info`, `fail`, unanswered invokes, perturbed tokens),
+//! ops each, random overlaps, `info`, `fail`, unanswered invokes, perturbed tokens,
+//! holders acquiring again (ok, fail, info) and renewing, with or without a new token),
 //! three checkers must agree on the double-holder verdict and the token verdict:
 //! - the fast path (`lock::check`: the sweep over critical sections);
 //! - the full search (`lock::search`: the engine against the owner-aware mutex);
 //! - a brute force, written here from the raw history, that tries every order.
+//!
+//! And on random counter histories, the lost-update check must flag exactly the reads
+//! a direct reading of the spec's rule flags.
 
 use lockcheck::check::linear::Outcome;
 use lockcheck::check::{lock, AnomalyKind, Limits};
@@ -18,6 +22,9 @@ use serde_json::{json, Value};
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum F {
     Acquire,
+    /// An acquire of the lock the process holds (a retry, a re-entrant call).
+    Reacquire,
+    Renew,
     Write,
     Release,
 }
@@ -25,7 +32,8 @@ enum F {
 impl F {
     fn name(self) -> &'static str {
         match self {
-            F::Acquire => "acquire",
+            F::Acquire | F::Reacquire => "acquire",
+            F::Renew => "renew",
             F::Write => "write",
             F::Release => "release",
         }
@@ -53,8 +61,9 @@ fn pick(rng: &mut ChaCha8Rng, ok: f64, fail: f64) -> OpType {
     }
 }
 
-/// One process's program: acquire → writes → release cycles, until its budget is
-/// spent, it is retired by an `info`, or it stops while holding.
+/// One process's program: acquire → acts as holder (writes, acquires again, renewals)
+/// → release cycles, until its budget is spent, it is retired by an `info`, or it
+/// stops while holding.
 fn program(rng: &mut ChaCha8Rng, locks: usize) -> Vec<Step> {
     let budget = rng.gen_range(2..=8);
     let mut steps = Vec::new();
@@ -80,12 +89,19 @@ fn program(rng: &mut ChaCha8Rng, locks: usize) -> Vec<Step> {
         if a == OpType::Fail {
             continue;
         }
-        for _ in 0..rng.gen_range(0..=2) {
+        for _ in 0..rng.gen_range(0..=3) {
             if steps.len() >= budget {
                 break 'cycles;
             }
-            let w = pick(rng, 0.8, 0.1);
-            if push(&mut steps, F::Write, w, rng) {
+            let x: f64 = rng.gen();
+            let (f, o) = if x < 0.55 {
+                (F::Write, pick(rng, 0.8, 0.1))
+            } else if x < 0.8 {
+                (F::Reacquire, pick(rng, 0.45, 0.45))
+            } else {
+                (F::Renew, pick(rng, 0.7, 0.2))
+            };
+            if push(&mut steps, f, o, rng) {
                 break 'cycles;
             }
         }
@@ -129,7 +145,7 @@ fn history(seed: u64) -> History {
             let s = programs[p][next[p]];
             respectful
                 && invoked[p]
-                && s.f == F::Acquire
+                && matches!(s.f, F::Acquire | F::Reacquire)
                 && s.outcome == OpType::Ok
                 && (0..n).any(|q| q != p && in_core[q] == Some(s.lock))
         };
@@ -153,10 +169,12 @@ fn history(seed: u64) -> History {
                 in_core[p] = None;
             }
             let v = match s.f {
-                F::Acquire if locks == 1 => Value::Null,
-                F::Acquire => json!({ "lock": if s.lock == 0 { "a" } else { "b" } }),
+                F::Acquire | F::Reacquire if locks == 1 => Value::Null,
+                F::Acquire | F::Reacquire => {
+                    json!({ "lock": if s.lock == 0 { "a" } else { "b" } })
+                }
                 F::Write => json!({"token": token[p], "data": format!("{p}-{}", ops.len())}),
-                F::Release => json!({"token": token[p]}),
+                F::Renew | F::Release => json!({"token": token[p]}),
             };
             (OpType::Invoke, v)
         } else {
@@ -167,10 +185,25 @@ fn history(seed: u64) -> History {
                 continue;
             }
             let mut v = Value::Null;
-            if s.f == F::Acquire && s.outcome == OpType::Ok {
+            let grant = match (s.f, s.outcome) {
+                (F::Acquire | F::Reacquire, OpType::Ok) => true,
+                (F::Renew, OpType::Ok) => {
+                    v = json!({ "token": token[p] });
+                    in_core[p] == Some(s.lock)
+                }
+                _ => false,
+            };
+            if grant {
+                // A holder granted again keeps its token or gets the next one.
+                let again = in_core[p] == Some(s.lock) && rng.gen_bool(0.5);
                 let c = &mut counter[s.lock];
-                *c += 1;
-                let mut t = Some(*c);
+                let mut t = match again {
+                    true => token[p],
+                    false => {
+                        *c += 1;
+                        Some(*c)
+                    }
+                };
                 if perturb && rng.gen_bool(0.4) {
                     t = (!rng.gen_bool(0.1)).then(|| rng.gen_range(0..=*c + 1));
                 }
@@ -205,6 +238,8 @@ enum B {
     Acquire(Option<u64>),
     /// An acquire that may have taken effect (info): its retired hold may end at once.
     MaybeAcquire,
+    /// The holder granted the lock again (acquire or renew ok), with this token.
+    Regrant(Option<u64>),
     Release,
     /// An act as holder (a write): the process must hold the lock then.
     Hold,
@@ -261,13 +296,17 @@ fn brute_ops(h: &History) -> Vec<BOp> {
                     mandatory,
                 })
             };
+            let held = holding.as_deref() == Some(lock.as_str());
+            let tok = done.and_then(|_| mine[k - 1].1.token());
             match (op.f.as_str(), kind) {
+                // Only a release ends a section: the holder acquiring again goes on
+                // holding, under the new token if it is granted.
+                ("acquire" | "renew", OpType::Ok) if held => push(B::Regrant(tok), ret, true),
                 ("acquire", OpType::Ok) => {
-                    let tok = mine[k - 1].1.token();
                     push(B::Acquire(tok), ret, true);
                     holding = Some(lock.clone());
                 }
-                ("acquire", OpType::Info) => push(B::MaybeAcquire, ret, false),
+                ("acquire", OpType::Info) if !held => push(B::MaybeAcquire, ret, false),
                 ("release", _) if holding.is_some() => {
                     push(B::Release, ret, true);
                     holding = None;
@@ -303,8 +342,12 @@ type St = (Option<u64>, Option<(u64, u64)>);
 fn bstep(s: St, o: &BOp, tokens: bool) -> Option<St> {
     let (holder, last) = s;
     match o.b {
-        B::Acquire(t) => {
-            if holder.is_some() {
+        B::Acquire(t) | B::Regrant(t) => {
+            let needs = match o.b {
+                B::Acquire(_) => None,
+                _ => Some(o.p),
+            };
+            if holder != needs {
                 return None;
             }
             let mut last = last;
@@ -454,9 +497,15 @@ proptest! {
 fn the_generator_covers_valid_invalid_and_bad_token_histories() {
     let (mut n, mut double, mut tokens, mut valid, mut undecided) = (0, 0, 0, 0, 0);
     let (mut info, mut fail, mut late_ack, mut two_locks) = (0, 0, 0, 0);
+    let (mut again_ok, mut again_fail, mut again_info, mut renewed) = (0, 0, 0, 0);
     for seed in 0..1500u64 {
         let h = history(seed);
         n += 1;
+        let again = holders_acquiring_again(&h);
+        again_ok += again.contains(&OpType::Ok) as usize;
+        again_fail += again.contains(&OpType::Fail) as usize;
+        again_info += again.contains(&OpType::Info) as usize;
+        renewed += h.ops.iter().any(|o| o.f == "renew" && o.kind == OpType::Ok) as usize;
         info += h.ops.iter().any(|o| o.kind == OpType::Info) as usize;
         fail += h.ops.iter().any(|o| o.kind == OpType::Fail) as usize;
         late_ack += late_release_ack(&h) as usize;
@@ -475,7 +524,8 @@ fn the_generator_covers_valid_invalid_and_bad_token_histories() {
     eprintln!(
         "{n} histories: {double} double holders, {tokens} bad tokens, {valid} valid, \
          {undecided} undecided; with info {info}, with fail {fail}, late release ack {late_ack}, \
-         two locks {two_locks}"
+         two locks {two_locks}; a holder acquiring again: ok {again_ok}, fail {again_fail}, \
+         info {again_info}; renewed {renewed}"
     );
     let share = |k: usize| k as f64 / n as f64;
     assert!(
@@ -497,6 +547,41 @@ fn the_generator_covers_valid_invalid_and_bad_token_histories() {
         share(late_ack) > 0.05,
         "acquire ok before the release ack: {late_ack} of {n}"
     );
+    assert!(
+        share(again_ok) > 0.1 && share(again_fail) > 0.1 && share(again_info) > 0.02,
+        "a holder acquiring again: ok {again_ok}, fail {again_fail}, info {again_info} of {n}"
+    );
+    assert!(share(renewed) > 0.1, "renewed: {renewed} of {n}");
+}
+
+/// How the acquires a holder invoked while holding (by the spec's reading: from its
+/// acquire ok to its release invoke or retirement) completed.
+fn holders_acquiring_again(h: &History) -> Vec<OpType> {
+    let mut holds = std::collections::BTreeSet::new();
+    let mut again = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for o in &h.ops {
+        let p = o.process;
+        match (o.f.as_str(), o.kind) {
+            ("acquire", OpType::Invoke) if holds.contains(&p) => {
+                again.insert(p);
+            }
+            ("acquire", k) if again.remove(&p) => out.push(k),
+            ("acquire", OpType::Ok) => {
+                holds.insert(p);
+            }
+            ("release", OpType::Invoke) => {
+                holds.remove(&p);
+            }
+            _ => {}
+        }
+        if o.kind == OpType::Info {
+            holds.remove(&p);
+        }
+    }
+    // An acquire never answered counts as info.
+    out.extend(again.iter().map(|_| OpType::Info));
+    out
 }
 
 /// An acquire's ok that arrives between another process's release invoke and its ack.
@@ -511,4 +596,166 @@ fn late_release_ack(h: &History) -> bool {
         }
     }
     false
+}
+
+// ---------------------------------------------------------------- counters
+
+/// A random counter history: 2–4 processes increment (`write "incr"`) and read a
+/// counter, at most one op each in flight. The counter takes an increment when its
+/// write completes (`ok`, or `info` half the time); a read returns the counter as it
+/// was at a random moment while it was in flight (a correct read), or, one time in
+/// three, any value up to the counter now, or not behind what was acknowledged (often a
+/// lost update: behind what was acknowledged, or behind what an earlier read returned,
+/// which the increments that went `info` and landed make room for).
+fn counter_history(seed: u64) -> History {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let n = rng.gen_range(2..=4usize);
+    let mut left: Vec<usize> = (0..n).map(|_| rng.gen_range(3..=8)).collect();
+    // The op in flight of each process: (is a read, the counter values seen meanwhile,
+    // and at its invoke: the increments acknowledged, the greatest value read).
+    type Inflight = (bool, Vec<u64>, u64, u64);
+    let mut inflight: Vec<Option<Inflight>> = vec![None; n];
+    let mut max_read = 0u64;
+    let (mut counter, mut acked) = (0u64, 0u64);
+    let mut ops: Vec<Op> = Vec::new();
+    loop {
+        let live: Vec<usize> = (0..n)
+            .filter(|&p| left[p] > 0 || inflight[p].is_some())
+            .collect();
+        if live.is_empty() {
+            break;
+        }
+        let p = live[rng.gen_range(0..live.len())];
+        let (kind, f, value) = match inflight[p].take() {
+            None => {
+                let read = rng.gen_bool(0.5);
+                inflight[p] = Some((read, vec![counter], acked, max_read));
+                left[p] -= 1;
+                match read {
+                    true => (OpType::Invoke, "read", Value::Null),
+                    false => (
+                        OpType::Invoke,
+                        "write",
+                        json!({"token": null, "data": "incr"}),
+                    ),
+                }
+            }
+            Some((true, seen, acked_then, max_then)) => {
+                let value = match rng.gen_range(0..6) {
+                    0 => rng.gen_range(0..=counter),
+                    // Behind an earlier read, not behind the acknowledged increments.
+                    1 | 2 if acked_then < max_then => rng.gen_range(acked_then..max_then),
+                    _ => seen[rng.gen_range(0..seen.len())],
+                };
+                max_read = max_read.max(value);
+                (pick(&mut rng, 0.9, 0.05), "read", json!(value))
+            }
+            Some((false, ..)) => {
+                let outcome = pick(&mut rng, 0.6, 0.1);
+                if outcome == OpType::Ok || (outcome == OpType::Info && rng.gen_bool(0.7)) {
+                    counter += 1;
+                }
+                acked += (outcome == OpType::Ok) as u64;
+                (outcome, "write", json!({"token": null, "data": "incr"}))
+            }
+        };
+        let value = match kind {
+            OpType::Invoke | OpType::Ok => value,
+            // A fail ends this process's program; an info retires it.
+            _ => {
+                left[p] = 0;
+                Value::Null
+            }
+        };
+        // Reads in flight may see the counter as it is now.
+        for (_, seen, ..) in inflight.iter_mut().flatten().filter(|(read, ..)| *read) {
+            seen.push(counter);
+        }
+        ops.push(Op {
+            index: ops.len() as u64,
+            time: ops.len() as u64 * 1_000,
+            process: Process::Client(p as u64),
+            kind,
+            f: f.into(),
+            value,
+            node: None,
+            error: None,
+        });
+    }
+    History::new(ops)
+}
+
+/// The spec's rule, read directly: a counter read (ok, an integer) lost updates when it
+/// returned less than the increments acknowledged before it was invoked, or less than
+/// an earlier read (one that completed before it was invoked) returned. The index of
+/// each such read's completion, and whether it is only behind an earlier read.
+fn lost_reads(h: &History) -> Vec<(u64, bool)> {
+    let done: Vec<(usize, usize)> = h
+        .pairs()
+        .into_iter()
+        .filter_map(|(i, c)| Some((i, c?)))
+        .filter(|&(_, c)| h.ops[c].kind == OpType::Ok)
+        .collect();
+    let mut out = Vec::new();
+    for &(i, c) in &done {
+        let Some(value) = (h.ops[i].f == "read")
+            .then(|| h.ops[c].value.as_u64())
+            .flatten()
+        else {
+            continue;
+        };
+        let acked = done
+            .iter()
+            .filter(|&&(wi, wc)| h.ops[wi].f == "write" && wc < i)
+            .count() as u64;
+        let behind_a_read = done.iter().any(|&(ri, rc)| {
+            h.ops[ri].f == "read" && rc < i && h.ops[rc].value.as_u64().is_some_and(|v| v > value)
+        });
+        if value < acked || behind_a_read {
+            out.push((h.ops[c].index, value >= acked));
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn lost_update_flags_exactly_the_reads_the_rule_flags(seed in any::<u64>()) {
+        let h = counter_history(seed);
+        let v = lock::check(&h, &lock::LockInput::default(), &Limits::default());
+        let mut fast: Vec<u64> = v
+            .anomalies
+            .iter()
+            .filter(|a| a.kind == AnomalyKind::LostUpdate)
+            .map(|a| *a.indexes.last().unwrap())
+            .collect();
+        fast.sort_unstable();
+        let mut want: Vec<u64> = lost_reads(&h).into_iter().map(|(c, _)| c).collect();
+        want.sort_unstable();
+        prop_assert_eq!(fast, want, "on\n{}", dump(&h));
+    }
+}
+
+/// The counter generator makes valid histories, reads behind the increments, and
+/// reads only behind an earlier read (a counter going backwards), in good proportion.
+#[test]
+fn the_counter_generator_covers_both_kinds_of_lost_update() {
+    let (mut valid, mut behind_incr, mut backwards) = (0, 0, 0);
+    let n = 1000;
+    for seed in 0..n {
+        let lost = lost_reads(&counter_history(seed));
+        valid += lost.is_empty() as usize;
+        behind_incr += lost.iter().any(|&(_, only_reads)| !only_reads) as usize;
+        backwards += lost.iter().any(|&(_, only_reads)| only_reads) as usize;
+    }
+    eprintln!("{n} counter histories: {valid} valid, {behind_incr} behind the increments, {backwards} only behind an earlier read");
+    let share = |k: usize| k as f64 / n as f64;
+    assert!(share(valid) > 0.2, "valid {valid} of {n}");
+    assert!(
+        share(behind_incr) > 0.1,
+        "behind the increments {behind_incr} of {n}"
+    );
+    assert!(share(backwards) > 0.05, "backwards {backwards} of {n}");
 }

@@ -221,14 +221,12 @@ fn the_freezer_pauses_a_local_postgres_where_sigstop_leaves_its_backends_serving
 
 /// The cgroups of freezes a run's journal says are still in effect.
 fn frozen_now(dir: &Path) -> Vec<String> {
-    lockcheck::fault::journal::pending(dir)
+    lockcheck::journal::pending(dir)
         .map(|p| p.effects)
         .unwrap_or_default()
         .into_iter()
         .filter_map(|(_, e)| match e {
-            lockcheck::fault::journal::Effect::Frozen { cgroup, .. } => {
-                Some(cgroup.display().to_string())
-            }
+            lockcheck::journal::Effect::Frozen { cgroup, .. } => Some(cgroup.display().to_string()),
             _ => None,
         })
         .collect()

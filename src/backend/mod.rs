@@ -16,6 +16,7 @@
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
 
+pub mod adapter;
 pub mod etcd;
 pub mod mariadb;
 pub mod nats;
@@ -150,8 +151,8 @@ impl LockConfig {
 }
 
 /// Opens one client of a lock service. `endpoints` are the servers' client addresses
-/// (`host:port`) in node order, n1 first, as [`crate::cluster::LocalCluster::endpoints`]
-/// lists them: one for `redis`, every instance for `redlock`, every member for `etcd`,
+/// (`host:port`) in node order, n1 first, as the cluster that started them lists
+/// them: one for `redis`, every instance for `redlock`, every member for `etcd`,
 /// every node for `zookeeper` and `nats`.
 pub async fn connect(
     kind: BackendKind,
@@ -221,6 +222,11 @@ pub trait LockClient: Send {
     async fn acquire(&mut self) -> Result<Grant, LockError>;
     async fn renew(&mut self) -> Result<Grant, LockError>;
     async fn release(&mut self) -> Result<(), LockError>;
+    /// Whether the library still believes it holds the lock (an adapter's `held`);
+    /// `None`: this client cannot tell, without asking the lock service afresh.
+    async fn held(&mut self) -> Option<Result<bool, LockError>> {
+        None
+    }
     /// The node this client last talked to, for the history's `node` field.
     fn node(&self) -> Option<String> {
         None

@@ -24,14 +24,31 @@
 //! sent on it.
 
 use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use crate::cluster::postgres::conninfo;
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
+
+/// The role lock clients log in as: the superuser the server's `initdb` creates
+/// (with trust authentication, on loopback).
+pub const SUPERUSER: &str = "postgres";
+
+/// The connection string of a server's `postgres` database at `addr` (`host:port`).
+pub fn conninfo(addr: &str, connect_timeout: Duration) -> anyhow::Result<String> {
+    let addr: SocketAddr = addr
+        .parse()
+        .map_err(|e| anyhow::anyhow!("bad postgres address {addr:?}: {e}"))?;
+    Ok(format!(
+        "host={} port={} user={SUPERUSER} dbname=postgres connect_timeout={}",
+        addr.ip(),
+        addr.port(),
+        connect_timeout.as_secs().max(1)
+    ))
+}
 
 /// One session: the client and the task that drives its connection.
 struct Session {

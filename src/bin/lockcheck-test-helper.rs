@@ -18,8 +18,8 @@
 use anyhow::{bail, Context, Result};
 use lockcheck::backend::{connect, BackendKind, LockConfig, LockError};
 use lockcheck::fault::clock::ClockControl;
-use lockcheck::fault::journal::{Effect, Journal, Proc};
 use lockcheck::fault::node;
+use lockcheck::journal::{Effect, Journal, Proc};
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -194,6 +194,18 @@ pub fn secs(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
+/// Two run times for one sentence (`from .. to ..`): as `secs`, with as many more
+/// digits (up to the nanosecond) as it takes for different times to read differently,
+/// so that an overlap of 40 µs does not read `from 0.772 s to 0.772 s`.
+pub fn secs_apart(a: u64, b: u64) -> (String, String) {
+    let show = |ns: u64, d: usize| format!("{:.d$} s", ns as f64 / 1e9);
+    let d = (3..=9)
+        .find(|&d| show(a, d) != show(b, d))
+        .filter(|_| a != b)
+        .unwrap_or(3);
+    (show(a, d), show(b, d))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +237,20 @@ mod tests {
             "stale-write-accepted".parse::<AnomalyKind>(),
             Ok(AnomalyKind::StaleWriteAccepted)
         );
+    }
+
+    #[test]
+    fn two_times_get_the_digits_that_tell_them_apart() {
+        let pair = |a, b| {
+            let (x, y) = secs_apart(a, b);
+            format!("{x} {y}")
+        };
+        assert_eq!(pair(1_011_000_000, 2_500_000_000), "1.011 s 2.500 s");
+        assert_eq!(pair(772_100_000, 772_140_000), "0.77210 s 0.77214 s");
+        assert_eq!(
+            pair(772_000_001, 772_000_002),
+            "0.772000001 s 0.772000002 s"
+        );
+        assert_eq!(pair(772_000_000, 772_000_000), "0.772 s 0.772 s");
     }
 }

@@ -5,7 +5,8 @@
 //! running, recognised by pid and start time), and then removes the nodes'
 //! network namespaces, bridge and veths.
 
-use crate::fault::journal;
+use crate::journal::JOURNAL_FILE;
+use crate::recover::{undo_pending, ALREADY_GONE};
 use anyhow::{Context, Result};
 use serde_json::json;
 use std::path::PathBuf;
@@ -22,15 +23,15 @@ pub struct Args {
 
 pub fn main(args: Args) -> Result<u8> {
     let dir = &args.run_dir;
-    if !dir.join(journal::JOURNAL_FILE).exists() {
+    if !dir.join(JOURNAL_FILE).exists() {
         anyhow::bail!(
             "{} has no {}: not a run directory, or its run changed nothing",
             dir.display(),
-            journal::JOURNAL_FILE
+            JOURNAL_FILE
         );
     }
     let (done, warnings) =
-        journal::recover(dir).with_context(|| format!("recovering {}", dir.display()))?;
+        undo_pending(dir).with_context(|| format!("recovering {}", dir.display()))?;
     if args.json {
         println!(
             "{}",
@@ -38,8 +39,7 @@ pub fn main(args: Args) -> Result<u8> {
         );
     } else {
         // After a run that ended normally every process is gone: say so once.
-        let (gone, acted): (Vec<_>, Vec<_>) =
-            done.iter().partition(|u| u.action == journal::ALREADY_GONE);
+        let (gone, acted): (Vec<_>, Vec<_>) = done.iter().partition(|u| u.action == ALREADY_GONE);
         if acted.is_empty() {
             println!("{}: nothing left to undo", dir.display());
         }

@@ -27,7 +27,7 @@
 use super::local::{etcd_readmit, leader, log_tail, probe};
 use super::{server_binary, Cluster, ClusterError, ClusterPlan, ClusterSpec, Runtime};
 use crate::backend::BackendKind;
-use crate::fault::journal::{Effect, Journal};
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use bollard::models::{

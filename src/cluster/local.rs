@@ -32,7 +32,7 @@
 use super::netns::{self, Network};
 use super::{default_nodes, server_binary, ClusterError, NetworkKind};
 use crate::backend::BackendKind;
-use crate::fault::journal::{Effect, Journal, Proc};
+use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -514,9 +514,9 @@ impl LocalCluster {
             return Ok(());
         }
         let root = child.id() as i32;
-        let journal = crate::fault::journal::Journal::for_run(&self.plan.spec.dir)?;
+        let journal = crate::journal::Journal::for_run(&self.plan.spec.dir)?;
         let cgroup = super::freezer::cgroup_for(node)?;
-        let id = journal.record(crate::fault::journal::Effect::Frozen {
+        let id = journal.record(crate::journal::Effect::Frozen {
             node: node.to_string(),
             cgroup: cgroup.clone(),
         })?;
@@ -544,7 +544,7 @@ impl LocalCluster {
             frozen
                 .thaw()
                 .with_context(|| format!("thawing node {}", self.plan.nodes[i].name))?;
-            crate::fault::journal::Journal::for_run(&self.plan.spec.dir)?.undone(id)?;
+            crate::journal::Journal::for_run(&self.plan.spec.dir)?.undone(id)?;
         }
         Ok(())
     }

@@ -13,26 +13,11 @@
 
 use super::setup::{hand_over, run_as, unprivileged_user};
 use super::ClusterPlan;
+use crate::backend::postgres::{conninfo, SUPERUSER};
 use anyhow::Result;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
-
-/// The superuser `initdb` creates, which lock clients log in as.
-pub const SUPERUSER: &str = "postgres";
-
-/// The connection string of a node's `postgres` database.
-pub fn conninfo(addr: &str, connect_timeout: Duration) -> Result<String> {
-    let addr: SocketAddr = addr
-        .parse()
-        .map_err(|e| anyhow::anyhow!("bad postgres address {addr:?}: {e}"))?;
-    Ok(format!(
-        "host={} port={} user={SUPERUSER} dbname=postgres connect_timeout={}",
-        addr.ip(),
-        addr.port(),
-        connect_timeout.as_secs().max(1)
-    ))
-}
 
 /// The program that creates node `i`'s cluster (`initdb`, as the server's
 /// account, which is given the data directory first), if it has none yet: on the

@@ -7,7 +7,6 @@
 //! and resumes its processes itself.
 
 pub mod clock;
-pub mod journal;
 pub mod netns;
 pub mod node;
 pub mod pause;

@@ -52,7 +52,6 @@
 //! are journaled as they are slowed (`Effect::Link`, like the clients' links),
 //! and set back to passing on heal and on drop.
 
-use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};
 use super::proxy::{mode_value, Between, LinkId, Mode, Proxies};
 use super::shape::{cuts, Cut, Shape};
@@ -60,6 +59,7 @@ use super::{Fault, Scene, Target};
 use crate::cluster::netns::{self, Network, OnNetwork};
 use crate::cluster::NodeSpec;
 use crate::history::f;
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use rand::seq::SliceRandom;

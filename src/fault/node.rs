@@ -7,9 +7,9 @@
 //! (`cluster::LocalCluster::kill` / `restart`, which keep the data directory);
 //! this module picks whom.
 
-use super::journal::{is_stopped, Effect, Journal, Proc};
 use super::{Fault, Scene, Target};
 use crate::history::f;
+use crate::journal::{is_stopped, Effect, Journal, Proc};
 use anyhow::{bail, Result};
 use async_trait::async_trait;
 use nix::sys::signal::{kill, Signal};

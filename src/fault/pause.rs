@@ -2,12 +2,16 @@
 //! client and its keep-alive all stop at once, like a long GC pause or a VM stall;
 //! when it wakes it still believes it holds the lock and carries on with its
 //! critical section. Recorded as nemesis `pause` / `resume`.
+//!
+//! The signal goes to the worker's process group (every worker leads its own): a
+//! client that is an adapter program, the worker's child, stops with it, with every
+//! thread of its lock library (keep-alives, session heartbeats).
 
 use super::{ClientProc, Fault, Scene, Target};
 use crate::history::f;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{killpg, Signal};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -47,7 +51,7 @@ impl Fault for Pause {
             return Ok(None);
         };
         let proc = scene.clients[slot].clone();
-        match kill(proc.pid, Signal::SIGSTOP) {
+        match killpg(proc.pid, Signal::SIGSTOP) {
             Ok(()) => {}
             // A worker that has exited is nothing to pause.
             Err(nix::errno::Errno::ESRCH) => return Ok(None),
@@ -74,7 +78,7 @@ impl Fault for Pause {
 fn resume_all(paused: &mut Vec<ClientProc>) -> Result<()> {
     let mut first_error = None;
     for p in paused.drain(..) {
-        if let Err(e) = kill(p.pid, Signal::SIGCONT) {
+        if let Err(e) = killpg(p.pid, Signal::SIGCONT) {
             first_error
                 .get_or_insert_with(|| anyhow::anyhow!("resuming {} (pid {}): {e}", p.name, p.pid));
         }
@@ -93,6 +97,7 @@ impl Drop for Pause {
 mod tests {
     use super::*;
     use rand::SeedableRng;
+    use std::os::unix::process::CommandExt;
 
     fn state(pid: u32) -> char {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -100,10 +105,25 @@ mod tests {
         stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
     }
 
+    /// The process's state once it is `want`, or whatever it is after 2 s (a loaded
+    /// machine may take a while to deliver the signal).
+    fn settled(pid: u32, want: char) -> char {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        loop {
+            let s = state(pid);
+            if s == want || std::time::Instant::now() >= deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[tokio::test]
     async fn pauses_the_holder_and_resumes_it_on_stop_or_drop() {
+        // A worker leads its own process group, as the controller starts it.
         let mut child = std::process::Command::new("sleep")
             .arg("30")
+            .process_group(0)
             .spawn()
             .unwrap();
         let clients = vec![ClientProc {
@@ -125,14 +145,12 @@ mod tests {
         scene.holder = Some(0);
         let v = pause.start(&mut scene).await.unwrap().unwrap();
         assert_eq!(v["targets"], json!(["client-0"]));
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(state(child.id()), 'T');
+        assert_eq!(settled(child.id(), 'T'), 'T');
         assert_eq!(
             pause.stop(&mut scene).await.unwrap()["targets"],
             json!(["client-0"])
         );
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(state(child.id()), 'S');
+        assert_eq!(settled(child.id(), 'S'), 'S');
         // Dropped while active: the process is resumed all the same.
         let mut scene = Scene {
             clients: &clients,
@@ -142,8 +160,7 @@ mod tests {
         };
         pause.start(&mut scene).await.unwrap().unwrap();
         drop(pause);
-        std::thread::sleep(Duration::from_millis(50));
-        assert_eq!(state(child.id()), 'S');
+        assert_eq!(settled(child.id(), 'S'), 'S');
         child.kill().unwrap();
         child.wait().unwrap();
     }

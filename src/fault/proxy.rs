@@ -15,11 +15,11 @@
 //! ([`cuts`], shared with the node partitions of `fault::netns`); [`Proxies`]
 //! applies it to the links of a run.
 
-use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};
 pub use super::shape::{cuts, Cut, Shape};
 use super::{Fault, Scene, Target};
 use crate::history::f;
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use rand::{Rng, SeedableRng};

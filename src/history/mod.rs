@@ -98,6 +98,9 @@ pub mod f {
     pub const RELEASE: &str = "release";
     pub const WRITE: &str = "write";
     pub const READ: &str = "read";
+    /// A client asking its lock library whether it still holds the lock (an
+    /// adapter's `held`): ok value `{"held": bool}`.
+    pub const HELD: &str = "held";
     pub const PAUSE: &str = "pause";
     pub const RESUME: &str = "resume";
     pub const KILL: &str = "kill";

@@ -639,6 +639,39 @@ mod tests {
         assert_eq!(z.max_ns, 599_000_000);
     }
 
+    /// The report reads sections as the checker does (spec v1.1): a holder's failed
+    /// retry of its acquire does not end its section, so its write after another
+    /// process acquired is a zombie write, and an ok retry does not split it.
+    #[test]
+    fn a_holder_acquiring_again_is_still_the_holder() {
+        let h = H::default()
+            .acquire(0, 0, Some(1))
+            .inv(10, 0, "acquire", json!({"lock": "l"}))
+            .fail(11, 0, "acquire", "already held")
+            .acquire(1200, 1, Some(2))
+            .write(1300, 0, Some(1), 1)
+            .release(1400, 0, Some(1))
+            .acquire(1500, 0, Some(3))
+            .acquire(1510, 0, Some(4))
+            .release(1600, 0, Some(4))
+            .history();
+        let c = Calls::of(&h);
+        assert_eq!(c.sections.len(), 3);
+        let z = zombie_windows(&h, &c);
+        assert_eq!(z.deposed, 1);
+        let w = z.worst.as_ref().unwrap();
+        assert_eq!((w.process, w.by_process, w.until), (0, 1, 1_400_000_000));
+        assert_eq!((w.writes_after, w.writes_accepted_after), (1, 1));
+        // The ok retry at 1510 ms is inside the section begun at 1501 ms, and its lease
+        // is the section's last grant.
+        let s = &c.sections[2];
+        assert_eq!(
+            (s.start, s.end, s.inside.len()),
+            (1_501_000_000, 1_600_000_000, 1)
+        );
+        assert_eq!(s.lease_end, Some(2_511_000_000));
+    }
+
     #[test]
     fn unfenced_stale_write_would_have_been_rejected() {
         let h = paused_holder(false);

@@ -2,7 +2,9 @@
 //! one thing) and critical sections (acquire ok .. release invoke, as the spec defines
 //! them). The timeline draws these and the analyses measure them.
 
+use crate::check::lock::critical_sections;
 use crate::history::{error, History, OpType, Process};
+use rustc_hash::FxHashMap;
 
 /// What a call did, from the history's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +88,8 @@ impl Call {
 }
 
 /// A critical section: from the acquire's ok to the invoke of the process's next
-/// release, or to its last op if it never released.
+/// release (a holder acquiring again does not end it), or to its last op if it never
+/// released, or to the invoke that retired it.
 #[derive(Debug, Clone)]
 pub struct Section {
     pub process: u64,
@@ -96,11 +99,13 @@ pub struct Section {
     pub acquire: usize,
     /// Index of the release call, if the holder released.
     pub release: Option<usize>,
-    /// Calls of the holder inside the section (writes, reads, renews), in order.
+    /// Calls of the holder inside the section (writes, reads, renews, acquires
+    /// again), in order.
     pub inside: Vec<usize>,
     /// Acquire ok time (ns).
     pub start: u64,
-    /// Release invoke time, or the last op's last-seen time.
+    /// Release invoke time, the retiring op's invoke time, or the last op's last-seen
+    /// time.
     pub end: u64,
     pub token: Option<u64>,
     /// When the lease ran out as last granted (acquire or renew ok + `lease_ms`), where known.
@@ -112,7 +117,7 @@ pub struct Section {
 pub struct Calls {
     /// In invoke order (so in time order of their invokes).
     pub calls: Vec<Call>,
-    /// In order of their start.
+    /// In order of their start (the acquire oks' order in the history).
     pub sections: Vec<Section>,
     /// Time of the last op in the history (ns).
     pub end: u64,
@@ -175,62 +180,59 @@ impl Calls {
     }
 }
 
+/// The checker's critical sections (`check::lock::critical_sections`: only a release
+/// ends one, spec v1.1), tied to the calls: the report's windows follow the verdict's
+/// rule, never a second reading of it.
 fn sections_of(calls: &[Call], history: &History) -> Vec<Section> {
-    let mut open: rustc_hash::FxHashMap<u64, Section> = Default::default();
-    let mut done = Vec::new();
-    for (ci, c) in calls.iter().enumerate() {
-        match (c.kind, c.outcome) {
-            (CallKind::Acquire, Outcome::Ok) => {
-                // Acquiring again without a release ends the previous section where the
-                // new acquire began: the holder moved on.
-                if let Some(mut prev) = open.remove(&c.process) {
-                    prev.end = c.t0.max(prev.start);
-                    done.push(prev);
-                }
-                let start = c.t1.unwrap_or(c.t0);
-                open.insert(
-                    c.process,
-                    Section {
-                        process: c.process,
-                        lock: history.ops[c.invoke]
-                            .value
-                            .get("lock")
-                            .and_then(|l| l.as_str())
-                            .map(String::from),
-                        acquire: ci,
-                        release: None,
-                        inside: Vec::new(),
-                        start,
-                        end: start,
-                        token: c.token,
-                        lease_end: c.lease_ms.map(|l| start + l * 1_000_000),
-                    },
-                );
-            }
-            (CallKind::Acquire, _) => {}
-            (CallKind::Release, _) => {
-                if let Some(mut s) = open.remove(&c.process) {
-                    s.release = Some(ci);
-                    s.end = c.t0;
-                    done.push(s);
-                }
-            }
-            _ => {
-                if let Some(s) = open.get_mut(&c.process) {
-                    s.inside.push(ci);
-                    s.end = c.last_seen();
-                    if c.kind == CallKind::Renew && c.outcome == Outcome::Ok {
-                        if let (Some(l), Some(t1)) = (c.lease_ms, c.t1) {
-                            s.lease_end = Some(t1 + l * 1_000_000);
-                        }
-                    }
-                }
-            }
-        }
+    let index = |pos: usize| history.ops[pos].index;
+    let by_invoke: FxHashMap<u64, usize> = (0..calls.len())
+        .map(|c| (index(calls[c].invoke), c))
+        .collect();
+    let mut of_process: FxHashMap<u64, Vec<usize>> = FxHashMap::default();
+    for (c, call) in calls.iter().enumerate() {
+        of_process.entry(call.process).or_default().push(c);
     }
-    done.extend(open.into_values());
-    done.sort_by_key(|s| (s.start, s.process));
-    done
+    let mut out = Vec::new();
+    for cs in critical_sections(history) {
+        let (Some(&acquire), Some(mine)) =
+            (by_invoke.get(&cs.acquire), of_process.get(&cs.process))
+        else {
+            continue;
+        };
+        let release = cs.release.and_then(|r| by_invoke.get(&r).copied());
+        // The holder's calls invoked after the acquire's ok, up to the section's end.
+        let from = mine.partition_point(|&c| index(calls[c].invoke) <= cs.begin);
+        let inside: Vec<usize> = mine[from..]
+            .iter()
+            .copied()
+            .take_while(|&c| index(calls[c].invoke) <= cs.end)
+            .filter(|&c| Some(c) != release)
+            .collect();
+        // The lease as last granted: by the acquire, a renew, or the holder acquiring
+        // again.
+        let granted = |c: &Call| match (c.kind, c.outcome, c.lease_ms, c.t1) {
+            (CallKind::Acquire | CallKind::Renew, Outcome::Ok, Some(l), Some(t1)) => {
+                Some(t1 + l * 1_000_000)
+            }
+            _ => None,
+        };
+        let lease_end = std::iter::once(acquire)
+            .chain(inside.iter().copied())
+            .rev()
+            .find_map(|c| granted(&calls[c]));
+        out.push(Section {
+            process: cs.process,
+            lock: Some(cs.lock).filter(|l| !l.is_empty()),
+            acquire,
+            release,
+            inside,
+            start: cs.begin_time,
+            end: cs.end_time,
+            token: cs.token,
+            lease_end,
+        });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@
 
 use super::{Fence, Stats, StatsHandle, WriteOutcome, MISSING_TOKEN, STALE_TOKEN};
 use crate::backend::BackendKind;
-use crate::cluster::{self, ClusterSpec, LocalCluster};
+use crate::cluster::{ClusterSpec, LocalCluster};
 use crate::history::AppliedWrite;
 use anyhow::{anyhow, Context, Result};
 use std::fs::File;
@@ -108,7 +108,7 @@ const END_SESSIONS_SQL: &str = "SELECT pg_terminate_backend(pid, 1000) FROM pg_s
 async fn connect(
     addr: SocketAddr,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let info = cluster::postgres::conninfo(&addr.to_string(), CONNECT_TIMEOUT)?;
+    let info = crate::backend::postgres::conninfo(&addr.to_string(), CONNECT_TIMEOUT)?;
     let (client, conn) =
         tokio::time::timeout(CONNECT_TIMEOUT, tokio_postgres::connect(&info, NoTls))
             .await

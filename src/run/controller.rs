@@ -12,7 +12,7 @@ use super::Live;
 use crate::fault::{client_name, ClientProc};
 use crate::history::{HistoryWriter, Op, OpType, Process};
 use anyhow::{anyhow, Context, Result};
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -88,6 +88,9 @@ impl Recorder {
 pub struct Workers {
     children: Vec<Child>,
     procs: Vec<ClientProc>,
+    /// Each worker's first reply: what its adapter said about itself (null for a
+    /// built-in client).
+    hellos: Vec<Value>,
 }
 
 /// One started worker: its pipes, handed to the slot that drives it.
@@ -101,7 +104,9 @@ impl Workers {
     /// each client reaches the nodes through links of its own), each in its own process
     /// group (a Ctrl-C at the terminal reaches the controller, which stops them in
     /// order), killed by the kernel if the controller dies, logging to
-    /// `clients/client-N.log`. With `clocks`, each starts under the clock interposer
+    /// `clients/client-N.log` (with the log of its adapter, if any: the adapter is its
+    /// child, in its process group, so a pause or a kill of the worker's group takes
+    /// the adapter and its library's threads too). With `clocks`, each starts under the clock interposer
     /// with a clock of its own that a clock fault can skew. Waits until each has connected.
     pub async fn start(
         exe: &Path,
@@ -115,6 +120,7 @@ impl Workers {
         let mut workers = Workers {
             children: Vec::new(),
             procs: Vec::new(),
+            hellos: Vec::new(),
         };
         let mut pipes = Vec::new();
         for (i, config) in configs.iter().enumerate() {
@@ -169,7 +175,7 @@ impl Workers {
         for (i, p) in pipes.iter_mut().enumerate() {
             let hello = tokio::time::timeout(ready_timeout, p.replies.recv()).await;
             match hello {
-                Ok(Some(r)) if r.id == 0 && r.kind == OpType::Ok => {}
+                Ok(Some(r)) if r.id == 0 && r.kind == OpType::Ok => workers.hellos.push(r.value),
                 Ok(Some(r)) => {
                     return Err(anyhow!(
                         "worker {} could not start: {}",
@@ -200,6 +206,13 @@ impl Workers {
         &self.procs
     }
 
+    /// What the first worker's adapter said about itself in its `init` reply; None
+    /// for built-in clients.
+    pub fn hello(&self) -> Option<crate::backend::adapter::Hello> {
+        let first = self.hellos.first().filter(|v| !v.is_null())?;
+        serde_json::from_value(first.clone()).ok()
+    }
+
     /// Waits up to `grace` for the workers to exit (their stdin is closed once the
     /// slots are done), then resumes and kills what is left, and reaps them all.
     pub async fn stop(mut self, grace: Duration) {
@@ -216,9 +229,13 @@ impl Workers {
     }
 }
 
+/// Resumes and kills the worker's whole process group: the worker and its adapter,
+/// if it has one.
 fn resume_and_kill(child: &mut Child) {
     if let Some(pid) = child.id() {
-        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGCONT);
+        let group = Pid::from_raw(pid as i32);
+        let _ = killpg(group, Signal::SIGCONT);
+        let _ = killpg(group, Signal::SIGKILL);
     }
     let _ = child.start_kill();
 }
@@ -246,6 +263,21 @@ pub struct Shared {
     /// The next unused process id: slots start as 0..count, retired ids are replaced.
     pub next_process: AtomicU64,
     pub acquired: mpsc::UnboundedSender<Acquired>,
+    /// Whether a holder asks its lock library (`held`) before each write.
+    pub ask_held: AskHeld,
+}
+
+/// Whether holders ask their lock library if it still holds the lock before each write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskHeld {
+    /// The client cannot tell (a built-in client, an adapter without `held`).
+    Never,
+    /// Asked and recorded, to show whether the library knew it had lost the lock;
+    /// the holder writes whatever it says.
+    Observe,
+    /// `[clients] self_fencing = "library"`: a holder whose library says no (or
+    /// cannot say) stops writing, as on a refused renew.
+    Fence,
 }
 
 /// One client slot: a worker process driven through the ops of the workload.
@@ -342,6 +374,16 @@ impl Slot {
                 granted = Instant::now();
                 token = renewed.value.get("token").and_then(Value::as_u64).or(token);
             }
+            if self.shared.ask_held != AskHeld::Never {
+                let held = self.call(Command::Held).await?;
+                if self.process != process || !self.alive {
+                    return Ok(());
+                }
+                let believes = held.value.get("held").and_then(Value::as_bool);
+                if self.shared.ask_held == AskHeld::Fence && believes != Some(true) {
+                    break;
+                }
+            }
             self.writes += 1;
             let data = format!("{}:{}", self.process, self.writes);
             let written = self.call(Command::Write { token, data }).await?;
@@ -365,7 +407,7 @@ impl Slot {
             Command::Acquire => json!({ "lock": super::LOCK_NAME }),
             Command::Renew { token } | Command::Release { token } => json!({ "token": token }),
             Command::Write { token, data } => json!({ "token": token, "data": data }),
-            Command::Read => Value::Null,
+            Command::Read | Command::Held => Value::Null,
         };
         let f = cmd.f();
         // An acquire may wait for the lock itself before the reply is due.

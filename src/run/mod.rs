@@ -14,6 +14,7 @@ pub mod nemesis;
 pub mod worker;
 pub mod workload;
 
+use crate::backend::adapter;
 use crate::backend::{BackendKind, LockConfig};
 use crate::check::{self, Verdict};
 use crate::cluster::{self, Cluster, ClusterError, ClusterSpec, Runtime};
@@ -21,7 +22,7 @@ use crate::fault::client_name;
 use crate::history::{self, HistoryWriter};
 use crate::resource::{self, Mode};
 use anyhow::{anyhow, Context, Result};
-use controller::{Recorder, Shared, Slot, Workers};
+use controller::{AskHeld, Recorder, Shared, Slot, Workers};
 use figures::Figures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -71,6 +72,22 @@ pub struct RunReport {
     /// report shows the window this leaves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing_margin_ms: Option<u64>,
+    /// The lock client under test, when it is an adapter program (`[client]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<ClientInfo>,
+}
+
+/// The adapter a run tested, as its `init` reply named it (shown in the report).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClientInfo {
+    pub command: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
+    /// The optional ops it supports (`renew`, `held`).
+    pub ops: Vec<String>,
+    /// `"library"` when holders stopped writing on the library's own `held`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_fencing: Option<String>,
 }
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
@@ -203,9 +220,9 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         // and the servers on the way out. The check, once everything is stopped,
         // stays interruptible too: it runs on a blocking thread left behind.
         let run_and_check = async {
-            execute(w.clone(), opts, seed, duration, &dir).await?;
+            let client = execute(w.clone(), opts, seed, duration, &dir).await?;
             let (w, dir) = (w.clone(), dir.clone());
-            tokio::task::spawn_blocking(move || judge(&w, seed, &dir)).await?
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, client)).await?
         };
         tokio::select! {
             r = run_and_check => r,
@@ -226,7 +243,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
 }
 
 /// Checks the run's history and resource log and computes the figures.
-fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
+fn judge(w: &Workload, seed: u64, dir: &Path, client: Option<ClientInfo>) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = history::read_resource(&dir.join("resource.jsonl"))?;
     let mut verdict = check::lock::check(
@@ -249,18 +266,20 @@ fn judge(w: &Workload, seed: u64, dir: &Path) -> Result<RunReport> {
         fence: w.resource.fence,
         run_dir: dir.to_path_buf(),
         self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+        client,
     })
 }
 
 /// The body of a run, inside the runtime. Every process it starts is owned by a
-/// guard local to this future, so dropping it (a signal) stops them all.
+/// guard local to this future, so dropping it (a signal) stops them all. Returns
+/// what the adapter under test said about itself, if the clients are one.
 async fn execute(
     w: Arc<Workload>,
     opts: &Options,
     seed: u64,
     duration: Duration,
     dir: &Path,
-) -> Result<()> {
+) -> Result<Option<ClientInfo>> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
     // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
@@ -286,10 +305,10 @@ async fn execute(
     }
     // Namespaces, bridge and veths are written down before they exist, so that
     // `lockcheck recover` removes them after a kill -9 whenever it came.
-    let journal = crate::fault::journal::Journal::for_run(dir)?;
+    let journal = crate::journal::Journal::for_run(dir)?;
     let network = match spec.network {
         cluster::NetworkKind::Namespaces => {
-            Some(journal.record(crate::fault::journal::Effect::Network {
+            Some(journal.record(crate::journal::Effect::Network {
                 id: cluster::netns::run_id(dir),
             })?)
         }
@@ -348,7 +367,8 @@ async fn execute(
     };
     let configs: Vec<worker::Config> = endpoints
         .into_iter()
-        .map(|endpoints| worker::Config {
+        .enumerate()
+        .map(|(i, endpoints)| worker::Config {
             backend: w.backend.kind,
             endpoints,
             lock: LockConfig {
@@ -359,6 +379,12 @@ async fn execute(
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+            adapter: w.client.as_ref().map(|program| adapter::Spec {
+                program: program.clone(),
+                client: client_name(i),
+                op_timeout: w.clients.op_timeout,
+                run_dir: dir.to_path_buf(),
+            }),
         })
         .collect();
     let clocks = w
@@ -372,7 +398,14 @@ async fn execute(
         dir,
         Duration::from_secs(20),
     )
-    .await?;
+    .await
+    // A lock client of the team's own that cannot start is the environment's
+    // problem (a missing interpreter or library), reported with its stderr tail.
+    .map_err(|e| match &w.client {
+        Some(_) => environment(format!("{e:#}")),
+        None => e,
+    })?;
+    let (client, ask_held) = adapter_in_use(&w, workers.hello())?;
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind. The servers are
     // already there: a local cluster journals each server as it spawns it, a
@@ -384,8 +417,8 @@ async fn execute(
             .map(|p| (p.name.clone(), p.pid.as_raw()));
         for (name, pid) in procs {
             // One that has already exited cannot be left behind.
-            if let Ok(proc) = crate::fault::journal::Proc::of(name, pid) {
-                journal.record(crate::fault::journal::Effect::Process(proc))?;
+            if let Ok(proc) = crate::journal::Proc::of(name, pid) {
+                journal.record(crate::journal::Effect::Process(proc))?;
             }
         }
     }
@@ -415,6 +448,7 @@ async fn execute(
         workload: w.clone(),
         next_process: AtomicU64::new(w.clients.count as u64),
         acquired: acquired_tx,
+        ask_held,
     });
     let plan = w.schedule.map(|s| s.plan(duration));
     let nemesis = nemesis::Nemesis::new(
@@ -473,8 +507,41 @@ async fn execute(
     recorder.sync()?;
     match failure {
         Some(e) => Err(e),
-        None => copied,
+        None => copied.map(|()| client),
     }
+}
+
+/// What the run records about the adapter under test, and whether holders ask its
+/// library before each write: always when it can tell (to show whether it knew it had
+/// lost the lock), and heeding it under `self_fencing = "library"`.
+fn adapter_in_use(
+    w: &Workload,
+    hello: Option<adapter::Hello>,
+) -> Result<(Option<ClientInfo>, AskHeld)> {
+    let Some(program) = &w.client else {
+        return Ok((None, AskHeld::Never));
+    };
+    let hello = hello.unwrap_or_default();
+    let ask = match (hello.supports("held"), w.clients.self_fencing_library) {
+        (true, true) => AskHeld::Fence,
+        (true, false) => AskHeld::Observe,
+        (false, false) => AskHeld::Never,
+        (false, true) => {
+            return Err(environment(format!(
+                "clients.self_fencing = \"library\" asks the library before each write, but the \
+                 adapter `{}` does not support `held` (its init reply's ops: {:?})",
+                program.argv.join(" "),
+                hello.ops
+            )))
+        }
+    };
+    let info = ClientInfo {
+        command: program.argv.clone(),
+        library: hello.library,
+        ops: hello.ops,
+        self_fencing: w.clients.self_fencing_library.then(|| "library".into()),
+    };
+    Ok((Some(info), ask))
 }
 
 /// The history values of the nodes started in a time namespace, one per offset:

@@ -12,7 +12,7 @@
 //! worker refuses to write. That view is only as good as the worker's clock, and a
 //! pause between the check and the write still lets a stale write through.
 
-use crate::backend::{self, BackendKind, Grant, LockClient, LockConfig, LockError};
+use crate::backend::{self, adapter, BackendKind, Grant, LockClient, LockConfig, LockError};
 use crate::history::OpType;
 use crate::resource::{self, WriteOutcome};
 use anyhow::{Context, Result};
@@ -32,6 +32,9 @@ pub struct Config {
     /// means the worker writes whatever its lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing_margin_ms: Option<u64>,
+    /// The workload's `[client]`: an adapter program instead of the built-in recipe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<adapter::Spec>,
 }
 
 /// The error of a write a self-fencing worker refused: the controller ends the
@@ -90,6 +93,9 @@ pub enum Command {
         data: String,
     },
     Read,
+    /// Asks the lock client whether it still believes it holds the lock (an adapter's
+    /// `held`), before a write.
+    Held,
 }
 
 impl Command {
@@ -102,6 +108,7 @@ impl Command {
             Command::Release { .. } => f::RELEASE,
             Command::Write { .. } => f::WRITE,
             Command::Read => f::READ,
+            Command::Held => f::HELD,
         }
     }
 }
@@ -157,17 +164,34 @@ fn grant_value(g: Grant) -> Value {
 pub async fn serve(config: Config) -> Result<()> {
     let mut out = tokio::io::stdout();
     let connected = async {
-        let lock = backend::connect(config.backend, &config.endpoints, &config.lock)
-            .await
-            .context("connecting to the lock service")?;
+        // The first reply says what the adapter said about itself (library, ops).
+        let (lock, hello): (Box<dyn LockClient>, Value) = match &config.adapter {
+            Some(spec) => {
+                let a = adapter::AdapterClient::start(
+                    spec.clone(),
+                    config.backend,
+                    &config.endpoints,
+                    &config.lock,
+                )
+                .await?;
+                let hello = serde_json::to_value(a.hello())?;
+                (Box::new(a), hello)
+            }
+            None => (
+                backend::connect(config.backend, &config.endpoints, &config.lock)
+                    .await
+                    .context("connecting to the lock service")?,
+                Value::Null,
+            ),
+        };
         let res = resource::Client::connect(&config.resource).await?;
-        anyhow::Ok((lock, res))
+        anyhow::Ok((lock, res, hello))
     }
     .await;
     let (mut lock, mut res) = match connected {
-        Ok(c) => {
-            send(&mut out, &Reply::ok(0, Value::Null)).await?;
-            c
+        Ok((lock, res, hello)) => {
+            send(&mut out, &Reply::ok(0, hello)).await?;
+            (lock, res)
         }
         Err(e) => {
             send(&mut out, &Reply::failed(0, OpType::Fail, format!("{e:#}"))).await?;
@@ -244,6 +268,11 @@ async fn perform(
         Command::Read => match res.read().await {
             Ok((seq, data)) => Reply::ok(id, json!({ "data": data, "seq": seq })),
             Err(e) => Reply::failed(id, OpType::Fail, format!("{e:#}")),
+        },
+        Command::Held => match lock.held().await {
+            Some(Ok(held)) => Reply::ok(id, json!({ "held": held })),
+            Some(Err(e)) => Reply::from_lock_error(id, e),
+            None => Reply::failed(id, OpType::Fail, "held: this client cannot tell".into()),
         },
     }
 }

@@ -314,6 +314,12 @@ pub fn leftovers(dir: &Path) -> Vec<Proc> {
             .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
             .unwrap_or_default();
         let mut mentions = cmdline.contains(&needle);
+        // An adapter program (`[client]`) has the run directory in its environment.
+        if !mentions {
+            mentions = std::fs::read(base.join("environ"))
+                .map(|b| String::from_utf8_lossy(&b).contains(&needle))
+                .unwrap_or(false);
+        }
         if !mentions {
             if let Ok(fds) = std::fs::read_dir(base.join("fd")) {
                 mentions = fds.flatten().any(|fd| {

@@ -55,7 +55,6 @@ pub fn how_it_ended(h: &Ops, s: &Section) -> String {
             "never released; its last op as holder ended {}",
             at(h, last)
         ),
-        End::Reacquired { at: p } => format!("acquired again {} without releasing", at(h, p)),
     }
 }
 

@@ -149,6 +149,55 @@ pub fn search(history: &History, limits: &Limits, tokens: bool) -> Vec<(String, 
         .collect()
 }
 
+/// A critical section as the checker reads it (see `sections`: only a release ends
+/// one), in the history's terms. The report measures its zombie windows on these, so
+/// that they follow the same rule as the verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CriticalSection {
+    pub process: u64,
+    /// `value.lock` of the acquire; "" for the default lock.
+    pub lock: String,
+    /// History `index` of the acquire's invoke, and of its ok (where the section begins).
+    pub acquire: u64,
+    pub begin: u64,
+    /// `index` of the release's invoke, if the holder released.
+    pub release: Option<u64>,
+    /// `index` of the last op at which the holder surely still held: its release
+    /// invoke, the invoke that retired it, or its last op.
+    pub end: u64,
+    /// Run times (ns) of `begin` and `end`.
+    pub begin_time: u64,
+    pub end_time: u64,
+    /// The acquire's token.
+    pub token: Option<u64>,
+}
+
+/// The critical sections of a history, in order of their beginning.
+pub fn critical_sections(history: &History) -> Vec<CriticalSection> {
+    let h = Ops::from_history(history);
+    let s = sections::build(&h);
+    s.sections
+        .iter()
+        .map(|sec| {
+            let end = sec.core_end();
+            CriticalSection {
+                process: sec.process,
+                lock: s.locks[sec.lock as usize].clone(),
+                acquire: h.ops[sec.acquire_invoke].index,
+                begin: h.ops[sec.begin].index,
+                release: match sec.end {
+                    sections::End::Released { invoke, .. } => Some(h.ops[invoke].index),
+                    _ => None,
+                },
+                end: h.ops[end].index,
+                begin_time: h.ops[sec.begin].time,
+                end_time: h.ops[end].time,
+                token: sec.token,
+            }
+        })
+        .collect()
+}
+
 fn foreign_releases(h: &Ops, s: &sections::Sections, found: &mut Findings) {
     for &pos in &s.foreign_releases {
         found.report(AnomalyKind::ForeignRelease, || {

@@ -1,9 +1,11 @@
 //! Mutual exclusion: the owner-aware mutex, and the sweep that decides it fast.
 //!
 //! The model (for the general engine): `acquire` by p needs the lock free and leaves
-//! it held by p; `release` by p needs it held by p and frees it. Only the owner's
-//! release frees it — a lease that expired in the service does not end the hold a
-//! client still believes in, which is the whole point of checking a lease lock.
+//! it held by p; `release` by p needs it held by p and frees it; a `regrant` to p (its
+//! holder acquiring again, or renewing with a token) needs it held by p and keeps it
+//! so. Only the owner's release frees it — a lease that expired in the service does
+//! not end the hold a client still believes in, which is the whole point of checking
+//! a lease lock.
 //!
 //! Why a sweep decides it exactly. Each section turns into two ops: its acquire,
 //! which takes effect somewhere in [acquire invoke, acquire ok], and its end, which
@@ -15,8 +17,11 @@
 //! then the order of sections is forced: it is the order of their cores. This is why
 //! a late release ack, a blocked waiter, or an ok that arrives after the previous
 //! holder's release was invoked are fine, while a holder that paused past its lease
-//! and never released is not. `tests/lock_props.rs` checks this against the engine's
-//! search and against a brute force that tries every order.
+//! and never released is not. A regrant lies inside its section's core (its process
+//! has one op in flight), so it never changes the cores; with tokens, the order of all
+//! grants is then forced too, which is what `tokens` checks. `tests/lock_props.rs`
+//! checks this against the engine's search and against a brute force that tries every
+//! order.
 
 use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
 use super::ops::Ops;
@@ -24,7 +29,7 @@ use super::sections::{Section, Sections};
 use super::Findings;
 use crate::check::linear::{check_operations, Outcome};
 use crate::check::model::{Model, Operation};
-use crate::check::{secs, Anomaly, AnomalyKind, Limits};
+use crate::check::{secs, secs_apart, Anomaly, AnomalyKind, Limits};
 use crate::history::OpType;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -41,17 +46,25 @@ pub enum MutexOp {
         lock: u32,
         process: u64,
     },
+    /// The holder granted the lock again (a re-acquire or a renew): its new token.
+    Regrant {
+        lock: u32,
+        process: u64,
+        token: Option<u64>,
+    },
 }
 
 impl MutexOp {
     fn lock(&self) -> u32 {
         match *self {
-            MutexOp::Acquire { lock, .. } | MutexOp::Release { lock, .. } => lock,
+            MutexOp::Acquire { lock, .. }
+            | MutexOp::Release { lock, .. }
+            | MutexOp::Regrant { lock, .. } => lock,
         }
     }
 }
 
-/// The owner-aware mutex; with `tokens`, also a fencing service: each acquire's token
+/// The owner-aware mutex; with `tokens`, also a fencing service: each grant's token
 /// must be greater than the last one handed out (equal only for the same process
 /// acquiring again).
 #[derive(Debug, Clone, Copy, Default)]
@@ -80,8 +93,12 @@ impl Model for OwnerMutex {
 
     fn step(&self, state: &MutexState, input: &MutexOp, _: Option<&()>) -> Option<MutexState> {
         match *input {
-            MutexOp::Acquire { process, token, .. } => {
-                if state.holder.is_some() {
+            MutexOp::Acquire { process, token, .. } | MutexOp::Regrant { process, token, .. } => {
+                let needs = match input {
+                    MutexOp::Acquire { .. } => None,
+                    _ => Some(process),
+                };
+                if state.holder != needs {
                     return None;
                 }
                 let mut last_token = state.last_token;
@@ -113,6 +130,12 @@ impl Model for OwnerMutex {
                 format!("process {process} acquires{}", with_token(token))
             }
             MutexOp::Release { process, .. } => format!("process {process} releases"),
+            MutexOp::Regrant { process, token, .. } => {
+                format!(
+                    "process {process}, holding, is granted it again{}",
+                    with_token(token)
+                )
+            }
         }
     }
 
@@ -138,11 +161,26 @@ pub fn operations(h: &Ops, s: &Sections) -> Vec<Operation<MutexOp, ()>> {
         .collect()
 }
 
-/// A section as the mutex sees it: its acquire, and its end (a release that may land
-/// any time after, or never, where the hold's end was not seen).
-fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
+/// A section as the mutex sees it: its acquire, its regrants, and its end (a release
+/// that may land any time after, or never, where the hold's end was not seen).
+fn section_ops<'a>(
+    h: &'a Ops,
+    sec: &'a Section,
+) -> impl Iterator<Item = Operation<MutexOp, ()>> + 'a {
     let (from, to) = sec.end_window();
-    [
+    let regrants = sec.regrants.iter().map(|g| Operation {
+        process: sec.process,
+        input: MutexOp::Regrant {
+            lock: sec.lock,
+            process: sec.process,
+            token: g.token,
+        },
+        output: Some(()),
+        call: g.invoke as u64,
+        ret: g.ok as u64,
+        indexes: indexes(h, [g.invoke, g.ok]),
+    });
+    let [acquire, release] = [
         Operation {
             process: sec.process,
             input: MutexOp::Acquire {
@@ -166,7 +204,10 @@ fn section_ops(h: &Ops, sec: &Section) -> [Operation<MutexOp, ()>; 2] {
             ret: to.map_or(u64::MAX, |t| t as u64),
             indexes: indexes(h, [from].into_iter().chain(to)),
         },
-    ]
+    ];
+    std::iter::once(acquire)
+        .chain(regrants)
+        .chain(std::iter::once(release))
 }
 
 /// Walks one lock's sections in order of their begin, keeping those still held (by
@@ -290,9 +331,15 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
         .filter(|&w| s.writes[w].section == Some(first_id as u32))
         .take(3)
         .collect();
+    let (since, till) = secs_apart(h.ops[second.begin].time, h.ops[until].time);
+    let both = match since == till {
+        // One clock reading: the history still orders them, one line after the other.
+        true => format!("both held it at {since}"),
+        false => format!("both held it from {since} to {till}"),
+    };
     let mut explanation = format!(
         "process {p} acquired {lock} {a}{ta} and had not released; process {q} acquired it {b}{tb} — \
-         both held it from {from} to {to}.",
+         {both}.",
         p = first.process,
         q = second.process,
         lock = lock_name(s, first.lock),
@@ -300,8 +347,6 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
         ta = with_token(first.token),
         b = at(h, second.begin),
         tb = with_token(second.token),
-        from = secs(h.ops[second.begin].time),
-        to = secs(h.ops[until].time),
     );
     for &w in &acts {
         explanation += &format!(" Meanwhile process {} {}.", first.process, wrote(h, s, w));

@@ -8,13 +8,15 @@
 //! A counter history (for `lost-update`): a `write` whose data is `"incr"` adds one
 //! to a counter the resource keeps; a `read` whose ok value is an integer reads that
 //! counter. A read that returns less than the number of increments acknowledged
-//! before it was invoked lost updates (two holders read-modify-wrote it at once).
+//! before it was invoked lost updates (two holders read-modify-wrote it at once), and
+//! so does one that returns less than an earlier read did (one that completed before
+//! it was invoked): a counter only grows, so what a read saw cannot be undone.
 
 use super::explain::{at, indexes};
 use super::ops::{data_hash, Ops};
 use super::sections::Sections;
 use super::Findings;
-use crate::check::{secs, Anomaly, AnomalyKind};
+use crate::check::{secs, secs_apart, Anomaly, AnomalyKind};
 use crate::history::{AppliedWrite, OpType};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -52,7 +54,7 @@ fn applied(h: &Ops, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Applied> 
             // section is found by (process, token) where the data did not match.
             let mut by_token: FxHashMap<(u64, u64), usize> = FxHashMap::default();
             for (i, sec) in s.sections.iter().enumerate() {
-                if let Some(t) = sec.token {
+                for t in sec.grants().filter_map(|(_, t)| t) {
                     by_token.entry((sec.process, t)).or_insert(i);
                 }
             }
@@ -202,20 +204,33 @@ fn lost_updates(h: &Ops, s: &Sections, found: &mut Findings) {
         .filter_map(|w| w.completion)
         .collect();
     acked.sort_unstable();
-    for r in &s.reads {
-        let Some(c) = r.completion.filter(|&c| h.ops[c].kind == OpType::Ok) else {
-            continue;
-        };
-        let Some(value) = h.ops[c].number else {
-            continue;
-        };
-        let before = acked.partition_point(|&p| p < r.invoke);
+    // Counter reads that returned, by completion: `(completion, value, invoke)`, and
+    // the greatest value read by each prefix of them (with the read that returned it).
+    let mut done: Vec<(usize, u64, usize)> = s
+        .reads
+        .iter()
+        .filter_map(|r| {
+            let c = r.completion.filter(|&c| h.ops[c].kind == OpType::Ok)?;
+            Some((c, h.ops[c].number?, r.invoke))
+        })
+        .collect();
+    done.sort_unstable();
+    let mut best: Vec<usize> = Vec::with_capacity(done.len());
+    for k in 0..done.len() {
+        let prev = k.checked_sub(1).map(|p| best[p]);
+        best.push(match prev {
+            Some(b) if done[b].1 >= done[k].1 => b,
+            _ => k,
+        });
+    }
+    for &(c, value, invoke) in done.iter() {
+        let before = acked.partition_point(|&p| p < invoke);
         if (value as usize) < before {
             found.report(AnomalyKind::LostUpdate, || {
                 let last = acked[before - 1];
                 Anomaly {
                     kind: AnomalyKind::LostUpdate,
-                    indexes: indexes(h, [last, r.invoke, c]),
+                    indexes: indexes(h, [last, invoke, c]),
                     processes: vec![h.ops[c].process],
                     tokens: vec![],
                     time: Some(h.ops[c].time),
@@ -227,6 +242,37 @@ fn lost_updates(h: &Ops, s: &Sections, found: &mut Findings) {
                         secs(h.ops[last].time),
                         h.ops[last].process,
                         before - value as usize
+                    ),
+                    allowed: false,
+                }
+            });
+            continue;
+        }
+        // The greatest value among reads that completed before this one was invoked.
+        let Some(k) = done.partition_point(|d| d.0 < invoke).checked_sub(1) else {
+            continue;
+        };
+        let (ec, evalue, einvoke) = done[best[k]];
+        if value < evalue {
+            found.report(AnomalyKind::LostUpdate, || {
+                let (p, q) = (h.ops[ec].process, h.ops[c].process);
+                let (done_at, asked_at) = secs_apart(h.ops[ec].time, h.ops[invoke].time);
+                Anomaly {
+                    kind: AnomalyKind::LostUpdate,
+                    indexes: indexes(h, [einvoke, ec, invoke, c]),
+                    processes: if p == q {
+                        vec![p]
+                    } else {
+                        vec![p.min(q), p.max(q)]
+                    },
+                    tokens: vec![],
+                    time: Some(h.ops[c].time),
+                    explanation: format!(
+                        "process {q} read the counter as {value} {}, but process {p}'s read had \
+                         returned {evalue} at {done_at}, before process {q} asked at {asked_at}: \
+                         the counter went backwards, {} update(s) lost",
+                        at(h, c),
+                        evalue - value
                     ),
                     allowed: false,
                 }

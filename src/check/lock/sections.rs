@@ -9,15 +9,20 @@
 //! - `acquire` ok opens a section; `fail` did not happen; `info` may or may not have
 //!   happened, but its process is retired at once, so a hold it took has no later op
 //!   and may end at any time (lease expiry): it constrains nobody and is left out.
-//! - `release` (ok, fail or info) ends the section at its invoke: from then on the
-//!   client no longer acts as holder. A failed release ("not held") means the service
-//!   had already let go (a lease expired); the client still held it in its own mind
-//!   until it asked, which is exactly what makes a paused holder a double holder.
+//! - only a `release` (ok, fail or info) ends a section, at its invoke: from then on
+//!   the client no longer acts as holder. A failed release ("not held") means the
+//!   service had already let go (a lease expired); the client still held it in its own
+//!   mind until it asked, which is exactly what makes a paused holder a double holder.
+//! - an `acquire` of the same lock invoked by its holder (a retry, a re-entrant call)
+//!   does not end the section (spec v1.1): if it fails ("already held") the holder
+//!   still holds; if it is ok the section goes on under the new grant, whose token
+//!   replaces the old one for the fencing checks (a `Regrant`). A `renew` ok that
+//!   carries a token is a regrant too; one that fails changes nothing (the client
+//!   holds in its own mind until it releases).
 //! - a process retired by an `info` completion (or an invoke never answered) ends its
 //!   section at that op's invoke; its hold may end any time after.
 //! - a process that simply stops holding the lock at the end of the history holds it
 //!   to the completion of its last op (its writes are part of its section).
-//! - an `acquire` invoked while already holding ends the previous section there.
 //! - a `release` ok from a process with no open section is a foreign release.
 //!
 //! Positions (into the client ops, in history order) serve as the timeline: lines
@@ -41,8 +46,17 @@ pub enum End {
     Retired { at: usize },
     /// The history ends with the process holding; its last op completed at `last`.
     Stopped { last: usize },
-    /// The process invoked another `acquire` at `at` while holding.
-    Reacquired { at: usize },
+}
+
+/// A grant the holder got again while holding: a re-acquire ok, or a renew ok with a
+/// token. It does not end the section; its token replaces the section's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Regrant {
+    pub invoke: usize,
+    pub ok: usize,
+    pub token: Option<u64>,
+    /// A `renew` rather than an `acquire`.
+    pub renew: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -52,7 +66,10 @@ pub struct Section {
     pub acquire_invoke: usize,
     /// Position of the acquire's ok: the section begins here.
     pub begin: usize,
+    /// The token of the acquire that began it.
     pub token: Option<u64>,
+    /// Grants while holding, in order.
+    pub regrants: Vec<Regrant>,
     pub end: End,
 }
 
@@ -62,7 +79,7 @@ impl Section {
     pub fn core_end(&self) -> usize {
         match self.end {
             End::Released { invoke, .. } => invoke,
-            End::Retired { at } | End::Reacquired { at } => at,
+            End::Retired { at } => at,
             End::Stopped { last } => last,
         }
     }
@@ -81,8 +98,19 @@ impl Section {
             ),
             End::Retired { at } => (at, None),
             End::Stopped { last } => (last, None),
-            End::Reacquired { at } => (at, Some(at)),
         }
+    }
+
+    /// The section's grants, in order: `(position of the ok, token)`, the acquire's
+    /// first.
+    pub fn grants(&self) -> impl Iterator<Item = (usize, Option<u64>)> + '_ {
+        std::iter::once((self.begin, self.token))
+            .chain(self.regrants.iter().map(|g| (g.ok, g.token)))
+    }
+
+    /// The greatest token any grant of the section carried.
+    pub fn max_token(&self) -> Option<u64> {
+        self.grants().filter_map(|(_, t)| t).max()
     }
 }
 
@@ -150,18 +178,21 @@ pub fn build(h: &Ops) -> Sections {
             st.inflight_target = None;
             match op.f {
                 F::Acquire => {
+                    // A holder acquiring its lock again: the section goes on (a regrant
+                    // at the ok); anyone else's acquire opens a section at its ok.
                     let lock = lock_id(h, &mut out.locks, &mut lock_ids, op.lock);
-                    if let Some(k) = st
+                    st.inflight_target = st
                         .open
                         .iter()
-                        .position(|&s| out.sections[s as usize].lock == lock)
-                    {
-                        let s = st.open.remove(k);
-                        out.sections[s as usize].end = End::Reacquired { at: pos };
-                    }
+                        .find(|&&s| out.sections[s as usize].lock == lock)
+                        .map(|&s| s as usize);
+                }
+                F::Renew => {
+                    st.inflight_target =
+                        target(&out, &lock_ids, &st.open, op).map(|k| st.open[k] as usize);
                 }
                 F::Release => {
-                    if let Some(k) = release_target(&out, &lock_ids, &st.open, op) {
+                    if let Some(k) = target(&out, &lock_ids, &st.open, op) {
                         let s = st.open.remove(k);
                         out.sections[s as usize].end = End::Released {
                             invoke: pos,
@@ -195,8 +226,14 @@ pub fn build(h: &Ops) -> Sections {
         };
         let target = st.inflight_target.take();
         match op.f {
-            F::Acquire => match op.kind {
-                OpType::Ok => {
+            F::Acquire => match (op.kind, target) {
+                (OpType::Ok, Some(s)) => out.sections[s].regrants.push(Regrant {
+                    invoke,
+                    ok: pos,
+                    token: op.token,
+                    renew: false,
+                }),
+                (OpType::Ok, None) => {
                     let lock = lock_id(h, &mut out.locks, &mut lock_ids, h.ops[invoke].lock);
                     st.open.push(out.sections.len() as u32);
                     out.sections.push(Section {
@@ -205,12 +242,23 @@ pub fn build(h: &Ops) -> Sections {
                         acquire_invoke: invoke,
                         begin: pos,
                         token: op.token,
+                        regrants: Vec::new(),
                         end: End::Stopped { last: pos },
                     });
                 }
-                OpType::Info => out.uncertain_acquires += 1,
+                (OpType::Info, _) => out.uncertain_acquires += 1,
                 _ => {}
             },
+            F::Renew => {
+                if let (OpType::Ok, Some(s), Some(t)) = (op.kind, target, op.token) {
+                    out.sections[s].regrants.push(Regrant {
+                        invoke,
+                        ok: pos,
+                        token: Some(t),
+                        renew: true,
+                    });
+                }
+            }
             F::Release => match target {
                 Some(s) => {
                     out.sections[s].end = End::Released {
@@ -276,9 +324,9 @@ fn lock_id(
     })
 }
 
-/// Which open section a release ends: the lock it names, else the section whose
-/// token it carries, else the most recent one.
-fn release_target(
+/// Which open section a release ends (or a renew extends): the lock it names, else
+/// the section whose token it carries, else the most recent one.
+fn target(
     out: &Sections,
     ids: &FxHashMap<Option<u32>, u32>,
     open: &[u32],
@@ -293,7 +341,7 @@ fn release_target(
     if let Some(t) = release.token {
         if let Some(k) = open
             .iter()
-            .position(|&s| out.sections[s as usize].token == Some(t))
+            .position(|&s| out.sections[s as usize].grants().any(|(_, g)| g == Some(t)))
         {
             return Some(k);
         }

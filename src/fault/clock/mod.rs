@@ -37,10 +37,10 @@ pub use shim::{
 };
 pub use timens::{monotonic_hook, time_namespace};
 
-use super::journal::{Effect, Journal};
 use super::node::{self, NodeTarget};
 use super::{Fault, Scene, Target};
 use crate::history::f;
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use std::sync::Arc;

@@ -47,6 +47,13 @@
 //! op_timeout = "10s"            # optional: no reply by then = info, id retired
 //! self_fencing_margin = "200ms" # optional: each worker checks its own lease
 //!                               #   deadline (less this margin) before each write
+//! self_fencing = "library"      # optional, with [client]: each holder asks its
+//!                               #   lock library (`held`) before each write and
+//!                               #   stops writing when it says no
+//!
+//! [client]                      # optional: a lock library of your own, through an
+//! command = ["python3", "lock.py"] #   adapter program (docs/clients.md); relative
+//!                               #   paths are the workload file's folder's
 //!
 //! [critical_section]
 //! hold = "300ms"                # acquire to release, spread after each write
@@ -192,6 +199,9 @@ pub struct Workload {
     /// `[schedule]`: the faults laid out from the seed, instead of each entry's
     /// own `after` / `interval`.
     pub schedule: Option<Schedule>,
+    /// `[client] command`: the adapter program each worker runs instead of the
+    /// built-in recipe of `backend.kind`.
+    pub client: Option<crate::backend::adapter::Program>,
 }
 
 /// How the faults follow one another when a `[schedule]` table is given.
@@ -246,6 +256,9 @@ pub struct Clients {
     /// Self-fencing: before each write a worker checks, on its own clock, that its
     /// lease (less this margin) has not run out, and refuses to write if it has.
     pub self_fencing_margin: Option<Duration>,
+    /// `self_fencing = "library"`: before each write a holder asks its lock library
+    /// (the adapter's `held`) and stops writing if it says the lock is gone.
+    pub self_fencing_library: bool,
 }
 
 impl Clients {
@@ -468,6 +481,20 @@ impl Workload {
                 )
             ));
         }
+        let client = raw
+            .client
+            .map(|c| crate::backend::adapter::Program::of_workload(c.command, path))
+            .transpose()
+            .map_err(|e| bad("client.command", format!("{e:#}")))?;
+        let self_fencing_library = raw.clients.self_fencing.is_some();
+        if self_fencing_library && client.is_none() {
+            bail!(bad(
+                "clients.self_fencing",
+                "\"library\" asks the lock library through its adapter's `held`: \
+                 the workload needs a [client] command"
+                    .into()
+            ));
+        }
         if raw.critical_section.writes == 0 {
             bail!(bad(
                 "critical_section.writes",
@@ -663,6 +690,7 @@ impl Workload {
                     .op_timeout
                     .map_or(Duration::from_secs(10), |d| d.0),
                 self_fencing_margin,
+                self_fencing_library,
             },
             section: CriticalSection {
                 hold: raw.critical_section.hold.0,
@@ -673,6 +701,7 @@ impl Workload {
             faults,
             schedule,
             runtime: raw.runtime.unwrap_or_default(),
+            client,
         }
         .checked_for_runtime()
     }

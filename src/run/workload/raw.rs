@@ -27,6 +27,21 @@ pub struct Workload {
     pub faults: Vec<Fault>,
     pub runtime: Option<Runtime>,
     pub schedule: Option<Schedule>,
+    pub client: Option<Client>,
+}
+
+/// `[client]`: the adapter program.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Client {
+    pub command: Vec<String>,
+}
+
+/// `self_fencing = "library"`, the one way so far.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SelfFencing {
+    Library,
 }
 
 /// `resource = "fenced"` / `"unfenced"` (lockcheck's own resource), or a
@@ -153,6 +168,7 @@ pub struct Clients {
     pub count: usize,
     pub op_timeout: Option<Dur>,
     pub self_fencing_margin: Option<Dur>,
+    pub self_fencing: Option<SelfFencing>,
 }
 
 #[derive(Deserialize)]

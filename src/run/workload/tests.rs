@@ -520,3 +520,36 @@ fn durations_need_their_unit() {
     assert!("s".parse::<Dur>().is_err());
     assert!("-1s".parse::<Dur>().is_err());
 }
+
+#[test]
+fn a_client_command_is_taken_from_the_workload_folder_and_library_self_fencing_needs_one() {
+    assert!(parse(GOOD).unwrap().client.is_none());
+    let with = |client: &str, clients: &str| {
+        parse(&format!(
+            "{}\n{client}",
+            GOOD.replace("count = 3", &format!("count = 3\n{clients}"))
+        ))
+    };
+    let w = with("[client]\ncommand = [\"python3\", \"lock.py\"]", "").unwrap();
+    let program = w.client.unwrap();
+    assert_eq!(program.argv, ["python3", "lock.py"]);
+    assert!(program.dir.is_absolute() && program.dir.ends_with("w"));
+    assert!(!w.clients.self_fencing_library);
+    let w = with(
+        "[client]\ncommand = [\"./lock\"]",
+        "self_fencing = \"library\"",
+    )
+    .unwrap();
+    assert!(w.clients.self_fencing_library);
+    let e = format!("{:#}", with("", "self_fencing = \"library\"").unwrap_err());
+    assert!(
+        e.contains("clients.self_fencing") && e.contains("[client]"),
+        "{e}"
+    );
+    let e = format!("{:#}", with("[client]\ncommand = []", "").unwrap_err());
+    assert!(e.contains("client.command"), "{e}");
+    let e = format!("{:#}", with("[client]\nprogram = \"x\"", "").unwrap_err());
+    assert!(e.contains("program"), "{e}");
+    let e = format!("{:#}", with("", "self_fencing = \"lease\"").unwrap_err());
+    assert!(e.contains("library"), "{e}");
+}

@@ -3,6 +3,11 @@
 //! controller killed with -9 left behind: a server still running, a process
 //! still stopped, a clock still skewed.
 //!
+//! It sits at the bottom of the house: the servers (`cluster`), the faults and
+//! the run write to it, and `recover` (above them all) reads it and undoes each
+//! effect. So it knows none of them: an effect here is data, what was applied
+//! and how to name it; how to undo it is `recover`'s business.
+//!
 //! `<run_dir>/journal.jsonl`, one JSON object per line, each written with one
 //! `write` on an append-only file (so a kill loses at most the line being
 //! written): `{"id": 3, "do": {"effect": "stopped", ...}}` when an effect is
@@ -11,7 +16,6 @@
 //! Processes are named by pid *and* start time (field 22 of /proc/<pid>/stat):
 //! a pid the kernel has since given to another program is never signalled.
 
-use crate::fault::clock;
 use anyhow::{Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -52,7 +56,9 @@ impl Proc {
         start_time(self.pid) == Some(self.start_time)
     }
 
-    fn signal(&self, sig: Signal) -> Result<()> {
+    /// Sends `sig` to this process. Ask [`Proc::alive`] first: the pid alone may
+    /// by now name another program.
+    pub fn signal(&self, sig: Signal) -> Result<()> {
         kill(Pid::from_raw(self.pid), sig)
             .with_context(|| format!("sending {sig} to {} (pid {})", self.name, self.pid))
     }
@@ -107,12 +113,24 @@ pub enum Effect {
     Frozen { node: String, cgroup: PathBuf },
 }
 
-/// What `recover` did about one effect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Undone {
-    pub id: u64,
-    pub effect: String,
-    pub action: String,
+impl Effect {
+    /// How `recover` names it, in what it did and in its warnings.
+    pub fn describe(&self) -> String {
+        match self {
+            Effect::Process(p) => format!("process {} (pid {})", p.name, p.pid),
+            Effect::Stopped(p) => format!("stopped {} (pid {})", p.name, p.pid),
+            Effect::ClockSkew { target, file } => {
+                format!("clock of {target} ({})", file.display())
+            }
+            Effect::Link { link, mode } => format!("link {link} ({mode})"),
+            Effect::Containers { run } => format!("docker objects of run {run}"),
+            Effect::Network { id } => format!("network namespaces of run {id}"),
+            Effect::NodeCut { namespace, rules } => {
+                format!("{} node link rule(s) in {namespace}", rules.len())
+            }
+            Effect::Frozen { node, cgroup } => format!("frozen {node} ({})", cgroup.display()),
+        }
+    }
 }
 
 /// The controller's side of the journal.
@@ -244,111 +262,6 @@ pub fn pending(run_dir: &Path) -> Result<Pending> {
     read(&run_dir.join(JOURNAL_FILE))
 }
 
-/// Undoes what a journal says is still in effect, newest first, and writes the
-/// undos down, so that a second recover finds nothing to do. Stopped
-/// processes are resumed before the run's processes are killed, so that
-/// nothing outside the run stays stopped even if it was stopped by mistake.
-pub fn recover(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
-    let Pending {
-        effects,
-        mut warnings,
-        ..
-    } = pending(run_dir)?;
-    let journal = Journal::open(run_dir)?;
-    let mut done = Vec::new();
-    let mut order: Vec<&(u64, Effect)> = effects.iter().rev().collect();
-    // Resume, reset and heal first; then kill; the namespaces last, so that
-    // they go at once, with no process left in them.
-    order.sort_by_key(|(_, e)| match e {
-        Effect::Process(_) => 1,
-        Effect::Network { .. } => 2,
-        _ => 0,
-    });
-    for (id, effect) in order {
-        match undo(effect) {
-            Ok(action) => {
-                journal.undone(*id)?;
-                done.push(Undone {
-                    id: *id,
-                    effect: describe(effect),
-                    action,
-                });
-            }
-            Err(e) => warnings.push(format!("{}: {e:#}", describe(effect))),
-        }
-    }
-    Ok((done, warnings))
-}
-
-fn describe(effect: &Effect) -> String {
-    match effect {
-        Effect::Process(p) => format!("process {} (pid {})", p.name, p.pid),
-        Effect::Stopped(p) => format!("stopped {} (pid {})", p.name, p.pid),
-        Effect::ClockSkew { target, file } => {
-            format!("clock of {target} ({})", file.display())
-        }
-        Effect::Link { link, mode } => format!("link {link} ({mode})"),
-        Effect::Containers { run } => format!("docker objects of run {run}"),
-        Effect::Network { id } => format!("network namespaces of run {id}"),
-        Effect::NodeCut { namespace, rules } => {
-            format!("{} node link rule(s) in {namespace}", rules.len())
-        }
-        Effect::Frozen { node, cgroup } => format!("frozen {node} ({})", cgroup.display()),
-    }
-}
-
-/// What `undo` says of a process that no longer exists.
-pub const ALREADY_GONE: &str = "already gone";
-
-/// Undoes one effect; says what it did.
-pub fn undo(effect: &Effect) -> Result<String> {
-    Ok(match effect {
-        Effect::Process(p) if p.alive() => {
-            // SIGKILL ends a stopped process too.
-            p.signal(Signal::SIGKILL)?;
-            "killed".into()
-        }
-        Effect::Stopped(p) if p.alive() => {
-            p.signal(Signal::SIGCONT)?;
-            "resumed".into()
-        }
-        Effect::Process(_) | Effect::Stopped(_) => ALREADY_GONE.into(),
-        Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
-            Ok(true) => "reset".into(),
-            Ok(false) => "was not skewed".into(),
-            Err(_) if !file.exists() => "file gone".into(),
-            Err(e) => return Err(e),
-        },
-        Effect::Link { .. } => "healed when the controller's proxy ended".into(),
-        Effect::Frozen { cgroup, .. } => match crate::cluster::freezer::thaw_dir(cgroup)? {
-            true => "thawed".into(),
-            false => ALREADY_GONE.into(),
-        },
-        Effect::Containers { run } => {
-            let r = crate::cluster::docker::remove_run_blocking(run)?;
-            format!(
-                "removed {} containers, {} networks, {} volumes",
-                r.containers.len(),
-                r.networks.len(),
-                r.volumes.len()
-            )
-        }
-        Effect::NodeCut { namespace, rules } => crate::fault::netns::undo(namespace, rules)?,
-        Effect::Network { id } => {
-            let r = crate::cluster::netns::remove_run(id)?;
-            if r.namespaces.is_empty() && !r.host_interface {
-                "nothing left".into()
-            } else {
-                format!(
-                    "removed {} namespace(s) ({}), their bridge and veths",
-                    r.namespaces.len(),
-                    r.namespaces.join(", ")
-                )
-            }
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,6 +300,5 @@ mod tests {
             ..me.clone()
         };
         assert!(!reused.alive(), "same pid, other start time: not ours");
-        assert_eq!(undo(&Effect::Process(reused)).unwrap(), "already gone");
     }
 }

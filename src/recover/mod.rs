@@ -1,0 +1,131 @@
+//! Undoing what a run left behind, from its journal: the other half of
+//! [`crate::journal`]. The journal, at the bottom, only writes down what was
+//! applied; undoing an effect takes the code that applied it (docker cleanup and
+//! the network namespaces in `cluster`, the freezer, the clock page and the node
+//! link rules in `fault`), so this lives above both, and `lockcheck recover`
+//! (`cli::recover`) calls it.
+//!
+//! Every undo is safe to repeat and safe after a clean end: a process is named by
+//! pid and start time, so one that ended (and whose pid the kernel reused) is
+//! "already gone", never signalled.
+
+use crate::cluster::{docker, freezer, netns};
+use crate::fault::clock;
+use crate::journal::{pending, Effect, Journal, Pending};
+use anyhow::Result;
+use nix::sys::signal::Signal;
+use serde::Serialize;
+use std::path::Path;
+
+/// What `recover` did about one effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Undone {
+    pub id: u64,
+    pub effect: String,
+    pub action: String,
+}
+
+/// What [`undo`] says of a process that no longer exists.
+pub const ALREADY_GONE: &str = "already gone";
+
+/// Undoes what `run_dir`'s journal says is still in effect, newest first, and
+/// writes the undos down, so that a second recover finds nothing to do. Stopped
+/// processes are resumed before the run's processes are killed, so that nothing
+/// outside the run stays stopped even if it was stopped by mistake. Returns what
+/// was undone and, as warnings, what could not be (and unreadable journal lines).
+pub fn undo_pending(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
+    let Pending {
+        effects,
+        mut warnings,
+        ..
+    } = pending(run_dir)?;
+    let journal = Journal::for_run(run_dir)?;
+    let mut done = Vec::new();
+    let mut order: Vec<&(u64, Effect)> = effects.iter().rev().collect();
+    // Resume, reset and heal first; then kill; the namespaces last, so that
+    // they go at once, with no process left in them.
+    order.sort_by_key(|(_, e)| match e {
+        Effect::Process(_) => 1,
+        Effect::Network { .. } => 2,
+        _ => 0,
+    });
+    for (id, effect) in order {
+        match undo(effect) {
+            Ok(action) => {
+                journal.undone(*id)?;
+                done.push(Undone {
+                    id: *id,
+                    effect: effect.describe(),
+                    action,
+                });
+            }
+            Err(e) => warnings.push(format!("{}: {e:#}", effect.describe())),
+        }
+    }
+    Ok((done, warnings))
+}
+
+/// Undoes one effect; says what it did.
+pub fn undo(effect: &Effect) -> Result<String> {
+    Ok(match effect {
+        Effect::Process(p) if p.alive() => {
+            // SIGKILL ends a stopped process too.
+            p.signal(Signal::SIGKILL)?;
+            "killed".into()
+        }
+        Effect::Stopped(p) if p.alive() => {
+            p.signal(Signal::SIGCONT)?;
+            "resumed".into()
+        }
+        Effect::Process(_) | Effect::Stopped(_) => ALREADY_GONE.into(),
+        Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
+            Ok(true) => "reset".into(),
+            Ok(false) => "was not skewed".into(),
+            Err(_) if !file.exists() => "file gone".into(),
+            Err(e) => return Err(e),
+        },
+        Effect::Link { .. } => "healed when the controller's proxy ended".into(),
+        Effect::Frozen { cgroup, .. } => match freezer::thaw_dir(cgroup)? {
+            true => "thawed".into(),
+            false => ALREADY_GONE.into(),
+        },
+        Effect::Containers { run } => {
+            let r = docker::remove_run_blocking(run)?;
+            format!(
+                "removed {} containers, {} networks, {} volumes",
+                r.containers.len(),
+                r.networks.len(),
+                r.volumes.len()
+            )
+        }
+        Effect::NodeCut { namespace, rules } => crate::fault::netns::undo(namespace, rules)?,
+        Effect::Network { id } => {
+            let r = netns::remove_run(id)?;
+            if r.namespaces.is_empty() && !r.host_interface {
+                "nothing left".into()
+            } else {
+                format!(
+                    "removed {} namespace(s) ({}), their bridge and veths",
+                    r.namespaces.len(),
+                    r.namespaces.join(", ")
+                )
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Proc;
+
+    #[test]
+    fn a_process_whose_pid_was_reused_is_already_gone_and_never_signalled() {
+        let me = Proc::of("me", std::process::id() as i32).unwrap();
+        let reused = Proc {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        assert_eq!(undo(&Effect::Process(reused)).unwrap(), ALREADY_GONE);
+    }
+}
