@@ -182,6 +182,29 @@ fn a_failed_reacquire_does_not_end_the_section() {
     );
 }
 
+/// A retired holder's write that the resource applied after the next holder's write
+/// makes the retired holder's section last until then: a double holder, even with no
+/// token to compare.
+#[test]
+fn a_retired_holders_write_landing_late_is_a_double_holder() {
+    let path = fixtures().join("double-holder-retired-write-landed.jsonl");
+    let h = read_jsonl(&path).unwrap();
+    let v = check("lock", &h, resource_of(&path).as_deref());
+    let a = &v.anomalies[0];
+    // p0's acquire ok and its write, p1's acquire ok and its write.
+    assert_eq!(a.indexes, vec![1, 2, 5, 6]);
+    assert!(
+        a.explanation.ends_with(
+            "Then process 0 was retired after its write invoked at 0.002 s went unanswered \
+             (info), yet the resource applied that write after process 1's write invoked at 1.005 s."
+        ),
+        "{}",
+        a.explanation
+    );
+    // Without the resource's log nothing shows it.
+    assert_eq!(check("lock", &h, None).valid, Validity::Valid);
+}
+
 /// A counter read below an earlier read names both reads.
 #[test]
 fn a_counter_going_backwards_names_both_reads() {

@@ -27,7 +27,7 @@ fn nums(v: &[u64]) -> String {
 }
 
 pub fn render(input: &Input<'_>) -> String {
-    let calls = Calls::of(input.history);
+    let calls = Calls::of_run(input.history, input.resource);
     let bands = timeline::fault_bands(input.history);
     let analysis = analysis::analyze(
         input.history,

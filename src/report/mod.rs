@@ -53,7 +53,7 @@ impl Input<'_> {
 
     /// Runs the analyses (zombie windows, fencing replay, guidance).
     pub fn analyze(&self) -> analysis::Analysis {
-        let calls = sections::Calls::of(self.history);
+        let calls = sections::Calls::of_run(self.history, self.resource);
         analysis::analyze(
             self.history,
             &calls,

@@ -3,7 +3,7 @@
 //! them). The timeline draws these and the analyses measure them.
 
 use crate::check::lock::critical_sections;
-use crate::history::{error, History, OpType, Process};
+use crate::history::{error, AppliedWrite, History, OpType, Process};
 use rustc_hash::FxHashMap;
 
 /// What a call did, from the history's point of view.
@@ -125,6 +125,12 @@ pub struct Calls {
 
 impl Calls {
     pub fn of(history: &History) -> Calls {
+        Calls::of_run(history, None)
+    }
+
+    /// With the resource's log of applied writes, which can show a retired holder's
+    /// write landing after the lock changed hands (its section then lasts until then).
+    pub fn of_run(history: &History, resource: Option<&[AppliedWrite]>) -> Calls {
         let mut calls = Vec::new();
         for (inv, comp) in history.pairs() {
             let i = &history.ops[inv];
@@ -158,7 +164,7 @@ impl Calls {
                     .and_then(serde_json::Value::as_u64),
             });
         }
-        let sections = sections_of(&calls, history);
+        let sections = sections_of(&calls, history, resource);
         Calls {
             calls,
             sections,
@@ -183,7 +189,11 @@ impl Calls {
 /// The checker's critical sections (`check::lock::critical_sections`: only a release
 /// ends one, spec v1.1), tied to the calls: the report's windows follow the verdict's
 /// rule, never a second reading of it.
-fn sections_of(calls: &[Call], history: &History) -> Vec<Section> {
+fn sections_of(
+    calls: &[Call],
+    history: &History,
+    resource: Option<&[AppliedWrite]>,
+) -> Vec<Section> {
     let index = |pos: usize| history.ops[pos].index;
     let by_invoke: FxHashMap<u64, usize> = (0..calls.len())
         .map(|c| (index(calls[c].invoke), c))
@@ -193,7 +203,7 @@ fn sections_of(calls: &[Call], history: &History) -> Vec<Section> {
         of_process.entry(call.process).or_default().push(c);
     }
     let mut out = Vec::new();
-    for cs in critical_sections(history) {
+    for cs in critical_sections(history, resource) {
         let (Some(&acquire), Some(mine)) =
             (by_invoke.get(&cs.acquire), of_process.get(&cs.process))
         else {

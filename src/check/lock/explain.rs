@@ -51,6 +51,24 @@ pub fn how_it_ended(h: &Ops, s: &Section) -> String {
             h.ops[p].f.name(),
             at(h, p)
         ),
+        End::Landed {
+            at: p,
+            write,
+            after,
+        } => {
+            let landed = match write == p {
+                true => "that write".to_string(),
+                false => format!("its write invoked {}", at(h, write)),
+            };
+            format!(
+                "was retired after its {} invoked {} went unanswered (info), yet the resource \
+                 applied {landed} after process {}'s write invoked {}",
+                h.ops[p].f.name(),
+                at(h, p),
+                h.ops[after].process,
+                at(h, after)
+            )
+        }
         End::Stopped { last } => format!(
             "never released; its last op as holder ended {}",
             at(h, last)

@@ -108,13 +108,25 @@ impl Stream {
     }
 }
 
+/// The critical sections, with the resource's evidence of retired holders' writes
+/// that landed late (`resource::landed_writes`), and the writes the resource applied.
+fn sections_with(
+    h: &Ops,
+    resource: Option<&[AppliedWrite]>,
+) -> (sections::Sections, Vec<resource::Applied>) {
+    let mut s = sections::build(h);
+    let applied = resource::applied(h, &s, resource);
+    resource::landed_writes(h, &mut s, &applied);
+    (s, applied)
+}
+
 fn run(h: &Ops, input: &LockInput<'_>, limits: &Limits, fenced: bool) -> Verdict {
-    let s = sections::build(h);
+    let (s, applied) = sections_with(h, input.resource);
     let mut found = Findings::default();
     mutex::double_holders(h, &s, limits, &mut found);
     tokens::check(h, &s, fenced, &mut found);
     foreign_releases(h, &s, &mut found);
-    resource::check(h, &s, input.resource, &mut found);
+    resource::check(h, &s, &applied, &mut found);
 
     let mut notes = Vec::new();
     if s.uncertain_acquires > 0 {
@@ -172,10 +184,14 @@ pub struct CriticalSection {
     pub token: Option<u64>,
 }
 
-/// The critical sections of a history, in order of their beginning.
-pub fn critical_sections(history: &History) -> Vec<CriticalSection> {
+/// The critical sections of a history (with its resource's log, where there is one),
+/// in order of their beginning.
+pub fn critical_sections(
+    history: &History,
+    resource: Option<&[AppliedWrite]>,
+) -> Vec<CriticalSection> {
     let h = Ops::from_history(history);
-    let s = sections::build(&h);
+    let (s, _) = sections_with(&h, resource);
     s.sections
         .iter()
         .map(|sec| {

@@ -25,7 +25,7 @@
 
 use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
 use super::ops::Ops;
-use super::sections::{Section, Sections};
+use super::sections::{End, Section, Sections};
 use super::Findings;
 use crate::check::linear::{check_operations, Outcome};
 use crate::check::model::{Model, Operation};
@@ -363,7 +363,11 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
             h,
             [first.begin, second.begin, first.core_end()]
                 .into_iter()
-                .chain(acts.iter().map(|&w| s.writes[w].invoke)),
+                .chain(acts.iter().map(|&w| s.writes[w].invoke))
+                .chain(match first.end {
+                    End::Landed { write, .. } => Some(write),
+                    _ => None,
+                }),
         ),
         processes: vec![first.process, second.process],
         tokens: first.token.into_iter().chain(second.token).collect(),

@@ -14,7 +14,7 @@
 
 use super::explain::{at, indexes};
 use super::ops::{data_hash, Ops};
-use super::sections::Sections;
+use super::sections::{End, Sections};
 use super::Findings;
 use crate::check::{secs, secs_apart, Anomaly, AnomalyKind};
 use crate::history::{AppliedWrite, OpType};
@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 /// The data of a counter increment.
 pub const INCR: &str = "incr";
 
-struct Applied {
+pub struct Applied {
     seq: u64,
     process: u64,
     token: Option<u64>,
@@ -33,14 +33,42 @@ struct Applied {
     section: Option<usize>,
 }
 
-pub fn check(h: &Ops, s: &Sections, log: Option<&[AppliedWrite]>, found: &mut Findings) {
-    let applied = applied(h, s, log);
-    stale_writes(h, s, &applied, found);
-    interleaved(h, s, &applied, found);
+pub fn check(h: &Ops, s: &Sections, applied: &[Applied], found: &mut Findings) {
+    stale_writes(h, s, applied, found);
+    interleaved(h, s, applied, found);
     lost_updates(h, s, found);
 }
 
-fn applied(h: &Ops, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Applied> {
+/// A retired holder's write (answered `info`, or never) that the resource applied
+/// after another process's write shows the holder still acting as holder after that
+/// write was invoked: the lock changed hands under it (a late packet, a paused
+/// process). Its section is extended to that invoke, so that mutual exclusion sees
+/// the overlap: with no tokens to compare, nothing else would.
+pub fn landed_writes(h: &Ops, s: &mut Sections, applied: &[Applied]) {
+    // The latest invoke among the writes applied so far.
+    let mut latest: Option<usize> = None;
+    for a in applied {
+        let Some(w) = a.write else { continue };
+        let (invoke, answered) = (s.writes[w].invoke, s.writes[w].completion);
+        if let (Some(sec), Some(after)) = (s.writes[w].section, latest) {
+            let sec = &mut s.sections[sec as usize];
+            let unknown = answered.is_none_or(|c| h.ops[c].kind == OpType::Info);
+            if let (true, End::Retired { at } | End::Landed { at, .. }) = (unknown, sec.end) {
+                if after > sec.core_end() {
+                    sec.end = End::Landed {
+                        at,
+                        write: invoke,
+                        after,
+                    };
+                }
+            }
+        }
+        latest = latest.max(Some(invoke));
+    }
+}
+
+/// The writes the resource applied, in its order (`seq`).
+pub fn applied(h: &Ops, s: &Sections, log: Option<&[AppliedWrite]>) -> Vec<Applied> {
     let data = |w: usize| h.ops[s.writes[w].invoke].data;
     let client = |w: usize| h.ops[s.writes[w].invoke].process;
     let section_of = |w: Option<usize>| w.and_then(|w| s.writes[w].section.map(|x| x as usize));

@@ -20,7 +20,10 @@
 //!   carries a token is a regrant too; one that fails changes nothing (the client
 //!   holds in its own mind until it releases).
 //! - a process retired by an `info` completion (or an invoke never answered) ends its
-//!   section at that op's invoke; its hold may end any time after.
+//!   section at that op's invoke; its hold may end any time after — unless the
+//!   resource's order shows its unanswered write applied after another process's
+//!   write: then it acted as holder at least until that write's invoke (`End::Landed`,
+//!   set by `resource::landed_writes`).
 //! - a process that simply stops holding the lock at the end of the history holds it
 //!   to the completion of its last op (its writes are part of its section).
 //! - a `release` ok from a process with no open section is a foreign release.
@@ -44,6 +47,14 @@ pub enum End {
     },
     /// The process was retired by an `info` (or unanswered) op invoked at `at`.
     Retired { at: usize },
+    /// Retired at `at`, but the resource applied its write invoked at `write` after
+    /// another's write invoked at `after`: it acted as holder at least until `after`
+    /// (found by `resource::landed_writes`).
+    Landed {
+        at: usize,
+        write: usize,
+        after: usize,
+    },
     /// The history ends with the process holding; its last op completed at `last`.
     Stopped { last: usize },
 }
@@ -80,6 +91,7 @@ impl Section {
         match self.end {
             End::Released { invoke, .. } => invoke,
             End::Retired { at } => at,
+            End::Landed { after, .. } => after,
             End::Stopped { last } => last,
         }
     }
@@ -97,6 +109,7 @@ impl Section {
                 completion.filter(|_| matches!(kind, OpType::Ok | OpType::Fail)),
             ),
             End::Retired { at } => (at, None),
+            End::Landed { after, .. } => (after, None),
             End::Stopped { last } => (last, None),
         }
     }
