@@ -233,16 +233,19 @@ async fn redis_paused_server_gives_indeterminate_not_a_hang() {
     let pid = Pid::from_raw(r.cluster.pid("n1").unwrap() as i32);
     kill(pid, Signal::SIGSTOP).unwrap();
     let t = Instant::now();
-    let renewed = a.renew().await;
+    // The request times out after about a second; only a hang, not a loaded
+    // machine, takes 20.
+    let renewed = tokio::time::timeout(Duration::from_secs(20), a.renew()).await;
     kill(pid, Signal::SIGCONT).unwrap();
+    eprintln!(
+        "renew on a paused server: {:?} after {:?}",
+        renewed,
+        t.elapsed()
+    );
+    let renewed = renewed.expect("the renew hung on the paused server");
     assert!(
         matches!(renewed, Err(LockError::Indeterminate(_))),
         "{renewed:?}"
-    );
-    assert!(
-        t.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        t.elapsed()
     );
 }
 
@@ -276,7 +279,7 @@ async fn etcd_killed_member_restarts_with_its_data() {
     let mut a = client(&r, &cfg).await;
     let g1 = a.acquire().await.unwrap();
     a.release().await.unwrap();
-    r.cluster.kill("n1").unwrap();
+    r.cluster.kill("n1").await.unwrap();
     assert_eq!(r.cluster.pid("n1"), None);
     // Two of three members still make a quorum.
     let g2 = a.acquire().await.unwrap();
@@ -396,12 +399,12 @@ async fn prepare_runs_before_every_start_of_a_node() {
     }
     let endpoints = cluster.endpoints();
     assert_eq!(maxclients(&endpoints[1]).await, "402");
-    cluster.kill("n4").unwrap();
-    cluster.wipe("n4").unwrap();
+    cluster.kill("n4").await.unwrap();
+    cluster.wipe("n4").await.unwrap();
     assert!(!cluster.nodes()[3].data_dir.exists());
     cluster.restart("n4").await.unwrap();
     assert_eq!(maxclients(&endpoints[3]).await, "404");
-    assert!(cluster.wipe("n4").is_err(), "wiping a running node");
+    assert!(cluster.wipe("n4").await.is_err(), "wiping a running node");
 }
 
 /// A member that comes back with its data wiped rejoins as a new member and catches
@@ -413,8 +416,8 @@ async fn etcd_wiped_member_rejoins_empty_and_catches_up() {
     let mut a = client(&r, &cfg).await;
     let g1 = a.acquire().await.unwrap();
     a.release().await.unwrap();
-    r.cluster.kill("n3").unwrap();
-    r.cluster.wipe("n3").unwrap();
+    r.cluster.kill("n3").await.unwrap();
+    r.cluster.wipe("n3").await.unwrap();
     r.cluster.restart("n3").await.unwrap();
     let n3 = vec![r.cluster.endpoints()[2].clone()];
     let mut c = connect(BackendKind::Etcd, &n3, &cfg).await.unwrap();

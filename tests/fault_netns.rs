@@ -14,11 +14,12 @@ use lockcheck::fault::node::NodeTarget;
 use lockcheck::fault::shape::Cut;
 use lockcheck::fault::Fault;
 use netns_support::*;
+use nix::sys::signal::Signal;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use run_support::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
@@ -306,28 +307,15 @@ fn a_zookeeper_ensemble_rides_out_its_leader_cut_off() {
 /// Starts `lockcheck run` on the etcd leader-isolation workload and returns once
 /// its first node partition is in force: the controller, and the run directory.
 fn run_until_nodes_are_cut(results: &Path) -> (std::process::Child, PathBuf) {
-    let controller = lockcheck()
-        .arg("run")
-        .arg(workload("etcd-partition-isolate-leader.toml"))
-        .arg("--results")
-        .arg(results)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
     // In force once all its rules are: the isolated member's 2, 1 in each peer.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let dir = loop {
-        if results.join("latest").exists() {
-            let dir = latest(results);
-            if drop_rules(&netns::run_id(&dir)) == 4 {
-                break dir;
-            }
-        }
-        assert!(Instant::now() < deadline, "no node partition within 30 s");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (controller, dir)
+    run_until(
+        &workload("etcd-partition-isolate-leader.toml"),
+        results,
+        &[],
+        "no node partition",
+        Duration::from_secs(30),
+        |dir| (drop_rules(&netns::run_id(dir)) == 4).then(|| dir.to_path_buf()),
+    )
 }
 
 /// The DROP rules in force in the namespaces of run `id`.
@@ -345,7 +333,7 @@ fn sigterm_in_the_middle_of_a_node_partition_removes_it_all() {
     let (mut controller, dir) = run_until_nodes_are_cut(results.path());
     let id = netns::run_id(&dir);
     assert_eq!(netns::namespaces_of(&id).unwrap().len(), 4);
-    sigterm_and_wait(&mut controller);
+    end(&mut controller, Signal::SIGTERM);
     assert_network_gone(&id);
     assert_processes_gone(results.path());
 }
@@ -354,8 +342,7 @@ fn sigterm_in_the_middle_of_a_node_partition_removes_it_all() {
 fn recover_removes_the_namespaces_a_killed_controller_left() {
     let results = tempfile::tempdir().unwrap();
     let (mut controller, dir) = run_until_nodes_are_cut(results.path());
-    controller.kill().unwrap(); // SIGKILL: no Drop runs
-    controller.wait().unwrap();
+    end(&mut controller, Signal::SIGKILL); // no Drop runs
     let id = netns::run_id(&dir);
     let left = netns::namespaces_of(&id).unwrap();
     assert_eq!(

@@ -18,11 +18,12 @@ use lockcheck::fault::proxy::Mode;
 use lockcheck::fault::shape::Cut;
 use lockcheck::fault::Fault;
 use netns_support::*;
+use nix::sys::signal::Signal;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use run_support::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 
@@ -247,31 +248,17 @@ fn a_zookeeper_ensemble_forms_and_serves_through_slow_peer_links() {
 /// between nodes is in force (every proxied raft link journaled as slowed): the
 /// controller, and the run directory.
 fn run_until_links_are_slow(results: &Path) -> (std::process::Child, PathBuf) {
-    let controller = lockcheck()
-        .arg("run")
-        .arg(workload("etcd-slow-peers.toml"))
-        .arg("--results")
-        .arg(results)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let dir = loop {
-        if results.join("latest").exists() {
-            let dir = latest(results);
+    run_until(
+        &workload("etcd-slow-peers.toml"),
+        results,
+        &[],
+        "no latency between nodes",
+        Duration::from_secs(30),
+        |dir| {
             let journal = std::fs::read_to_string(dir.join("journal.jsonl")).unwrap_or_default();
-            if journal.matches("\"effect\":\"link\"").count() == 6 {
-                break dir;
-            }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no latency between nodes within 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (controller, dir)
+            (journal.matches("\"effect\":\"link\"").count() == 6).then(|| dir.to_path_buf())
+        },
+    )
 }
 
 #[test]
@@ -279,7 +266,7 @@ fn sigterm_under_latency_between_nodes_removes_it_all() {
     let results = tempfile::tempdir().unwrap();
     let (mut controller, dir) = run_until_links_are_slow(results.path());
     let id = netns::run_id(&dir);
-    sigterm_and_wait(&mut controller);
+    end(&mut controller, Signal::SIGTERM);
     assert_network_gone(&id);
     assert_processes_gone(results.path());
 }
@@ -288,8 +275,7 @@ fn sigterm_under_latency_between_nodes_removes_it_all() {
 fn recover_removes_the_redirected_namespaces_a_killed_controller_left() {
     let results = tempfile::tempdir().unwrap();
     let (mut controller, dir) = run_until_links_are_slow(results.path());
-    controller.kill().unwrap(); // SIGKILL: no Drop runs
-    controller.wait().unwrap();
+    end(&mut controller, Signal::SIGKILL); // no Drop runs
     let id = netns::run_id(&dir);
     let redirected: usize = ["n1", "n2", "n3"]
         .iter()

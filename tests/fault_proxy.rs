@@ -74,7 +74,6 @@ async fn a_reset_link_gives_a_connection_error_at_once() {
     proxies
         .set(&[LinkId::new("client-0", "n1")], Mode::Reset)
         .unwrap();
-    let started = Instant::now();
     let open = tokio::task::spawn_blocking(move || {
         let mut c = conn;
         redis::cmd("PING")
@@ -84,15 +83,15 @@ async fn a_reset_link_gives_a_connection_error_at_once() {
     .await
     .unwrap();
     let fresh = via(a, &["PING"]).await;
-    assert!(open.is_err() && fresh.is_err(), "{open:?} {fresh:?}");
-    assert!(
-        started.elapsed() < Duration::from_millis(600),
-        "an error, not a timeout"
-    );
-    assert!(
-        fresh.unwrap_err().to_lowercase().contains("reset"),
-        "the error says reset"
-    );
+    // A reset, not a timeout (the open connection waits up to 2 s for a reply):
+    // the errors say so, which no slowness of the machine can fake.
+    for (which, outcome) in [("open", &open), ("fresh", &fresh)] {
+        let err = outcome.as_ref().expect_err(which);
+        assert!(
+            err.to_lowercase().contains("reset"),
+            "{which}: the error says reset: {err}"
+        );
+    }
     assert_eq!(
         redis.cmd(&["PING"]).unwrap(),
         "PONG",
@@ -128,10 +127,10 @@ async fn latency_shows_in_the_round_trip_time() {
         .unwrap();
     let slow = rtt().await;
     println!("PING round trip: {before:?} direct link, {slow:?} with 100 ms ± 10 ms each way");
-    assert!(before < Duration::from_millis(80), "{before:?}");
+    // Only the lower bound is the proxy's doing; an upper one would measure the
+    // machine's load.
     assert!(
         slow >= Duration::from_millis(180),
         "both directions delayed: {slow:?}"
     );
-    assert!(slow < Duration::from_millis(600), "{slow:?}");
 }

@@ -223,9 +223,8 @@ fn the_strict_comparison_admits_each_token_once() {
 
 #[test]
 fn an_interrupted_run_still_copies_the_applied_writes_and_stops_the_server() {
-    use nix::sys::signal::{kill, Signal};
-    use nix::unistd::Pid;
-    use std::time::{Duration, Instant};
+    use nix::sys::signal::Signal;
+    use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pg-long.toml");
     std::fs::write(
@@ -250,15 +249,6 @@ writes = 2
     )
     .unwrap();
     let results = dir.path().join("results");
-    let mut controller = lockcheck()
-        .arg("run")
-        .arg(&path)
-        .arg("--results")
-        .arg(&results)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let history = results.join("latest/history.jsonl");
     let oks = |h: &lockcheck::history::History| {
         h.ops
@@ -267,16 +257,19 @@ writes = 2
             .map(|o| (o.process, o.value["data"].as_str().unwrap().to_string()))
             .collect::<Vec<_>>()
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::fs::read_to_string(&history)
-        .map_or(0, |t| t.matches(r#""type":"ok","f":"write""#).count())
-        < 5
-    {
-        assert!(Instant::now() < deadline, "no writes within 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    kill(Pid::from_raw(controller.id() as i32), Signal::SIGINT).unwrap();
-    let status = controller.wait().unwrap();
+    let (mut controller, ()) = run_until(
+        &path,
+        &results,
+        &[],
+        "no writes",
+        Duration::from_secs(30),
+        |_| {
+            let writes = std::fs::read_to_string(&history)
+                .map_or(0, |t| t.matches(r#""type":"ok","f":"write""#).count());
+            (writes >= 5).then_some(())
+        },
+    );
+    let status = end(&mut controller, Signal::SIGINT);
     let stderr = std::io::read_to_string(controller.stderr.take().unwrap()).unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");
     let h = lockcheck::history::read_jsonl(&history).unwrap();

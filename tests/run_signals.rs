@@ -34,19 +34,20 @@ duration = "20s"
 "#,
     );
     let results = dir.path().join("results");
-    let mut controller = start_run(&path, &results);
-    // Wait for the pause to land: a process of this run in state T.
-    let started = wait_for("no client was paused", Duration::from_secs(15), || {
-        let procs = leftovers(&results);
-        procs.iter().any(|p| p.state == 'T').then_some(procs)
-    });
-    assert!(started.len() >= 3, "a server and two workers: {started:?}");
-    kill(Pid::from_raw(controller.id() as i32), signal).unwrap();
-    let status = wait_for(
-        &format!("the controller did not exit after {signal}"),
+    // Until the pause lands: a process of this run in state T.
+    let (mut controller, started) = run_until(
+        &path,
+        &results,
+        &[],
+        "no client was paused",
         Duration::from_secs(15),
-        || controller.try_wait().unwrap(),
+        |_| {
+            let procs = leftovers(&results);
+            procs.iter().any(|p| p.state == 'T').then_some(procs)
+        },
     );
+    assert!(started.len() >= 3, "a server and two workers: {started:?}");
+    let status = end(&mut controller, signal);
     let stderr = std::io::read_to_string(controller.stderr.take().unwrap()).unwrap();
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
@@ -71,14 +72,19 @@ fn ctrl_c_mid_run_leaves_nothing_running_or_stopped() {
 fn a_controller_killed_with_sigkill_leaves_a_readable_history_and_no_worker() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results");
-    let mut controller = start_run(&workload("redis-pause-unfenced.toml"), &results);
     let history = results.join("latest/history.jsonl");
-    wait_for("the run did not get going", Duration::from_secs(15), || {
-        let lines = std::fs::read_to_string(&history).map_or(0, |h| h.lines().count());
-        (lines >= 30).then_some(())
-    });
-    controller.kill().unwrap();
-    controller.wait().unwrap();
+    let (mut controller, ()) = run_until(
+        &workload("redis-pause-unfenced.toml"),
+        &results,
+        &[],
+        "the run did not get going",
+        Duration::from_secs(15),
+        |_| {
+            let lines = std::fs::read_to_string(&history).map_or(0, |h| h.lines().count());
+            (lines >= 30).then_some(())
+        },
+    );
+    end(&mut controller, Signal::SIGKILL);
     // Workers die with their controller (the kernel's parent-death signal).
     wait_no_workers(&results);
     // The servers are `lockcheck recover`'s to clean up; this test stops its own.

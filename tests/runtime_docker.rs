@@ -9,7 +9,7 @@ mod docker_support;
 mod run_support;
 use docker_support::*;
 use run_support::*;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// An unfenced pause workload under docker: flagged, each of `nodes` left a log
 /// (collected from its container) that says `says`, nothing of the run left.
@@ -135,39 +135,22 @@ fn an_image_that_is_not_here_is_an_environment_problem() {
 fn recover_removes_the_containers_of_a_controller_killed_with_sigkill() {
     image();
     let results = tempfile::tempdir().unwrap();
-    let mut controller = lockcheck()
-        .arg("run")
-        .arg(workload("redis-pause-unfenced.toml"))
-        .args([
-            "--runtime",
-            "docker",
-            "--image",
-            IMAGE,
-            "--json",
-            "--results",
-        ])
-        .arg(results.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let dir = results.path().join("latest");
     // Until the run's container is up.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let run = loop {
-        let id = std::fs::read_to_string(dir.join("journal.jsonl"))
-            .ok()
-            .filter(|j| j.contains("\"client-0\""))
-            .map(|_| run_id(&dir));
-        if let Some(id) = id {
-            break id;
-        }
-        assert!(Instant::now() < deadline, "the run never started");
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let (mut controller, (dir, run)) = run_until(
+        &workload("redis-pause-unfenced.toml"),
+        results.path(),
+        &["--runtime", "docker", "--image", IMAGE, "--json"],
+        "the run never started",
+        Duration::from_secs(20),
+        |dir| {
+            std::fs::read_to_string(dir.join("journal.jsonl"))
+                .ok()
+                .filter(|j| j.contains("\"client-0\""))
+                .map(|_| (dir.to_path_buf(), run_id(dir)))
+        },
+    );
     assert_eq!(labelled("container", &run).len(), 1);
-    controller.kill().unwrap();
-    controller.wait().unwrap();
+    end(&mut controller, nix::sys::signal::Signal::SIGKILL);
     assert_eq!(
         labelled("container", &run).len(),
         1,

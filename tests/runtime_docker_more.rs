@@ -258,26 +258,15 @@ after = "300ms"
     )
     .unwrap();
     let results = tmp.path().join("results");
-    let mut controller = lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(&results)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let dir = results.join("latest");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let cgroup = loop {
-        if let Some(c) = frozen_now(&dir).pop() {
-            break c;
-        }
-        assert!(std::time::Instant::now() < deadline, "never frozen");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    controller.kill().unwrap();
-    controller.wait().unwrap();
+    let (mut controller, (dir, cgroup)) = run_until(
+        &w,
+        &results,
+        &[],
+        "never frozen",
+        std::time::Duration::from_secs(20),
+        |dir| frozen_now(dir).pop().map(|c| (dir.to_path_buf(), c)),
+    );
+    end(&mut controller, nix::sys::signal::Signal::SIGKILL);
     let procs = std::fs::read_to_string(Path::new(&cgroup).join("cgroup.procs")).unwrap();
     assert!(!procs.trim().is_empty(), "the server stays frozen after -9");
     let out = lockcheck().arg("recover").arg(&dir).output().unwrap();

@@ -8,24 +8,10 @@ use etcd_client::{Client, ConnectOptions};
 use lockcheck::cluster::{netns, Cluster};
 use lockcheck::fault::Scene;
 use rand_chacha::ChaCha8Rng;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
-
-/// SIGTERM to a run's controller, and its exit within 15 s.
-pub fn sigterm_and_wait(controller: &mut std::process::Child) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(controller.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while controller.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the run ignored SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// A fault's scene over cluster `c`, without clients.
 pub fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> Scene<'a> {
@@ -97,12 +83,6 @@ pub fn assert_network_gone(id: &str) {
         !links.contains(&host),
         "ip link still shows {host}: {links}"
     );
-}
-
-/// The run directory `results/latest` points at.
-pub fn latest(results: &Path) -> PathBuf {
-    let link = results.join("latest");
-    results.join(std::fs::read_link(&link).unwrap())
 }
 
 /// Waits up to 3 s for every process of the run under `results` to be gone.

@@ -168,18 +168,61 @@ pub fn write_workload(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// `lockcheck run WORKLOAD --results RESULTS` in the background, for a test that
-/// signals or kills it mid-run; its stderr piped for the test to read.
-pub fn start_run(workload: &Path, results: &Path) -> Child {
+/// `lockcheck run WORKLOAD --results RESULTS ARGS...` in the background, for a
+/// test that signals or kills it mid-run; its stderr piped for the test to read.
+pub fn start_run(workload: &Path, results: &Path, args: &[&str]) -> Child {
     lockcheck()
         .arg("run")
         .arg(workload)
         .arg("--results")
         .arg(results)
+        .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
+}
+
+/// [`start_run`], then waits until `ready` finds what the test waits for in the
+/// run directory (every 20 ms, up to `within`): the controller, and what `ready`
+/// found. Should it never come, the controller is killed and the test fails
+/// saying `what` never came.
+// The controller is the caller's to end and wait for (with `end`).
+#[allow(clippy::zombie_processes)]
+pub fn run_until<T>(
+    workload: &Path,
+    results: &Path,
+    args: &[&str],
+    what: &str,
+    within: Duration,
+    mut ready: impl FnMut(&Path) -> Option<T>,
+) -> (Child, T) {
+    let mut controller = start_run(workload, results, args);
+    let deadline = Instant::now() + within;
+    loop {
+        let run_dir = std::fs::canonicalize(results.join("latest")).ok();
+        if let Some(found) = run_dir.as_deref().and_then(&mut ready) {
+            return (controller, found);
+        }
+        if Instant::now() >= deadline {
+            let _ = controller.kill();
+            let _ = controller.wait();
+            panic!("{what} (waited {within:?})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Sends `signal` to a controller and waits (up to 15 s) for its exit: after
+/// SIGKILL nothing of it runs (no Drop, no cleanup), after SIGTERM or SIGINT it
+/// has cleaned up.
+pub fn end(controller: &mut Child, signal: nix::sys::signal::Signal) -> std::process::ExitStatus {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(controller.id() as i32), signal).unwrap();
+    wait_for(
+        &format!("the controller did not exit after {signal}"),
+        Duration::from_secs(15),
+        || controller.try_wait().unwrap(),
+    )
 }
 
 /// Asks `check` every 20 ms until it gives a value; fails the test, saying what
