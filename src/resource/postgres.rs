@@ -395,7 +395,7 @@ impl Resource {
             None => Ok(()),
         };
         if let Some(mut c) = self.cluster.take() {
-            c.stop();
+            c.stop().await;
         }
         let settled = self.home.take().map_or(Ok(()), |h| h.close());
         copied.and(settled)

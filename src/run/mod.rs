@@ -349,7 +349,7 @@ async fn execute(
     // problem (a binary, a port, a directory the server may not enter).
     let servers = start_cluster(&w, spec, opts).await.map_err(|e| {
         environment(format!(
-            "starting the {:?} cluster ({} runtime): {e:#}",
+            "starting the {} cluster ({} runtime): {e:#}",
             w.backend.kind,
             w.runtime.name()
         ))
