@@ -226,7 +226,6 @@ fn the_documented_fault_catalogue_reads() {
     // start and an end of one family of history::fault_ops.
     let pause = parse("kind = \"pause\"\ntarget = \"holder\"\nduration = \"1s\"").unwrap();
     for f in w.faults.iter().chain(&pause.faults) {
-        use lockcheck::fault::Fault;
         let (start, end) = lockcheck::run::nemesis::build(f).ops();
         let ops = lockcheck::history::fault_ops::started_by(start)
             .unwrap_or_else(|| panic!("{}: `{start}` opens no band", f.kind.name()));
