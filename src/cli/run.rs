@@ -81,7 +81,7 @@ pub fn main(args: Args) -> Result<u8> {
             eprintln!(
                 "lockcheck: running {} (seed {seed}): {} × {} node{}, lease {:.1} s{}, {} clients, {} resource, {:.0} s",
                 w.name,
-                kind_name(b.kind),
+                b.kind.name(),
                 b.nodes,
                 if b.nodes == 1 { "" } else { "s" },
                 b.lease.ttl.as_secs_f64(),
@@ -121,10 +121,6 @@ pub fn main(args: Args) -> Result<u8> {
 /// Anomalies of one kind shown in words; verdict.json has them all.
 const SHOWN: usize = 2;
 
-fn kind_name(k: crate::backend::BackendKind) -> String {
-    format!("{k:?}").to_lowercase()
-}
-
 fn print_report(r: &RunReport) {
     let v = &r.verdict;
     let head = match v.valid {
@@ -136,7 +132,7 @@ fn print_report(r: &RunReport) {
         "{head}: {} seed {} ({}, {} resource)",
         r.workload,
         r.seed,
-        kind_name(r.backend),
+        r.backend.name(),
         crate::resource::Spec {
             kind: r.resource_kind,
             fence: r.fence,

@@ -380,7 +380,7 @@ impl Workload {
         if kind.token().is_none() && fencing_token {
             bail!(bad(
                 "backend.fencing_token",
-                format!("{kind:?} hands out no fencing token: expected false")
+                format!("{kind} hands out no fencing token: expected false")
             ));
         }
         let resource = match raw.resource {
@@ -417,8 +417,8 @@ impl Workload {
                     p.name,
                     p.backend_names(),
                     p.source,
-                    kind_name(kind),
-                    kind_name(kind),
+                    kind.name(),
+                    kind.name(),
                     fitting.join(", ")
                 )
             }
@@ -509,15 +509,15 @@ impl Workload {
         }
         let network = raw.backend.network.unwrap_or_default();
         // Their servers, as lockcheck sets them up, let in loopback clients only.
-        if network == NetworkKind::Namespaces
-            && matches!(
-                kind,
-                BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb
-            )
-        {
+        if network == NetworkKind::Namespaces && !crate::cluster::recipe(kind).namespaces() {
+            let able: Vec<&str> = BackendKind::ALL
+                .into_iter()
+                .filter(|&k| crate::cluster::recipe(k).namespaces())
+                .map(BackendKind::name)
+                .collect();
             bail!(bad(
                 "backend.network",
-                format!("{kind:?} runs on loopback only (its server admits loopback clients); namespaces are for etcd, zookeeper, redis, redlock and nats")
+                format!("{kind} runs on loopback only (its server admits loopback clients); namespaces are for {}", able.join(", "))
             ));
         }
         let mut faults = Vec::new();
@@ -769,12 +769,4 @@ impl Workload {
         }
         Ok(self)
     }
-}
-
-/// A backend as a workload's `backend.kind` names it (`postgres-lease`).
-pub(super) fn kind_name(kind: BackendKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_else(|| format!("{kind:?}"))
 }
