@@ -280,7 +280,7 @@ async fn etcd_killed_member_restarts_with_its_data() {
     let mut a = client(&r, &cfg).await;
     let g1 = a.acquire().await.unwrap();
     a.release().await.unwrap();
-    r.cluster.kill("n1").unwrap();
+    r.cluster.kill("n1").await.unwrap();
     assert_eq!(r.cluster.pid("n1"), None);
     // Two of three members still make a quorum.
     let g2 = a.acquire().await.unwrap();
@@ -561,12 +561,12 @@ async fn prepare_runs_before_every_start_of_a_node() {
     }
     let endpoints = cluster.endpoints();
     assert_eq!(maxclients(&endpoints[1]).await, "402");
-    cluster.kill("n4").unwrap();
-    cluster.wipe("n4").unwrap();
+    cluster.kill("n4").await.unwrap();
+    cluster.wipe("n4").await.unwrap();
     assert!(!cluster.nodes()[3].data_dir.exists());
     cluster.restart("n4").await.unwrap();
     assert_eq!(maxclients(&endpoints[3]).await, "404");
-    assert!(cluster.wipe("n4").is_err(), "wiping a running node");
+    assert!(cluster.wipe("n4").await.is_err(), "wiping a running node");
 }
 
 /// A member that comes back with its data wiped rejoins as a new member and catches
@@ -578,8 +578,8 @@ async fn etcd_wiped_member_rejoins_empty_and_catches_up() {
     let mut a = client(&r, &cfg).await;
     let g1 = a.acquire().await.unwrap();
     a.release().await.unwrap();
-    r.cluster.kill("n3").unwrap();
-    r.cluster.wipe("n3").unwrap();
+    r.cluster.kill("n3").await.unwrap();
+    r.cluster.wipe("n3").await.unwrap();
     r.cluster.restart("n3").await.unwrap();
     let n3 = vec![r.cluster.endpoints()[2].clone()];
     let mut c = connect(BackendKind::Etcd, &n3, &cfg).await.unwrap();

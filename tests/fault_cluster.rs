@@ -353,3 +353,80 @@ async fn a_whole_etcd_cluster_killed_comes_back_together_with_its_data() {
     let c = c.lock().await;
     assert!(["n1", "n2", "n3"].iter().all(|n| c.pid(n).is_some()));
 }
+
+/// A node's faults and its stop wait without holding up the runtime they run on:
+/// in a run that is one thread, which also stamps the clients' ops, and a stall
+/// there widens every op window under way. A ticker on the same current-thread
+/// runtime keeps its beat while a PostgreSQL node is killed, wiped, set up again
+/// (`initdb`, seconds) and restarted, and while the cluster stops a server that
+/// waits for its last session (SIGTERM is a smart shutdown) until the grace ends.
+#[test]
+fn node_faults_and_stop_never_stall_the_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let grace = Duration::from_secs(4);
+        let spec = ClusterSpec {
+            stop_grace: grace,
+            ..ClusterSpec::new(BackendKind::PostgresLease, dir.path())
+        };
+        let mut cluster = LocalCluster::start(spec).await.unwrap();
+        let beat = Duration::from_millis(5);
+        let longest = std::sync::Arc::new(std::sync::Mutex::new(Duration::ZERO));
+        let ticker = tokio::spawn({
+            let longest = longest.clone();
+            async move {
+                let mut last = Instant::now();
+                loop {
+                    tokio::time::sleep(beat).await;
+                    let gap = last.elapsed();
+                    last = Instant::now();
+                    let mut l = longest.lock().unwrap();
+                    *l = (*l).max(gap);
+                }
+            }
+        });
+        cluster.kill("n1").await.unwrap();
+        cluster.wipe("n1").await.unwrap();
+        cluster.restart("n1").await.unwrap();
+        assert!(cluster.nodes()[0].data_dir.join("PG_VERSION").exists());
+        // A session left open: the server waits for it before it exits.
+        let addr = cluster.nodes()[0].client_listen;
+        let (client, conn) = tokio_postgres::connect(
+            &format!(
+                "host={} port={} user=postgres dbname=postgres",
+                addr.ip(),
+                addr.port()
+            ),
+            tokio_postgres::NoTls,
+        )
+        .await
+        .unwrap();
+        let session = tokio::spawn(conn);
+        client.simple_query("SELECT 1").await.unwrap();
+        let t = Instant::now();
+        cluster.stop().await;
+        let stopping = t.elapsed();
+        // A beat after the stop: a stall shows when the ticker next runs.
+        tokio::time::sleep(beat * 4).await;
+        ticker.abort();
+        drop(client);
+        let _ = session.await;
+        // The stall this guards against was there to be had: the stop waited out
+        // its grace (a lower bound, which load only lengthens).
+        assert!(
+            stopping >= grace - Duration::from_millis(500),
+            "the server exited after {stopping:?}, before its grace: nothing waited"
+        );
+        // Generous against a loaded machine, far below the grace (or an initdb)
+        // a blocking wait would show.
+        let longest = *longest.lock().unwrap();
+        assert!(
+            longest < Duration::from_millis(1500),
+            "the runtime stalled for {longest:?} while a node stopped"
+        );
+    });
+}

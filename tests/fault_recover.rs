@@ -278,8 +278,9 @@ fn killed_mid_fault(name: &str) {
     let timing = ["after = \"300ms\"", "duration = \"60s\""]
         .into_iter()
         .filter(|t| !case.fault.contains(t.split(' ').next().unwrap()));
+    // Longer than its fault: a workload whose fault would be cut short is refused.
     let text = format!(
-        "duration = \"30s\"\n\
+        "duration = \"90s\"\n\
          [backend]\nkind = \"{}\"\nlease = \"2s\"\n[clients]\ncount = 2\n\
          [critical_section]\nhold = \"100ms\"\nwrites = 1\n\
          [[faults]]\n{}\n{}\n{}\n",

@@ -201,8 +201,11 @@ fn the_documented_fault_catalogue_reads() {
         .take_while(|l| !l.contains("```"))
         .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
         .collect();
-    // Node links are cut in the nodes' network namespaces.
-    let base = BASE.replace("[backend]\n", "[backend]\nnetwork = \"namespaces\"\n");
+    // Node links are cut in the nodes' network namespaces; the run is long
+    // enough for the schedule to start every fault of the catalogue.
+    let base = BASE
+        .replace("[backend]\n", "[backend]\nnetwork = \"namespaces\"\n")
+        .replace("duration = \"5s\"", "duration = \"120s\"");
     let w = Workload::parse(&format!("{base}\n{example}"), Path::new("w.toml"))
         .unwrap_or_else(|e| panic!("{e:#}\n{example}"));
     let kinds: Vec<FaultKind> = w.faults.iter().map(|f| f.kind).collect();

@@ -144,7 +144,7 @@ async fn killing_the_stream_leader_keeps_the_lock_available_after_reelection() {
     let mut holder = client(&r, &cfg).await;
     let before = holder.acquire().await.unwrap().token.unwrap();
     let leader = r.cluster.leader().await.expect("a stream leader");
-    r.cluster.kill(&leader).unwrap();
+    r.cluster.kill(&leader).await.unwrap();
     let killed = Instant::now();
 
     // Until a renew of the holder succeeds again: the service is back.

@@ -60,49 +60,115 @@ impl BackendKind {
         BackendKind::Mariadb,
     ];
 
+    /// The backend as a workload's `backend.kind` names it (`postgres-lease`):
+    /// what every message calls it.
+    pub fn name(self) -> &'static str {
+        self.about().name
+    }
+
     /// Where the backend's fencing token comes from; `None`: it has none.
     pub fn token(self) -> Option<&'static str> {
-        match self {
-            BackendKind::Redis => Some("INCR of a counter key, in the same script as SET NX PX"),
-            BackendKind::Redlock | BackendKind::PostgresAdvisory | BackendKind::Mariadb => None,
-            BackendKind::Etcd => Some("the lock key's create revision"),
-            BackendKind::PostgresLease => Some("the lease row's token column, +1 on every acquire"),
-            BackendKind::Nats => Some("the key's revision when created (the stream sequence)"),
-            BackendKind::Zookeeper => Some("the lock znode's czxid (the zxid that created it)"),
-        }
+        self.about().token
     }
 
     /// How a holder comes to believe it holds a lock that another client holds.
     pub fn known_break(self) -> &'static str {
+        self.about().known_break
+    }
+
+    /// The shipped workloads (`workloads/<name>.toml`) that show the known break.
+    pub fn shown_by(self) -> &'static [&'static str] {
+        self.about().shown_by
+    }
+
+    /// The shipped workload where fencing by the backend's token keeps the
+    /// resource safe (none without a token).
+    pub fn fenced_by(self) -> Option<&'static str> {
+        self.about().fenced_by
+    }
+
+    /// What is said of each backend: one entry per backend.
+    fn about(self) -> About {
         match self {
-            BackendKind::Redis | BackendKind::Redlock => {
-                "a holder paused past its TTL: the key expires, another client sets it"
-            }
-            BackendKind::Etcd => {
-                "a holder paused past its lease: no keep-alive, the lease and the key go"
-            }
-            BackendKind::PostgresAdvisory => {
-                "a holder paused past idle_session_timeout: the server ends its session, \
-                 which releases the lock"
-            }
-            BackendKind::PostgresLease => {
-                "a holder paused past locked_until: the next conditional UPDATE takes the row"
-            }
-            BackendKind::Nats => {
-                "a holder paused past the bucket's max age: the key ages out, another creates it; \
-                 on a cluster before nats-server 2.9.21, two creates in flight at once both win \
-                 (nats-server#4320)"
-            }
-            BackendKind::Mariadb => {
-                "a holder paused past wait_timeout: the server ends its session, which \
-                 releases the lock"
-            }
-            BackendKind::Zookeeper => {
-                "a holder paused past its session timeout: the session expires, its ephemeral \
-                 znode goes, the next in line holds"
-            }
+            BackendKind::Redis => About {
+                name: "redis",
+                token: Some("INCR of a counter key, in the same script as SET NX PX"),
+                known_break: "a holder paused past its TTL: the key expires, another client sets it",
+                shown_by: &["redis-pause-unfenced", "redis-kill-restart"],
+                fenced_by: Some("redis-pause-fenced"),
+            },
+            BackendKind::Redlock => About {
+                name: "redlock",
+                token: None,
+                known_break: "a holder paused past its TTL: the key expires, another client sets it",
+                shown_by: &["redlock-pause-unfenced", "redlock-clock-jump"],
+                fenced_by: None,
+            },
+            BackendKind::Etcd => About {
+                name: "etcd",
+                token: Some("the lock key's create revision"),
+                known_break: "a holder paused past its lease: no keep-alive, the lease and the key go",
+                shown_by: &["etcd-pause-unfenced", "etcd-partition-leader"],
+                fenced_by: Some("etcd-pause-fenced"),
+            },
+            BackendKind::PostgresAdvisory => About {
+                name: "postgres-advisory",
+                token: None,
+                known_break: "a holder paused past idle_session_timeout: the server ends its session, \
+                     which releases the lock",
+                shown_by: &["postgres-advisory-pause"],
+                fenced_by: None,
+            },
+            BackendKind::PostgresLease => About {
+                name: "postgres-lease",
+                token: Some("the lease row's token column, +1 on every acquire"),
+                known_break: "a holder paused past locked_until: the next conditional UPDATE takes the row",
+                shown_by: &["postgres-lease-pause-unfenced"],
+                fenced_by: Some("postgres-lease-pause-fenced"),
+            },
+            BackendKind::Nats => About {
+                name: "nats",
+                token: Some("the key's revision when created (the stream sequence)"),
+                known_break: "a holder paused past the bucket's max age: the key ages out, another creates it; \
+                     on a cluster before nats-server 2.9.21, two creates in flight at once both win \
+                     (nats-server#4320)",
+                shown_by: &["nats-pause-unfenced", "nats-cluster-create-race"],
+                fenced_by: Some("nats-pause-fenced"),
+            },
+            BackendKind::Zookeeper => About {
+                name: "zookeeper",
+                token: Some("the lock znode's czxid (the zxid that created it)"),
+                known_break: "a holder paused past its session timeout: the session expires, its ephemeral \
+                     znode goes, the next in line holds",
+                shown_by: &["zookeeper-pause-unfenced"],
+                fenced_by: Some("zookeeper-pause-fenced"),
+            },
+            BackendKind::Mariadb => About {
+                name: "mariadb",
+                token: None,
+                known_break: "a holder paused past wait_timeout: the server ends its session, which \
+                     releases the lock",
+                shown_by: &["mariadb-pause"],
+                fenced_by: None,
+            },
         }
     }
+}
+
+impl std::fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A backend's name, its fencing token's source, its known break and the
+/// shipped workloads that show it.
+struct About {
+    name: &'static str,
+    token: Option<&'static str>,
+    known_break: &'static str,
+    shown_by: &'static [&'static str],
+    fenced_by: Option<&'static str>,
 }
 
 /// What a successful acquire or renew hands back.
@@ -161,7 +227,7 @@ pub async fn connect(
 ) -> anyhow::Result<Box<dyn LockClient>> {
     anyhow::ensure!(
         !endpoints.is_empty(),
-        "no endpoints given for the {kind:?} backend"
+        "no endpoints given for the {kind} backend"
     );
     Ok(match kind {
         BackendKind::Redis => {
@@ -193,7 +259,7 @@ fn single(kind: BackendKind, endpoints: &[String]) -> anyhow::Result<&str> {
     match endpoints {
         [one] => Ok(one),
         _ => anyhow::bail!(
-            "the {kind:?} backend is one server; got {} endpoints",
+            "the {kind} backend is one server; got {} endpoints",
             endpoints.len()
         ),
     }
@@ -230,5 +296,20 @@ pub trait LockClient: Send {
     /// The node this client last talked to, for the history's `node` field.
     fn node(&self) -> Option<String> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Messages call a backend what a workload's `backend.kind` calls it.
+    #[test]
+    fn each_backend_is_named_as_workloads_name_it() {
+        for kind in BackendKind::ALL {
+            let serde = serde_json::to_value(kind).unwrap();
+            assert_eq!(serde.as_str(), Some(kind.name()), "{kind:?}");
+            assert_eq!(kind.to_string(), kind.name());
+        }
     }
 }

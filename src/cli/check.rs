@@ -2,18 +2,19 @@
 //! Porcupine logs), checks it against a model, prints the verdict.
 
 use super::{Exit, EXIT_MALFORMED};
-use crate::check::lock::LockInput;
+use crate::check::lock::{LockInput, Stream};
 use crate::check::models::{kv, multi_register::MultiRegister, mutex::Mutex, register::Register};
 use crate::check::{AnomalyKind, Limits, Validity, Verdict};
 use crate::history::import::{self, Format};
-use crate::history::{History, HistoryError};
+use crate::history::{f, History, Input, Op};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The history file.
+    /// The history file: `-` for standard input; a pipe, FIFO or `/dev/stdin` works
+    /// too (read once); gzip or zstd is undone.
     pub file: PathBuf,
     /// jsonl, jepsen-edn, porcupine-etcd or porcupine-kv (detected from the content
     /// when not given).
@@ -80,6 +81,11 @@ impl ModelKind {
             ModelKind::MultiRegister => "multi-register",
             ModelKind::Kv => "kv",
         }
+    }
+
+    /// The models the lock checker decides.
+    pub fn is_lock(self) -> bool {
+        matches!(self, ModelKind::Lock | ModelKind::FencedMutex)
     }
 
     /// The model a history in `format` is checked against when none is named: the
@@ -152,36 +158,87 @@ pub struct Checked {
     pub ops: usize,
 }
 
-/// Reads and checks one file. Malformed input (a bad line, an op the model does not
-/// know) is an error with exit code 4 naming the file and where.
+/// Reads and checks one file (`-` = standard input), once, front to back. Malformed
+/// input (a bad line, an op the model does not know, no client op at all) is an
+/// error with exit code 4 naming the file and where.
 pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
-    if let Some(model) = streamed_lock_model(file, opts)? {
-        let resource = opts
-            .resource
-            .as_deref()
-            .map(crate::history::read_resource)
-            .transpose()?;
-        let input = LockInput {
-            resource: resource.as_deref(),
-        };
-        let fenced = model == ModelKind::FencedMutex;
-        let (verdict, ops) = crate::check::lock::check_jsonl(file, &input, &opts.limits, fenced)?;
-        return Ok(Checked {
-            verdict,
-            format: Format::Jsonl,
-            model,
-            ops,
-        });
+    check_input(Input::open(file)?, opts)
+}
+
+/// Checks an opened input. One path for every layout of a JSONL history: it is
+/// read line by line, and from its first lock op on (or from the start, under
+/// `--model lock|fenced-mutex`) only into the lock checker's compact copy, so a
+/// million-line lock history never sits in memory as `Op`s, wherever its first
+/// lock op is. A history with no lock op is held whole, as the other models and
+/// the default choice of model need it.
+pub fn check_input(input: Input, opts: &Options) -> Result<Checked> {
+    let format = opts.format.unwrap_or_else(|| input.format());
+    let name = input.name.clone();
+    if format != Format::Jsonl || !opts.model.is_none_or(ModelKind::is_lock) {
+        let (history, format) = import::read_input(input, Some(format))?;
+        return check_history(&history, &name, format, opts);
     }
-    let (history, format) = import::read(file, opts.format)?;
+    let mut whole: Vec<Op> = Vec::new();
+    let mut lock: Option<Stream> = opts.model.is_some().then(Stream::default);
+    let warnings = crate::history::read_jsonl_refs_from(input, |op| {
+        let lock_op = op.process.client().is_some()
+            && matches!(op.f.as_ref(), f::ACQUIRE | f::RELEASE | f::RENEW);
+        if lock.is_none() && lock_op {
+            // The default model is `lock` now whatever follows.
+            let mut stream = Stream::default();
+            for op in whole.drain(..) {
+                stream.push(&op);
+            }
+            lock = Some(stream);
+        }
+        match &mut lock {
+            Some(stream) => stream.push_ref(&op),
+            None => whole.push(op.to_op()?),
+        }
+        Ok(())
+    })?;
+    let Some(stream) = lock else {
+        let history = History {
+            ops: whole,
+            warnings,
+        };
+        return check_history(&history, &name, format, opts);
+    };
+    let model = opts.model.unwrap_or(ModelKind::Lock);
+    let resource = opts
+        .resource
+        .as_deref()
+        .map(crate::history::read_resource)
+        .transpose()?;
+    let input = LockInput {
+        resource: resource.as_deref(),
+    };
+    let fenced = model == ModelKind::FencedMutex;
+    let (verdict, ops) = stream.check(warnings, &input, &opts.limits, fenced);
+    Ok(Checked {
+        verdict,
+        format,
+        model,
+        ops,
+    })
+}
+
+/// Checks a history read whole (`format`: what it was read as; `name` names it in
+/// errors).
+pub fn check_history(
+    history: &History,
+    name: &str,
+    format: Format,
+    opts: &Options,
+) -> Result<Checked> {
     let model = opts
         .model
-        .unwrap_or_else(|| ModelKind::default_for(format, &history));
+        .unwrap_or_else(|| ModelKind::default_for(format, history));
     let malformed = |e: crate::check::models::ModelError| Exit {
         code: EXIT_MALFORMED,
-        message: format!("{}: {e} (checking as {})", file.display(), model.name()),
+        message: format!("{name}: {e} (checking as {})", model.name()),
     };
-    if opts.resource.is_some() && !matches!(model, ModelKind::Lock | ModelKind::FencedMutex) {
+    if opts.resource.is_some() && !model.is_lock() {
         anyhow::bail!(
             "--resource is only read by the lock and fenced-mutex models, not {}",
             model.name()
@@ -201,30 +258,21 @@ pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
         |i| i.0,
     );
     let limits = &opts.limits;
+    let input = LockInput {
+        resource: resource.as_deref(),
+    };
     let mut verdict = match model {
-        ModelKind::Lock => crate::check::lock::check(
-            &history,
-            &LockInput {
-                resource: resource.as_deref(),
-            },
-            limits,
-        ),
-        ModelKind::FencedMutex => crate::check::lock::check_fenced(
-            &history,
-            &LockInput {
-                resource: resource.as_deref(),
-            },
-            limits,
-        ),
-        ModelKind::Mutex => Mutex.check(&history, limits).map_err(malformed)?,
+        ModelKind::Lock => crate::check::lock::check(history, &input, limits),
+        ModelKind::FencedMutex => crate::check::lock::check_fenced(history, &input, limits),
+        ModelKind::Mutex => Mutex.check(history, limits).map_err(malformed)?,
         ModelKind::Register | ModelKind::CasRegister => Register {
             initial,
             cas: model == ModelKind::CasRegister,
         }
-        .check(&history, limits)
+        .check(history, limits)
         .map_err(malformed)?,
-        ModelKind::MultiRegister => MultiRegister::check(&history, limits).map_err(malformed)?,
-        ModelKind::Kv => kv::check(&history, limits).map_err(malformed)?,
+        ModelKind::MultiRegister => MultiRegister::check(history, limits).map_err(malformed)?,
+        ModelKind::Kv => kv::check(history, limits).map_err(malformed)?,
     };
     verdict
         .notes
@@ -235,56 +283,6 @@ pub fn check_file(file: &Path, opts: &Options) -> Result<Checked> {
         model,
         ops: history.ops.len(),
     })
-}
-
-/// The lock model to check `file` against line by line, when it is one of our own
-/// lock histories: jsonl, and `--model lock|fenced-mutex`, or no `--model` and lock
-/// ops among its first lines (the default picks `lock` then, from the whole file
-/// too). The lock checker never needs such a history whole, and a million lines
-/// held as `Op`s take about a gigabyte.
-fn streamed_lock_model(file: &Path, opts: &Options) -> Result<Option<ModelKind>, HistoryError> {
-    let lock_model = matches!(
-        opts.model,
-        None | Some(ModelKind::Lock | ModelKind::FencedMutex)
-    );
-    if !lock_model || !matches!(opts.format, None | Some(Format::Jsonl)) {
-        return Ok(None);
-    }
-    let head = head(file)?;
-    if opts.format.is_none() && Format::detect(&head, file) != Format::Jsonl {
-        return Ok(None);
-    }
-    let lock_op = |line: &str| {
-        serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| {
-            v.get("process").is_some_and(|p| p.is_u64())
-                && matches!(
-                    v.get("f").and_then(|f| f.as_str()),
-                    Some("acquire" | "release" | "renew")
-                )
-        })
-    };
-    // The head's last line may be cut short: only whole lines count.
-    let lines: Vec<&str> = head.lines().collect();
-    let whole = &lines[..lines.len().saturating_sub(1)];
-    Ok(opts
-        .model
-        .or_else(|| whole.iter().any(|l| lock_op(l)).then_some(ModelKind::Lock)))
-}
-
-/// The first 64 KiB of a file.
-fn head(file: &Path) -> Result<String, HistoryError> {
-    use std::io::Read;
-    let io = |source| HistoryError::Io {
-        file: file.display().to_string(),
-        source,
-    };
-    let mut head = Vec::new();
-    std::fs::File::open(file)
-        .map_err(io)?
-        .take(64 * 1024)
-        .read_to_end(&mut head)
-        .map_err(io)?;
-    Ok(String::from_utf8_lossy(&head).into_owned())
 }
 
 pub fn main(args: Args) -> Result<u8> {
@@ -301,21 +299,33 @@ pub fn main(args: Args) -> Result<u8> {
             ..Limits::default()
         },
     };
-    let mut checked = check_file(&args.file, &opts)?;
+    if args.file.as_os_str() == "-" && opts.resource.as_deref() == Some(Path::new("-")) {
+        anyhow::bail!("the history and --resource cannot both be standard input");
+    }
+    let input = Input::open(&args.file)?;
+    let title = input.name.clone();
+    // The report draws every op: with one, the history is read whole (once) and
+    // checked from memory; without, it is streamed.
+    let (mut checked, history) = match &args.report {
+        None => (check_input(input, &opts)?, None),
+        Some(_) => {
+            let (history, format) = import::read_input(input, opts.format)?;
+            (
+                check_history(&history, &title, format, &opts)?,
+                Some(history),
+            )
+        }
+    };
     checked.verdict.apply_allow(&args.allow);
-    if let Some(out) = &args.report {
-        // The report draws every op, so the history is read whole here even where
-        // the check itself streamed it.
-        let (history, _) = import::read(&args.file, opts.format)?;
+    if let (Some(out), Some(history)) = (&args.report, &history) {
         let resource = opts
             .resource
             .as_deref()
             .map(crate::history::read_resource)
             .transpose()?;
-        let title = args.file.display().to_string();
         let input = crate::report::Input {
             title: &title,
-            history: &history,
+            history,
             resource: resource.as_deref(),
             verdict: &checked.verdict,
             run: None,
@@ -324,14 +334,13 @@ pub fn main(args: Args) -> Result<u8> {
         crate::report::write_html_for(&input, out)?;
     }
     if let Some(out) = &args.junit {
-        let suite = args.file.display().to_string();
-        let xml = crate::report::junit::render(&suite, &checked.verdict, 0);
+        let xml = crate::report::junit::render(&title, &checked.verdict, 0);
         std::fs::write(out, xml).with_context(|| format!("writing {}", out.display()))?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&checked.verdict)?);
     } else {
-        print!("{}", human(&args.file, &checked));
+        print!("{}", human(Path::new(&title), &checked));
     }
     Ok(checked.verdict.valid.exit_code())
 }

@@ -4,7 +4,6 @@
 //! shipped workloads that show the break (and where it has a token, the one where
 //! fencing stops it), and the lease presets its users run.
 
-use crate::backend::BackendKind;
 use crate::cluster;
 use crate::run::workload::LEASE_PRESETS;
 use anyhow::Result;
@@ -44,24 +43,24 @@ struct Item {
 pub fn main(args: Args) -> Result<u8> {
     let mut items = Vec::new();
     for a in cluster::available_backends() {
-        // The name a workload's `backend.kind` uses.
-        let name = serde_json::to_value(a.kind)?
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let shown = shown_by(a.kind);
+        let name = a.kind.name().to_string();
         let about = Some(format!(
             "token: {}; known break: {}; shown by: {}{}",
             a.kind.token().unwrap_or("none"),
             a.kind.known_break(),
-            shown.breaks.join(", "),
-            shown
-                .fenced
+            a.kind.shown_by().join(", "),
+            a.kind
+                .fenced_by()
                 .map(|f| format!("; fenced: {f}"))
                 .unwrap_or_default(),
         ));
-        let workloads: Vec<&'static str> =
-            shown.breaks.iter().copied().chain(shown.fenced).collect();
+        let workloads: Vec<&'static str> = a
+            .kind
+            .shown_by()
+            .iter()
+            .copied()
+            .chain(a.kind.fenced_by())
+            .collect();
         let presets: Vec<&'static str> = LEASE_PRESETS
             .iter()
             .filter(|p| !p.backends.is_empty() && p.fits(a.kind))
@@ -219,46 +218,9 @@ fn version_of(program: &Path) -> String {
         .to_string()
 }
 
-/// The shipped workloads that show a backend's known break, and the one where
-/// fencing by its token keeps the resource safe (none without a token).
-struct Shown {
-    breaks: &'static [&'static str],
-    fenced: Option<&'static str>,
-}
-
-/// Which shipped workloads (`workloads/<name>.toml`) show each backend's break.
-fn shown_by(kind: BackendKind) -> Shown {
-    let (breaks, fenced): (&'static [&'static str], _) = match kind {
-        BackendKind::Redis => (
-            &["redis-pause-unfenced", "redis-kill-restart"],
-            Some("redis-pause-fenced"),
-        ),
-        BackendKind::Redlock => (&["redlock-pause-unfenced", "redlock-clock-jump"], None),
-        BackendKind::Etcd => (
-            &["etcd-pause-unfenced", "etcd-partition-leader"],
-            Some("etcd-pause-fenced"),
-        ),
-        BackendKind::Zookeeper => (
-            &["zookeeper-pause-unfenced"],
-            Some("zookeeper-pause-fenced"),
-        ),
-        BackendKind::PostgresAdvisory => (&["postgres-advisory-pause"], None),
-        BackendKind::PostgresLease => (
-            &["postgres-lease-pause-unfenced"],
-            Some("postgres-lease-pause-fenced"),
-        ),
-        BackendKind::Mariadb => (&["mariadb-pause"], None),
-        BackendKind::Nats => (
-            &["nats-pause-unfenced", "nats-cluster-create-race"],
-            Some("nats-pause-fenced"),
-        ),
-    };
-    Shown { breaks, fenced }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::backend::BackendKind;
     use crate::run::workload::Workload;
     use std::path::PathBuf;
 
@@ -273,11 +235,10 @@ mod tests {
     #[test]
     fn the_workloads_named_for_each_backend_exist_and_run_that_backend() {
         for kind in BackendKind::ALL {
-            let shown = shown_by(kind);
-            assert!(!shown.breaks.is_empty(), "{kind:?}");
-            assert_eq!(shown.fenced.is_some(), kind.token().is_some(), "{kind:?}");
-            let all = shown.breaks.iter().map(|b| (b, false));
-            for (name, fenced) in all.chain(shown.fenced.iter().map(|f| (f, true))) {
+            assert!(!kind.shown_by().is_empty(), "{kind}");
+            assert_eq!(kind.fenced_by().is_some(), kind.token().is_some(), "{kind}");
+            let all = kind.shown_by().iter().map(|b| (b, false));
+            for (name, fenced) in all.chain(kind.fenced_by().iter().map(|f| (f, true))) {
                 let w = Workload::load(&shipped(name)).unwrap_or_else(|e| panic!("{e:#}"));
                 assert_eq!(w.backend.kind, kind, "{name}");
                 assert_eq!(

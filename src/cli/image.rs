@@ -69,12 +69,15 @@ fn host_layout() -> Layout {
             Err(_) => {}
         }
     }
-    let etc = [
-        "alternatives",
-        "java-17-openjdk",
-        "java-21-openjdk",
-        "zookeeper",
-    ];
+    // Debian's alternatives for every program; each backend's own on top.
+    let mut etc = vec!["alternatives"];
+    for kind in crate::backend::BackendKind::ALL {
+        for d in crate::cluster::recipe(kind).host_etc() {
+            if !etc.contains(d) {
+                etc.push(d);
+            }
+        }
+    }
     mounts.extend(
         etc.iter()
             .map(|d| format!("/etc/{d}"))
@@ -235,10 +238,7 @@ fn images_present() -> Result<Vec<(String, Vec<String>, bool)>> {
         let mut images: Vec<(String, Vec<String>)> = Vec::new();
         for kind in crate::backend::BackendKind::ALL {
             let image = docker::default_image(kind);
-            let name = serde_json::to_value(kind)?
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let name = kind.name().to_string();
             match images.iter_mut().find(|(i, _)| i == image) {
                 Some((_, kinds)) => kinds.push(name),
                 None => images.push((image.to_string(), vec![name])),

@@ -60,6 +60,10 @@ pub fn main(args: Args) -> Result<u8> {
         None => None,
     };
     let base_seed = args.seed.unwrap_or(w.seed);
+    // Each seed's faults all start within the run, before any run begins.
+    for i in 0..args.test_count {
+        w.planned_faults(time_limit, base_seed.wrapping_add(i))?;
+    }
     let mut opts = run::Options {
         time_limit,
         seed: None,
@@ -77,7 +81,7 @@ pub fn main(args: Args) -> Result<u8> {
             eprintln!(
                 "lockcheck: running {} (seed {seed}): {} × {} node{}, lease {:.1} s{}, {} clients, {} resource, {:.0} s",
                 w.name,
-                kind_name(b.kind),
+                b.kind.name(),
                 b.nodes,
                 if b.nodes == 1 { "" } else { "s" },
                 b.lease.ttl.as_secs_f64(),
@@ -117,10 +121,6 @@ pub fn main(args: Args) -> Result<u8> {
 /// Anomalies of one kind shown in words; verdict.json has them all.
 const SHOWN: usize = 2;
 
-fn kind_name(k: crate::backend::BackendKind) -> String {
-    format!("{k:?}").to_lowercase()
-}
-
 fn print_report(r: &RunReport) {
     let v = &r.verdict;
     let head = match v.valid {
@@ -132,7 +132,7 @@ fn print_report(r: &RunReport) {
         "{head}: {} seed {} ({}, {} resource)",
         r.workload,
         r.seed,
-        kind_name(r.backend),
+        r.backend.name(),
         crate::resource::Spec {
             kind: r.resource_kind,
             fence: r.fence,

@@ -24,8 +24,8 @@
 //! this machine's servers from read-only mounts (listed in its `lockcheck.host-mounts`
 //! label), for machines that cannot pull.
 
-use super::local::{etcd_readmit, leader, log_tail, probe};
-use super::{server_binary, Cluster, ClusterError, ClusterPlan, ClusterSpec, Runtime};
+use super::local::log_tail;
+use super::{recipe, Cluster, ClusterError, ClusterPlan, ClusterSpec, Init, Runtime};
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
@@ -42,7 +42,6 @@ use bollard::query_parameters::{
 use bollard::Docker;
 use futures_util::StreamExt;
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -60,28 +59,11 @@ const HOST_ACCOUNTS: [&str; 2] = ["/etc/passwd", "/etc/group"];
 pub const HOST_IMAGE: &str = "lockcheck/host:latest";
 
 /// The image a backend runs from unless the workload says otherwise: the image
-/// users pull for Redis and etcd, whose command lines are the servers' own; the
-/// host image for the others, whose command lines name this machine's files (the
+/// users pull (Redis, etcd), whose command lines are the servers' own; the host
+/// image for the others, whose command lines name this machine's files (the
 /// ZooKeeper jars, PostgreSQL's versioned directory, `mariadb-install-db`).
 pub fn default_image(kind: BackendKind) -> &'static str {
-    match kind {
-        BackendKind::Redis | BackendKind::Redlock => "redis",
-        BackendKind::Etcd => "quay.io/coreos/etcd",
-        BackendKind::PostgresAdvisory
-        | BackendKind::PostgresLease
-        | BackendKind::Nats
-        | BackendKind::Zookeeper
-        | BackendKind::Mariadb => HOST_IMAGE,
-    }
-}
-
-/// Whether a backend's command lines run only where this machine's programs are
-/// mounted (see [`default_image`]).
-fn needs_host_programs(kind: BackendKind) -> bool {
-    !matches!(
-        kind,
-        BackendKind::Redis | BackendKind::Redlock | BackendKind::Etcd
-    )
+    recipe(kind).official_image().unwrap_or(HOST_IMAGE)
 }
 
 /// Whether a start failed because Docker could not publish a node's port.
@@ -211,7 +193,7 @@ impl DockerCluster {
         loop {
             match Self::start_once(spec.clone(), image).await {
                 Err(e) if attempt < ATTEMPTS && port_taken(&e) => {
-                    tracing::warn!("port taken while starting {:?}, retrying: {e:#}", spec.kind);
+                    tracing::warn!("port taken while starting {}, retrying: {e:#}", spec.kind);
                     // The next plan starts from nothing: a data directory of this
                     // one (an etcd member of its cluster) must not be found.
                     let data = spec.dir.join("data");
@@ -228,15 +210,15 @@ impl DockerCluster {
 
     async fn start_once(spec: ClusterSpec, image: &str) -> Result<DockerCluster> {
         if spec.nodes == 0 {
-            bail!("a {:?} cluster needs at least one node", spec.kind);
+            bail!("a {} cluster needs at least one node", spec.kind);
         }
         let docker = connect().await?;
         let mounts = image_mounts(&docker, image).await?;
-        if mounts.is_empty() && needs_host_programs(spec.kind) {
+        if mounts.is_empty() && recipe(spec.kind).official_image().is_none() {
             return Err(ClusterError::Docker(format!(
-                "{:?} runs this machine's server programs, and the image {image} mounts none \
+                "{} runs this machine's server programs, and the image {image} mounts none \
                  of them; run `lockcheck image build` and use --image {HOST_IMAGE}",
-                spec.kind
+                spec.kind.name()
             ))
             .into());
         }
@@ -279,7 +261,7 @@ impl DockerCluster {
             docker,
             plan: ClusterPlan {
                 binary: if mounts.is_empty() {
-                    PathBuf::from(server_binary(kind).name)
+                    PathBuf::from(recipe(kind).binary().name)
                 } else {
                     plan.binary.clone()
                 },
@@ -452,15 +434,9 @@ impl DockerCluster {
         std::fs::create_dir_all(&node.data_dir)
             .with_context(|| format!("creating {}", node.data_dir.display()))?;
         self.init_node(i).await?;
-        let mut cmd = self.plan.command(i, rejoin)?;
-        if matches!(
-            self.plan.spec.kind,
-            BackendKind::Redis | BackendKind::Redlock
-        ) {
-            // Clients arrive through Docker's port forwarding, from outside the
-            // container's loopback: Redis' protected mode would refuse them.
-            cmd.args(["--protected-mode", "no"]);
-        }
+        // The node listens on the run's network, not on loopback: a recipe
+        // opens it to clients from outside (Docker's port forwarding) from that.
+        let mut cmd = self.plan.recipe().command(&self.plan, i, rejoin)?;
         if let Some(super::Prepare(prepare)) = &self.plan.spec.prepare {
             prepare(&node, &mut cmd)
                 .with_context(|| format!("preparing node {} to start", node.name))?;
@@ -485,7 +461,7 @@ impl DockerCluster {
     /// needs one now, in a container of the same image, mounts and user as its
     /// server's, on no network; its output goes to the node's log.
     async fn init_node(&mut self, i: usize) -> Result<()> {
-        let Some((cmd, what)) = self.plan.init_command(i)? else {
+        let Some(Init { command: cmd, what }) = self.plan.recipe().init(&self.plan, i)? else {
             return Ok(());
         };
         let body = self.container_body(i, &cmd, false)?;
@@ -534,22 +510,7 @@ impl DockerCluster {
                 String::from_utf8_lossy(&output)
             );
         }
-        if matches!(
-            self.plan.spec.kind,
-            BackendKind::PostgresAdvisory | BackendKind::PostgresLease
-        ) {
-            // Clients arrive through Docker's port forwarding, from the network's
-            // gateway: initdb's trust rules name only loopback. `samenet` is the
-            // run's network, which nothing else is on.
-            let hba = self.plan.nodes[i].data_dir.join("pg_hba.conf");
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&hba)
-                .with_context(|| format!("opening {}", hba.display()))?;
-            writeln!(f, "host all all samenet trust")
-                .with_context(|| format!("writing {}", hba.display()))?;
-        }
-        Ok(())
+        self.plan.recipe().after_init(&self.plan, i)
     }
 
     async fn start_node(&mut self, i: usize) -> Result<()> {
@@ -586,7 +547,8 @@ impl DockerCluster {
         while !pending.is_empty() {
             let mut still = Vec::new();
             for &i in &pending {
-                if !probe(self.plan.spec.kind, self.plan.nodes[i].client_advertise).await {
+                let recipe = self.plan.recipe();
+                if !recipe.ready(self.plan.nodes[i].client_advertise).await {
                     still.push(i);
                 }
             }
@@ -626,7 +588,7 @@ impl DockerCluster {
             .position(|n| n.name == node)
             .with_context(|| {
                 format!(
-                    "no node named {node} in this {:?} cluster",
+                    "no node named {node} in this {} cluster",
                     self.plan.spec.kind
                 )
             })
@@ -691,24 +653,10 @@ impl DockerCluster {
         self.pids.iter_mut().for_each(|p| *p = None);
     }
 
-    /// Re-admits wiped etcd member `i` as a new member (see LocalCluster::restart)
-    /// and makes its container anew: a container keeps its first command line, and
-    /// the member must now join the running cluster (`existing`), not found one.
-    async fn readmit(&mut self, i: usize) -> Result<()> {
-        let node = &self.plan.nodes[i];
-        let peer = node
-            .peer_advertise
-            .map(|a| format!("http://{a}"))
-            .context("an etcd member without a peer address")?;
-        etcd_readmit(
-            &node.name,
-            &self.running(),
-            self.plan.nodes.len(),
-            peer,
-            self.plan.spec.ready_timeout,
-        )
-        .await
-        .with_context(|| format!("re-admitting wiped member {}", node.name))?;
+    /// Makes node `i`'s container anew, for a member re-admitted empty (see
+    /// [`super::ServerRecipe::readmit`]): a container keeps its first command
+    /// line, and the member must now join the running cluster, not found one.
+    async fn remake(&mut self, i: usize) -> Result<()> {
         let container = self.containers[i].clone();
         let output = self.container_log(&container).await;
         self.earlier_logs[i].extend(output);
@@ -796,9 +744,9 @@ impl Cluster for DockerCluster {
         if self.main_pid(i).await.is_some() {
             bail!("node {node} is still running: kill it before restarting");
         }
-        let n = &self.plan.nodes[i];
-        if self.plan.spec.kind == BackendKind::Etcd && !n.data_dir.join("member").exists() {
-            self.readmit(i).await?;
+        let recipe = self.plan.recipe();
+        if recipe.readmit(&self.plan, i, &self.running()).await? {
+            self.remake(i).await?;
         } else {
             // A wiped database is set up again before its server starts.
             self.init_node(i).await?;
@@ -846,7 +794,7 @@ impl Cluster for DockerCluster {
     }
 
     async fn leader(&self) -> Option<String> {
-        leader(&self.plan, &self.running()).await
+        self.plan.recipe().leader(&self.plan, &self.running()).await
     }
 
     async fn stop(&mut self) {

@@ -20,7 +20,7 @@ impl ExternalCluster {
     /// `endpoints` in node order (n1 first), as `host:port`.
     pub fn new(kind: BackendKind, dir: impl Into<PathBuf>, endpoints: Vec<String>) -> Result<Self> {
         if endpoints.is_empty() {
-            bail!("an external {kind:?} cluster needs at least one endpoint");
+            bail!("an external {kind} cluster needs at least one endpoint");
         }
         Ok(ExternalCluster {
             kind,

@@ -30,7 +30,7 @@
 //! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::netns::{self, Network};
-use super::{default_nodes, server_binary, ClusterError, NetworkKind};
+use super::{recipe, ClusterError, Init, NetworkKind, ServerRecipe};
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
@@ -45,8 +45,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// What to start: the backend, how many nodes, and where their files go.
 #[derive(Debug, Clone)]
@@ -105,12 +103,13 @@ impl std::fmt::Debug for Prepare {
 }
 
 impl ClusterSpec {
-    /// The backend's usual shape (see [`default_nodes`]) with its files under `dir`.
+    /// The backend's usual shape (its recipe's default number of nodes) with its
+    /// files under `dir`.
     pub fn new(kind: BackendKind, dir: impl Into<PathBuf>) -> Self {
         let dir = dir.into();
         ClusterSpec {
             kind,
-            nodes: default_nodes(kind),
+            nodes: recipe(kind).default_nodes(),
             journal_dir: dir.clone(),
             dir,
             binary: None,
@@ -171,41 +170,24 @@ impl ClusterPlan {
     /// address, on its backend's usual ports.
     fn plan(spec: ClusterSpec, network: Option<&Network>) -> Result<Self> {
         if spec.nodes == 0 {
-            bail!("a {:?} cluster needs at least one node", spec.kind);
+            bail!("a {} cluster needs at least one node", spec.kind);
         }
-        let binary = server_binary(spec.kind).resolve(spec.binary.as_deref())?;
-        // NATS routes between the nodes of a cluster; a single server has no peers.
-        let has_peers = match spec.kind {
-            BackendKind::Etcd | BackendKind::Zookeeper => true,
-            BackendKind::Nats => spec.nodes > 1,
-            BackendKind::Redis
-            | BackendKind::Redlock
-            | BackendKind::PostgresAdvisory
-            | BackendKind::PostgresLease
-            | BackendKind::Mariadb => false,
-        };
+        let recipe = recipe(spec.kind);
+        let binary = recipe.binary().resolve(spec.binary.as_deref())?;
+        let ports = recipe.ports(spec.nodes);
         let names: Vec<String> = node_names(spec.nodes);
         let nodes = names
             .into_iter()
             .enumerate()
             .map(|(i, name)| {
-                let [client_port, peer_port, election_port] = usual_ports(spec.kind);
                 // A namespace of its own has the backend's usual ports free.
                 let addr = |port: u16| match network {
                     None => free_loopback_addr(),
                     Some(net) => Ok(SocketAddr::from((net.addr(i), port))),
                 };
-                let client = addr(client_port)?;
-                let peer = if has_peers {
-                    Some(addr(peer_port)?)
-                } else {
-                    None
-                };
-                let election = if spec.kind == BackendKind::Zookeeper {
-                    Some(addr(election_port)?)
-                } else {
-                    None
-                };
+                let client = addr(ports.client)?;
+                let peer = ports.peer.map(addr).transpose()?;
+                let election = ports.election.map(addr).transpose()?;
                 Ok(NodeSpec {
                     data_dir: spec.dir.join("data").join(&name),
                     log_path: spec.dir.join("nodes").join(format!("{name}.log")),
@@ -251,96 +233,16 @@ impl ClusterPlan {
         // All members first, then the wait: an etcd member is not healthy until a
         // quorum of its peers is up.
         for i in 0..cluster.plan.nodes.len() {
-            cluster.spawn(i, false)?;
+            cluster.spawn(i, false).await?;
         }
         let all: Vec<usize> = (0..cluster.plan.nodes.len()).collect();
         cluster.wait_ready(&all).await?;
         Ok(cluster)
     }
 
-    /// The one-off program that prepares node `i`'s data directory before its
-    /// server's first start (and after a wipe), with its name, where it needs one
-    /// (`initdb`, `mariadb-install-db`). Run before [`ClusterPlan::command`]: here,
-    /// or in the node's container.
-    pub(super) fn init_command(&self, i: usize) -> Result<Option<(Command, &'static str)>> {
-        Ok(match self.spec.kind {
-            BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
-                super::postgres::init(self, i)?.map(|c| (c, "initdb"))
-            }
-            BackendKind::Mariadb => {
-                super::mariadb::init(self, i)?.map(|c| (c, "mariadb-install-db"))
-            }
-            _ => None,
-        })
-    }
-
-    /// The command line that runs node `i` (after [`ClusterPlan::init_command`]).
-    /// `rejoin`: an etcd member that comes back without its data joins the running
-    /// cluster as a new member instead of bootstrapping a new one.
-    pub(super) fn command(&self, i: usize, rejoin: bool) -> Result<Command> {
-        let node = &self.nodes[i];
-        let mut cmd = Command::new(&self.binary);
-        match self.spec.kind {
-            BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
-                return super::postgres::command(self, i)
-            }
-            BackendKind::Nats => return super::nats::command(self, i),
-            BackendKind::Mariadb => return super::mariadb::command(self, i),
-            BackendKind::Zookeeper => return super::zookeeper::command(self, i),
-            BackendKind::Redis | BackendKind::Redlock => {
-                // No persistence: a killed instance comes back empty, as the
-                // Redis-docs setup the Redlock debate assumes.
-                cmd.arg("--port")
-                    .arg(node.client_listen.port().to_string())
-                    .arg("--bind")
-                    .arg(node.client_listen.ip().to_string())
-                    .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-                    .arg("--dir")
-                    .arg(&node.data_dir);
-                // Protected mode refuses every client not on loopback; a node in its
-                // namespace is reached from the host, over the run's own bridge.
-                if !node.client_listen.ip().is_loopback() {
-                    cmd.args(["--protected-mode", "no"]);
-                }
-            }
-            BackendKind::Etcd => {
-                let url = |a: SocketAddr| format!("http://{a}");
-                let peer_listen = node.peer_listen.expect("etcd nodes have peer addresses");
-                let peer_advertise = node.peer_advertise.expect("etcd nodes have peer addresses");
-                let initial_cluster = self
-                    .nodes
-                    .iter()
-                    .filter_map(|n| Some(format!("{}={}", n.name, url(n.peer_advertise?))))
-                    .collect::<Vec<_>>()
-                    .join(",");
-                // Short heartbeat and election timeouts: a paused leader is replaced
-                // in about a second, which keeps runs and tests short.
-                cmd.arg("--name")
-                    .arg(&node.name)
-                    .arg("--data-dir")
-                    .arg(&node.data_dir)
-                    .arg("--listen-client-urls")
-                    .arg(url(node.client_listen))
-                    .arg("--advertise-client-urls")
-                    .arg(url(node.client_advertise))
-                    .arg("--listen-peer-urls")
-                    .arg(url(peer_listen))
-                    .arg("--initial-advertise-peer-urls")
-                    .arg(url(peer_advertise))
-                    .arg("--initial-cluster")
-                    .arg(initial_cluster)
-                    .arg("--initial-cluster-state")
-                    .arg(if rejoin { "existing" } else { "new" })
-                    .arg("--initial-cluster-token")
-                    .arg(&self.cluster_token)
-                    .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
-                    // Membership changes are lockcheck's own (re-admitting a wiped
-                    // member right after a crash): the strict check would refuse them
-                    // until the leader has seen its peers healthy for 5 s.
-                    .arg("--strict-reconfig-check=false");
-            }
-        }
-        Ok(cmd)
+    /// The recipe of the backend's servers.
+    pub fn recipe(&self) -> &'static dyn ServerRecipe {
+        recipe(self.spec.kind)
     }
 }
 
@@ -376,7 +278,7 @@ impl LocalCluster {
         loop {
             match ClusterPlan::new(spec.clone())?.start().await {
                 Err(e) if attempt < ATTEMPTS && is_port_taken(&e) => {
-                    tracing::warn!("port taken while starting {:?}, retrying: {e:#}", spec.kind);
+                    tracing::warn!("port taken while starting {}, retrying: {e:#}", spec.kind);
                     attempt += 1;
                 }
                 other => return other,
@@ -426,7 +328,7 @@ impl LocalCluster {
 
     /// Kills a node with SIGKILL, as a crash would: no shutdown, data directory kept.
     /// Killing a node that is already down does nothing.
-    pub fn kill(&mut self, node: &str) -> Result<()> {
+    pub async fn kill(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
         if let Some(mut child) = self.children[i].take() {
             // SIGKILL ends a stopped process too; wait so it leaves no zombie and its
@@ -435,9 +337,11 @@ impl LocalCluster {
             let _ = child.kill();
             // Should the thaw fail, the wait would never end: the journal keeps
             // the freeze for `recover` instead.
-            self.thaw_index(i)?;
-            child
-                .wait()
+            self.thaw_index(i).await?;
+            // The kernel tears a big process down (a JVM's heap) in its own time:
+            // waited for off the runtime, whose clock times the clients' ops.
+            off_runtime(move || Ok(child.wait()?))
+                .await
                 .with_context(|| format!("waiting for killed node {node}"))?;
         }
         Ok(())
@@ -488,23 +392,19 @@ impl LocalCluster {
                 child.id()
             );
         }
-        // An etcd member whose data was wiped cannot restart as itself (etcd refuses:
-        // "member has already been bootstrapped"): the cluster forgets it and takes
-        // it back as a new member, with a new member id, that catches up from the
-        // leader.
-        let rejoin = self.kind() == BackendKind::Etcd
-            && !self.plan.nodes[i].data_dir.join("member").exists();
-        if rejoin {
-            self.etcd_readmit(i)
-                .await
-                .with_context(|| format!("re-admitting wiped member {node}"))?;
-        }
-        self.spawn(i, rejoin)
+        // A member whose data was wiped may need the others to take it back first
+        // (etcd: as a new member, that catches up from the leader).
+        let rejoin = self
+            .plan
+            .recipe()
+            .readmit(&self.plan, i, &self.running())
+            .await?;
+        self.spawn(i, rejoin).await
     }
 
     /// Freezes a running node's processes (its server and what it forked) with
     /// the cgroup freezer; journaled, so that `recover` thaws it.
-    pub fn freeze(&mut self, node: &str) -> Result<()> {
+    pub async fn freeze(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
         self.reap(i);
         let Some(child) = &self.children[i] else {
@@ -520,7 +420,10 @@ impl LocalCluster {
             node: node.to_string(),
             cgroup: cgroup.clone(),
         })?;
-        match super::freezer::freeze(&cgroup, root) {
+        let dir = cgroup.clone();
+        // Moving the processes and waiting for the kernel to freeze them takes
+        // from microseconds to the freezer's own timeout: off the runtime.
+        match off_runtime(move || super::freezer::freeze(&dir, root)).await {
             Ok(frozen) => {
                 self.frozen[i] = Some((frozen, id));
                 Ok(())
@@ -534,54 +437,24 @@ impl LocalCluster {
     }
 
     /// Thaws a node [`LocalCluster::freeze`] froze (one not frozen: nothing to do).
-    pub fn thaw(&mut self, node: &str) -> Result<()> {
+    pub async fn thaw(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
-        self.thaw_index(i)
+        self.thaw_index(i).await
     }
 
-    fn thaw_index(&mut self, i: usize) -> Result<()> {
-        if let Some((frozen, id)) = self.frozen[i].take() {
-            frozen
-                .thaw()
-                .with_context(|| format!("thawing node {}", self.plan.nodes[i].name))?;
-            crate::journal::Journal::for_run(&self.plan.spec.dir)?.undone(id)?;
-        }
-        Ok(())
-    }
-
-    /// Removes member `i` from the running etcd cluster and adds it again, empty.
-    /// Membership changes need a leader (a follower without one drops them), so this
-    /// waits for one and tries again until the ready timeout; each try starts from
-    /// the member list, so a change that took effect unseen is not made twice.
-    async fn etcd_readmit(&mut self, i: usize) -> Result<()> {
-        let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())
-            .filter(|&j| self.children[j].is_some())
-            .map(|j| {
-                (
-                    self.plan.nodes[j].name.clone(),
-                    self.plan.nodes[j].client_listen,
-                )
-            })
-            .collect();
-        let node = &self.plan.nodes[i];
-        let peer = node
-            .peer_advertise
-            .map(|a| format!("http://{a}"))
-            .context("an etcd member without a peer address")?;
-        etcd_readmit(
-            &node.name,
-            &running,
-            self.plan.nodes.len(),
-            peer,
-            self.plan.spec.ready_timeout,
-        )
-        .await
+    /// Thaws node `i` if it is frozen, off the runtime.
+    async fn thaw_index(&mut self, i: usize) -> Result<()> {
+        let Some(frozen) = self.frozen[i].take() else {
+            return Ok(());
+        };
+        let (name, dir) = (self.plan.nodes[i].name.clone(), self.plan.spec.dir.clone());
+        off_runtime(move || thaw_frozen(frozen, &name, &dir)).await
     }
 
     /// Empties the data directory of a node that is down, so that its restart comes
     /// back with nothing: a Redis without its keys, an etcd member without its log
     /// (re-admitted as a new member at restart).
-    pub fn wipe(&mut self, node: &str) -> Result<()> {
+    pub async fn wipe(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
         self.reap(i);
         if let Some(child) = &self.children[i] {
@@ -590,20 +463,21 @@ impl LocalCluster {
                 child.id()
             );
         }
-        let data = &self.plan.nodes[i].data_dir;
-        match fs::remove_dir_all(data) {
+        let data = self.plan.nodes[i].data_dir.clone();
+        // A database's files are many: removed off the runtime.
+        off_runtime(move || match fs::remove_dir_all(&data) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(e).with_context(|| format!("wiping {}", data.display()))
             }
             _ => Ok(()),
-        }
+        })
+        .await
     }
 
-    /// The node that currently leads, where the backend has one: the etcd member
-    /// that a quorum of members names as leader, the one Redis of `redis`; none for
-    /// Redlock's independent servers or while etcd elects.
+    /// The node that currently leads, where the backend has one (see
+    /// [`ServerRecipe::leader`]).
     pub async fn leader(&self) -> Option<String> {
-        leader(&self.plan, &self.running()).await
+        self.plan.recipe().leader(&self.plan, &self.running()).await
     }
 
     /// The nodes whose process is alive (paused ones too), by name and client
@@ -620,19 +494,54 @@ impl LocalCluster {
             .collect()
     }
 
-    /// The running server that says it leads (`srvr`: `Mode: leader`, or
-    /// `standalone` for a single server).
     /// Stops every node: SIGCONT (a paused node cannot act on SIGTERM), SIGTERM, and
-    /// SIGKILL for any still there after the grace. Also what drop does.
-    pub fn stop(&mut self) {
-        let running: Vec<usize> = (0..self.children.len())
-            .filter(|&i| self.children[i].is_some())
-            .collect();
+    /// SIGKILL for any still there after the grace. Waits without holding up the
+    /// runtime: its other tasks (a run's clients) go on meanwhile.
+    pub async fn stop(&mut self) {
         for i in 0..self.frozen.len() {
-            if let Err(e) = self.thaw_index(i) {
+            if let Err(e) = self.thaw_index(i).await {
                 tracing::warn!("{e:#}");
             }
         }
+        let running = self.terminate();
+        let deadline = Instant::now() + self.plan.spec.stop_grace;
+        while !self.stopped(&running, deadline) {
+            tokio::time::sleep(STOP_POLL).await;
+        }
+        let killed = self.kill_rest(&running);
+        let network = self.network.clone();
+        let _ = off_runtime(move || {
+            reap_all(killed);
+            remove_network(network.as_deref());
+            Ok(())
+        })
+        .await;
+    }
+
+    /// [`LocalCluster::stop`] for drop, which cannot wait asynchronously.
+    fn stop_now(&mut self) {
+        for i in 0..self.frozen.len() {
+            if let Some(frozen) = self.frozen[i].take() {
+                let name = &self.plan.nodes[i].name;
+                if let Err(e) = thaw_frozen(frozen, name, &self.plan.spec.dir) {
+                    tracing::warn!("{e:#}");
+                }
+            }
+        }
+        let running = self.terminate();
+        let deadline = Instant::now() + self.plan.spec.stop_grace;
+        while !self.stopped(&running, deadline) {
+            std::thread::sleep(STOP_POLL);
+        }
+        reap_all(self.kill_rest(&running));
+        remove_network(self.network.as_deref());
+    }
+
+    /// SIGCONT and SIGTERM to every node running; returns which they were.
+    fn terminate(&mut self) -> Vec<usize> {
+        let running: Vec<usize> = (0..self.children.len())
+            .filter(|&i| self.children[i].is_some())
+            .collect();
         for &i in &running {
             if let Some(child) = &self.children[i] {
                 let pid = Pid::from_raw(child.id() as i32);
@@ -640,30 +549,34 @@ impl LocalCluster {
                 let _ = kill(pid, Signal::SIGTERM);
             }
         }
-        let deadline = Instant::now() + self.plan.spec.stop_grace;
-        // Members of a quorum system (etcd) left without a quorum cannot shut down
-        // cleanly: a leader waits out its leadership-transfer timeout for peers that
-        // are gone. Once a majority has exited, the rest get SIGKILL; their logs are
-        // fsynced at every commit, so nothing a restart needs is lost.
-        let quorum = self.plan.nodes.len() / 2 + 1;
-        let quorum_gone = |c: &Self| {
-            matches!(c.kind(), BackendKind::Etcd)
-                && c.children.iter().filter(|c| c.is_none()).count() >= quorum
-        };
-        loop {
-            for &i in &running {
-                self.reap(i);
-            }
-            if running.iter().all(|&i| self.children[i].is_none())
-                || quorum_gone(self)
-                || Instant::now() >= deadline
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        running
+    }
+
+    /// Whether the wait for `running` to exit is over: all have, or a quorum
+    /// system has lost its quorum, or the grace ran out.
+    fn stopped(&mut self, running: &[usize], deadline: Instant) -> bool {
+        for &i in running {
+            self.reap(i);
         }
-        let without_quorum = quorum_gone(self);
-        for &i in &running {
+        running.iter().all(|&i| self.children[i].is_none())
+            || self.quorum_gone()
+            || Instant::now() >= deadline
+    }
+
+    /// Members of a quorum system left without a quorum may not shut down
+    /// cleanly (see [`ServerRecipe::stops_with_quorum`]): once a majority has
+    /// exited, the rest get SIGKILL.
+    fn quorum_gone(&self) -> bool {
+        let quorum = self.plan.nodes.len() / 2 + 1;
+        self.plan.recipe().stops_with_quorum()
+            && self.children.iter().filter(|c| c.is_none()).count() >= quorum
+    }
+
+    /// SIGKILL to those of `running` still there; returns them, to be reaped.
+    fn kill_rest(&mut self, running: &[usize]) -> Vec<Child> {
+        let without_quorum = self.quorum_gone();
+        let mut killed = Vec::new();
+        for &i in running {
             if let Some(mut child) = self.children[i].take() {
                 if !without_quorum {
                     tracing::warn!(
@@ -673,15 +586,10 @@ impl LocalCluster {
                     );
                 }
                 let _ = child.kill();
-                let _ = child.wait();
+                killed.push(child);
             }
         }
-        // Every server has exited: its namespace goes at once.
-        if let Some(net) = &self.network {
-            if let Err(e) = net.remove() {
-                tracing::warn!("{e:#}");
-            }
-        }
+        killed
     }
 
     fn index(&self, node: &str) -> Result<usize> {
@@ -689,7 +597,7 @@ impl LocalCluster {
             .nodes
             .iter()
             .position(|n| n.name == node)
-            .with_context(|| format!("no node named {node} in this {:?} cluster", self.kind()))
+            .with_context(|| format!("no node named {node} in this {} cluster", self.kind()))
     }
 
     /// Forgets a node's process if it has exited.
@@ -701,7 +609,7 @@ impl LocalCluster {
         }
     }
 
-    fn spawn(&mut self, i: usize, rejoin: bool) -> Result<()> {
+    async fn spawn(&mut self, i: usize, rejoin: bool) -> Result<()> {
         let node = &self.plan.nodes[i];
         fs::create_dir_all(&node.data_dir)
             .with_context(|| format!("creating {}", node.data_dir.display()))?;
@@ -711,10 +619,12 @@ impl LocalCluster {
             .append(true)
             .open(&node.log_path)
             .with_context(|| format!("opening {}", node.log_path.display()))?;
-        if let Some((init, what)) = self.plan.init_command(i)? {
-            super::setup::run_to_end(init, node, what)?;
+        let recipe = self.plan.recipe();
+        if let Some(Init { command, what }) = recipe.init(&self.plan, i)? {
+            super::setup::run_to_end(command, node, what).await?;
+            recipe.after_init(&self.plan, i)?;
         }
-        let mut cmd = self.plan.command(i, rejoin)?;
+        let mut cmd = recipe.command(&self.plan, i, rejoin)?;
         if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
             prepare(node, &mut cmd)
                 .with_context(|| format!("preparing node {} to start", node.name))?;
@@ -777,7 +687,7 @@ impl LocalCluster {
                         .into());
                     }
                 }
-                if !probe(self.plan.spec.kind, node.client_listen).await {
+                if !self.plan.recipe().ready(node.client_listen).await {
                     still.push(i);
                 }
             }
@@ -802,7 +712,7 @@ impl LocalCluster {
 
 impl Drop for LocalCluster {
     fn drop(&mut self) {
-        self.stop();
+        self.stop_now();
         // Its servers are gone: their ports may serve the next cluster.
         let mut seen = HANDED_OUT.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(seen) = seen.as_mut() {
@@ -820,194 +730,48 @@ impl Drop for LocalCluster {
     }
 }
 
-/// Removes member `node` from the running etcd cluster (`running`: the members up,
-/// by name and client address; `total`: the cluster's size) and adds it again,
-/// empty, at `peer`. Membership changes need a leader (a follower without one drops
-/// them), so this waits for one and tries again until `timeout`; each try starts
-/// from the member list, so a change that took effect unseen is not made twice.
-pub(super) async fn etcd_readmit(
-    node: &str,
-    running: &[(String, SocketAddr)],
-    total: usize,
-    peer: String,
-    timeout: Duration,
-) -> Result<()> {
-    let others: Vec<String> = running
-        .iter()
-        .filter(|(name, _)| name != node)
-        .map(|(_, addr)| format!("http://{addr}"))
-        .collect();
-    let request = Duration::from_secs(2);
-    let options = etcd_client::ConnectOptions::new()
-        .with_timeout(request)
-        .with_connect_timeout(request);
-    let mut etcd = etcd_client::Client::connect(&others, Some(options))
-        .await
-        .with_context(|| format!("connecting to {}", others.join(",")))?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        let attempt = async {
-            let members = etcd.member_list().await.context("listing members")?;
-            let old = members
-                .members()
-                .iter()
-                .find(|m| m.peer_urls().contains(&peer));
-            if let Some(old) = old {
-                etcd.member_remove(old.id())
-                    .await
-                    .context("removing the old member")?;
-            }
-            etcd.member_add([peer.clone()], None)
-                .await
-                .context("adding it again")?;
-            anyhow::Ok(())
-        };
-        match attempt.await {
-            Ok(()) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => return Err(e),
-            Err(_) => {
-                while etcd_leader(running, total).await.is_none() && Instant::now() < deadline {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            }
-        }
-    }
-}
-
-/// The member that a quorum of the cluster's `total` members names as leader, asking
-/// each of `running` (name, client address) for its status; none while etcd elects.
-/// The node of `plan` that leads now, asking the `running` ones (name, an address
-/// this machine reaches it at): the runtimes differ only in those addresses.
-pub(super) async fn leader(plan: &ClusterPlan, running: &[(String, SocketAddr)]) -> Option<String> {
-    let first = || plan.nodes.first().map(|n| n.name.clone());
-    match plan.spec.kind {
-        BackendKind::Redis => first(),
-        BackendKind::Redlock => None,
-        BackendKind::Etcd => etcd_leader(running, plan.nodes.len()).await,
-        BackendKind::Zookeeper => {
-            for (name, addr) in running {
-                if super::zookeeper::leads(*addr).await {
-                    return Some(name.clone());
-                }
-            }
-            None
-        }
-        // A JetStream cluster: the leader of the lock's stream.
-        BackendKind::Nats if plan.nodes.len() > 1 => super::nats::stream_leader(running).await,
-        // One server: it is the one every client talks to.
-        BackendKind::PostgresAdvisory
-        | BackendKind::PostgresLease
-        | BackendKind::Nats
-        | BackendKind::Mariadb => first(),
-    }
-}
-
-/// Asks every running member for its status: its own member id and its leader's;
-/// the leader is the one a quorum names.
-pub(super) async fn etcd_leader(running: &[(String, SocketAddr)], total: usize) -> Option<String> {
-    let mut ids = Vec::new();
-    let mut votes: Vec<String> = Vec::new();
-    for (name, addr) in running {
-        if let Some((id, leader)) = etcd_status(*addr).await {
-            ids.push((id, name.clone()));
-            votes.push(leader);
-        }
-    }
-    let quorum = total / 2 + 1;
-    let named = votes
-        .iter()
-        .find(|v| votes.iter().filter(|w| w == v).count() >= quorum)?;
-    ids.into_iter()
-        .find(|(id, _)| id == named)
-        .map(|(_, name)| name)
-}
-
-/// Whether a node answers as a server of its kind does when it is ready to serve:
-/// Redis replies `+PONG` to `PING`; an etcd member's `/health` says `"health":"true"`
-/// once the cluster has a leader.
-pub(super) async fn probe(kind: BackendKind, addr: SocketAddr) -> bool {
-    match kind {
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => {
-            return super::postgres::ready(addr).await
-        }
-        BackendKind::Nats => return super::nats::ready(addr).await,
-        _ => {}
-    }
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        let (request, healthy): (&[u8], &str) = match kind {
-            BackendKind::Redis | BackendKind::Redlock => (b"PING\r\n", "+PONG"),
-            BackendKind::Etcd => (
-                b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
-                "\"health\":\"true\"",
-            ),
-            BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Nats => {
-                return None
-            }
-            // The server's greeting packet carries its version, MariaDB's included.
-            BackendKind::Mariadb => (b"", "MariaDB"),
-            BackendKind::Zookeeper => (b"srvr", super::zookeeper::SERVING),
-        };
-        s.write_all(request).await.ok()?;
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 512];
-        loop {
-            let n = s.read(&mut buf).await.ok()?;
-            reply.extend_from_slice(&buf[..n]);
-            if n == 0 || String::from_utf8_lossy(&reply).contains(healthy) {
-                break;
-            }
-        }
-        Some(String::from_utf8_lossy(&reply).contains(healthy))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ask).await,
-        Ok(Some(true))
-    )
-}
-
-/// One etcd member's status over its HTTP gateway: (its member id, its leader's id),
-/// both as etcd prints them (decimal strings); none if it does not answer in time or
-/// has no leader.
-async fn etcd_status(addr: SocketAddr) -> Option<(String, String)> {
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        let body = "{}";
-        let request = format!(
-            "POST /v3/maintenance/status HTTP/1.0\r\nHost: {addr}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(request.as_bytes()).await.ok()?;
-        let mut reply = Vec::new();
-        s.read_to_end(&mut reply).await.ok()?;
-        let reply = String::from_utf8_lossy(&reply);
-        let json: serde_json::Value = serde_json::from_str(reply.split("\r\n\r\n").nth(1)?).ok()?;
-        let id = json["header"]["member_id"].as_str()?.to_string();
-        let leader = json["leader"].as_str().filter(|l| *l != "0")?.to_string();
-        Some((id, leader))
-    };
-    tokio::time::timeout(Duration::from_secs(1), ask)
-        .await
-        .ok()
-        .flatten()
-}
-
 /// The names of a cluster's `n` nodes: n1..nN.
 fn node_names(n: usize) -> Vec<String> {
     (1..=n).map(|i| format!("n{i}")).collect()
 }
 
-/// The ports a backend's servers usually listen on (client, peer, election), for
-/// nodes in namespaces of their own, where nothing else listens.
-fn usual_ports(kind: BackendKind) -> [u16; 3] {
-    match kind {
-        BackendKind::Redis | BackendKind::Redlock => [6379, 0, 0],
-        BackendKind::Etcd => [2379, 2380, 0],
-        BackendKind::Zookeeper => [2181, 2888, 3888],
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => [5432, 0, 0],
-        BackendKind::Mariadb => [3306, 0, 0],
-        BackendKind::Nats => [4222, 6222, 0],
+/// How often a stop looks whether the nodes have exited.
+const STOP_POLL: Duration = Duration::from_millis(10);
+
+/// Runs `f`, which blocks (waits for a process, spins on the kernel, runs a
+/// program), on a thread of its own: the run's runtime has one thread, which
+/// also times the clients' ops, and must not stall while a node stops.
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    tokio::task::spawn_blocking(f).await?
+}
+
+/// Thaws a frozen node and strikes the freeze from the run's journal.
+fn thaw_frozen(
+    (frozen, id): (super::freezer::Frozen, u64),
+    name: &str,
+    run_dir: &Path,
+) -> Result<()> {
+    frozen
+        .thaw()
+        .with_context(|| format!("thawing node {name}"))?;
+    crate::journal::Journal::for_run(run_dir)?.undone(id)
+}
+
+/// Waits for killed servers to go, so that none is left a zombie.
+fn reap_all(killed: Vec<Child>) {
+    for mut child in killed {
+        let _ = child.wait();
+    }
+}
+
+/// Every server has exited: its namespace goes at once.
+fn remove_network(network: Option<&Network>) {
+    if let Some(net) = network {
+        if let Err(e) = net.remove() {
+            tracing::warn!("{e:#}");
+        }
     }
 }
 

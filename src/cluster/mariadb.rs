@@ -4,15 +4,60 @@
 //! PostgreSQL nodes does. As root, the server runs with `--user=root` (mariadbd
 //! refuses root otherwise).
 
-use super::ClusterPlan;
+use super::{ClusterPlan, Init, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
+use async_trait::async_trait;
+use std::net::SocketAddr;
 use std::process::Command;
+
+pub(super) struct Mariadb;
+
+#[async_trait]
+impl ServerRecipe for Mariadb {
+    fn binary(&self) -> ServerBinary {
+        ServerBinary {
+            name: "mariadbd",
+            package: "mariadb-server",
+            env: "LOCKCHECK_MARIADBD",
+        }
+    }
+
+    /// The locks live in one server.
+    fn default_nodes(&self) -> usize {
+        1
+    }
+
+    fn ports(&self, _nodes: usize) -> Ports {
+        Ports::client(3306)
+    }
+
+    /// As lockcheck sets it up, it admits loopback clients only.
+    fn namespaces(&self) -> bool {
+        false
+    }
+
+    fn init(&self, plan: &ClusterPlan, i: usize) -> Result<Option<Init>> {
+        Ok(init(plan, i)?.map(|command| Init {
+            command,
+            what: "mariadb-install-db",
+        }))
+    }
+
+    fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
+        command(plan, i)
+    }
+
+    /// The server's greeting packet carries its version, MariaDB's included.
+    async fn ready(&self, addr: SocketAddr) -> bool {
+        super::answers(addr, b"", "MariaDB").await
+    }
+}
 
 /// The program that creates node `i`'s system tables (`mariadb-install-db`), if
 /// its data directory has none yet: on the first start and after a wipe. Nothing
 /// is run here: the local runtime runs it on this machine, the docker runtime in
 /// the node's container.
-pub(super) fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
+fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
     let node = &plan.nodes[i];
     if node.data_dir.join("mysql").exists() {
         return Ok(None);
@@ -30,7 +75,7 @@ pub(super) fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
 }
 
 /// The command that runs node `i` (after [`init`]).
-pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
+fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     let node = &plan.nodes[i];
     let mut cmd = Command::new(&plan.binary);
     cmd.arg("--no-defaults")

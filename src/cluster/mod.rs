@@ -4,11 +4,15 @@
 //! ([`docker`]), and servers someone else runs ([`external`]), which lockcheck only
 //! talks to.
 //!
-//! This module knows which server program each backend runs and which Debian package
-//! installs it, so that a missing server is an environment problem named precisely
-//! (the runner exits 5 with it) rather than a failed spawn.
+//! What differs between backends is one [`ServerRecipe`] per backend, in a file of
+//! its own (`redis.rs`, `etcd.rs`, `postgres.rs`, ...), found through [`recipe`]:
+//! the server program and the Debian package that installs it (so that a missing
+//! server is an environment problem named precisely: the runner exits 5 with it,
+//! rather than a failed spawn), ports, command line, one-off setup, readiness,
+//! leader, image. The runtimes never name a backend.
 
 pub mod docker;
+mod etcd;
 pub mod external;
 pub mod freezer;
 pub mod local;
@@ -16,6 +20,7 @@ mod mariadb;
 mod nats;
 pub mod netns;
 pub mod postgres;
+mod redis;
 mod setup;
 mod zookeeper;
 
@@ -27,7 +32,12 @@ use crate::backend::BackendKind;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// Where a backend's servers run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -152,7 +162,7 @@ impl Cluster for LocalCluster {
         LocalCluster::pid(self, node)
     }
     async fn kill(&mut self, node: &str) -> Result<()> {
-        LocalCluster::kill(self, node)
+        LocalCluster::kill(self, node).await
     }
     async fn restart(&mut self, node: &str) -> Result<()> {
         LocalCluster::restart(self, node).await
@@ -161,19 +171,19 @@ impl Cluster for LocalCluster {
         LocalCluster::restart_together(self, nodes).await
     }
     async fn wipe(&mut self, node: &str) -> Result<()> {
-        LocalCluster::wipe(self, node)
+        LocalCluster::wipe(self, node).await
     }
     async fn freeze(&mut self, node: &str) -> Result<()> {
-        LocalCluster::freeze(self, node)
+        LocalCluster::freeze(self, node).await
     }
     async fn thaw(&mut self, node: &str) -> Result<()> {
-        LocalCluster::thaw(self, node)
+        LocalCluster::thaw(self, node).await
     }
     async fn leader(&self) -> Option<String> {
         LocalCluster::leader(self).await
     }
     async fn stop(&mut self) {
-        LocalCluster::stop(self)
+        LocalCluster::stop(self).await
     }
     fn network(&self) -> Option<std::sync::Arc<netns::Network>> {
         LocalCluster::network(self)
@@ -192,55 +202,155 @@ pub struct ServerBinary {
     pub env: &'static str,
 }
 
-/// The server program behind each backend.
-pub fn server_binary(kind: BackendKind) -> ServerBinary {
-    match kind {
-        BackendKind::Redis | BackendKind::Redlock => ServerBinary {
-            name: "redis-server",
-            package: "redis-server",
-            env: "LOCKCHECK_REDIS_SERVER",
-        },
-        BackendKind::Etcd => ServerBinary {
-            name: "etcd",
-            package: "etcd-server",
-            env: "LOCKCHECK_ETCD",
-        },
-        // Not on PATH in Debian: the versioned directory holds initdb beside it.
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => ServerBinary {
-            name: "/usr/lib/postgresql/15/bin/postgres",
-            package: "postgresql",
-            env: "LOCKCHECK_POSTGRES",
-        },
-        // The servers are Java; the jars are checked when a node starts.
-        BackendKind::Zookeeper => ServerBinary {
-            name: "java",
-            package: "zookeeper",
-            env: "LOCKCHECK_JAVA",
-        },
-        BackendKind::Mariadb => ServerBinary {
-            name: "mariadbd",
-            package: "mariadb-server",
-            env: "LOCKCHECK_MARIADBD",
-        },
-        BackendKind::Nats => ServerBinary {
-            name: "nats-server",
-            package: "nats-server",
-            env: "LOCKCHECK_NATS_SERVER",
-        },
+/// How one backend's servers are run: the program and its Debian package, how
+/// many nodes, which ports, the one-off setup of a node's data, its command line,
+/// when it serves, who leads, and what a container needs. One file per backend
+/// (`cluster/<backend>.rs`) implements it; [`recipe`] finds it. The runtimes
+/// ([`local`], [`docker`]) ask the recipe and never name a backend.
+#[async_trait]
+pub trait ServerRecipe: Send + Sync {
+    /// The server program, and where it comes from.
+    fn binary(&self) -> ServerBinary;
+    /// How many nodes run unless the workload says otherwise.
+    fn default_nodes(&self) -> usize;
+    /// The ports a node of a cluster of `nodes` listens on, and which addresses
+    /// it has besides the client one.
+    fn ports(&self, nodes: usize) -> Ports;
+    /// Whether its nodes may run in network namespaces of their own
+    /// (`backend.network = "namespaces"`): a server that admits loopback
+    /// clients only may not.
+    fn namespaces(&self) -> bool {
+        true
+    }
+    /// The one-off program that prepares node `i`'s data directory before its
+    /// first start (and after a wipe), if it needs one now: nothing is run here,
+    /// the runtime runs it (on this machine, or in the node's container).
+    fn init(&self, _plan: &ClusterPlan, _i: usize) -> Result<Option<Init>> {
+        Ok(None)
+    }
+    /// What follows a successful [`ServerRecipe::init`] of node `i` on this
+    /// machine's side (a rule for clients from outside its loopback).
+    fn after_init(&self, _plan: &ClusterPlan, _i: usize) -> Result<()> {
+        Ok(())
+    }
+    /// The command line that runs node `i` (after [`ServerRecipe::init`]),
+    /// for local processes and containers alike. `rejoin`: the node was
+    /// re-admitted empty by [`ServerRecipe::readmit`] and joins the running
+    /// cluster instead of founding one.
+    fn command(&self, plan: &ClusterPlan, i: usize, rejoin: bool) -> Result<Command>;
+    /// Whether the node at `addr` answers as a server of its kind does once it
+    /// serves.
+    async fn ready(&self, addr: SocketAddr) -> bool;
+    /// The node that leads now, asking the `running` ones (name, an address this
+    /// machine reaches it at); by default the first node, the one server every
+    /// client talks to.
+    async fn leader(
+        &self,
+        plan: &ClusterPlan,
+        _running: &[(String, SocketAddr)],
+    ) -> Option<String> {
+        plan.nodes.first().map(|n| n.name.clone())
+    }
+    /// Before node `i` starts again: where its data was wiped and the running
+    /// members must take it back as a new member, does so and returns true (its
+    /// command then rejoins); false where a restart needs nothing of the others.
+    async fn readmit(
+        &self,
+        _plan: &ClusterPlan,
+        _i: usize,
+        _running: &[(String, SocketAddr)],
+    ) -> Result<bool> {
+        Ok(false)
+    }
+    /// Whether the members left once a quorum has exited cannot shut down
+    /// cleanly (a leader waits out its leadership transfer): a stop kills them.
+    fn stops_with_quorum(&self) -> bool {
+        false
+    }
+    /// The directories of /etc this machine's server program follows links
+    /// into (its JVM's configuration), which the host image mounts.
+    fn host_etc(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// The image users pull, whose command lines are the servers' own; none
+    /// where the command line names this machine's files (the host image runs
+    /// them from mounts).
+    fn official_image(&self) -> Option<&'static str> {
+        None
     }
 }
 
-/// How many server nodes a backend runs unless the workload says otherwise:
-/// one Redis, five independent Redis for Redlock, three-member etcd, ZooKeeper and
-/// NATS JetStream clusters (the smallest that survive the loss of one), one
-/// PostgreSQL and one MariaDB (their locks live in one server).
-pub fn default_nodes(kind: BackendKind) -> usize {
-    match kind {
-        BackendKind::Redis => 1,
-        BackendKind::Redlock => 5,
-        BackendKind::Etcd | BackendKind::Zookeeper | BackendKind::Nats => 3,
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb => 1,
+/// A one-off program that prepares a node's data, and its name for messages.
+pub struct Init {
+    pub command: Command,
+    pub what: &'static str,
+}
+
+/// The ports a server listens on in a namespace of its own (where nothing else
+/// listens; on loopback each node gets free ports instead): its clients', and
+/// where it has them, its peers' and its leader election's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ports {
+    pub client: u16,
+    pub peer: Option<u16>,
+    pub election: Option<u16>,
+}
+
+impl Ports {
+    /// A server with clients only.
+    pub const fn client(client: u16) -> Ports {
+        Ports {
+            client,
+            peer: None,
+            election: None,
+        }
     }
+}
+
+/// The registry: each backend's server recipe, one line per backend.
+pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
+    match kind {
+        BackendKind::Redis => &redis::REDIS,
+        BackendKind::Redlock => &redis::REDLOCK,
+        BackendKind::Etcd => &etcd::Etcd,
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => &postgres::Postgres,
+        BackendKind::Nats => &nats::Nats,
+        BackendKind::Zookeeper => &zookeeper::Zookeeper,
+        BackendKind::Mariadb => &mariadb::Mariadb,
+    }
+}
+
+/// The server program behind each backend.
+pub fn server_binary(kind: BackendKind) -> ServerBinary {
+    recipe(kind).binary()
+}
+
+/// How many server nodes a backend runs unless the workload says otherwise.
+pub fn default_nodes(kind: BackendKind) -> usize {
+    recipe(kind).default_nodes()
+}
+
+/// Sends `request` to `addr` and reads until the reply holds `healthy` (or the
+/// server closes): the readiness probe of servers with a plain-text answer.
+async fn answers(addr: SocketAddr, request: &[u8], healthy: &str) -> bool {
+    let ask = async {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        s.write_all(request).await.ok()?;
+        let mut reply = Vec::new();
+        let mut buf = [0u8; 512];
+        loop {
+            let n = s.read(&mut buf).await.ok()?;
+            reply.extend_from_slice(&buf[..n]);
+            if n == 0 || String::from_utf8_lossy(&reply).contains(healthy) {
+                break;
+            }
+        }
+        Some(String::from_utf8_lossy(&reply).contains(healthy))
+    };
+    matches!(
+        tokio::time::timeout(Duration::from_secs(1), ask).await,
+        Ok(Some(true))
+    )
 }
 
 /// What can go wrong bringing a cluster up, in words that say what to do about it.

@@ -24,18 +24,64 @@
 //! Raft elections in nats-server take 4 to 9 s (its fixed election timeouts): a
 //! killed stream leader leaves the lock unavailable that long.
 
-use super::ClusterPlan;
+use super::{ClusterPlan, Ports, ServerBinary, ServerRecipe};
 use crate::backend::nats::STREAM_PREFIX;
 use anyhow::{Context, Result};
+use async_trait::async_trait;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+pub(super) struct Nats;
+
+#[async_trait]
+impl ServerRecipe for Nats {
+    fn binary(&self) -> ServerBinary {
+        ServerBinary {
+            name: "nats-server",
+            package: "nats-server",
+            env: "LOCKCHECK_NATS_SERVER",
+        }
+    }
+
+    /// The smallest JetStream cluster that survives the loss of one node.
+    fn default_nodes(&self) -> usize {
+        3
+    }
+
+    /// Routes between the nodes of a cluster; a single server has no peers.
+    fn ports(&self, nodes: usize) -> Ports {
+        Ports {
+            client: 4222,
+            peer: (nodes > 1).then_some(6222),
+            election: None,
+        }
+    }
+
+    fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
+        command(plan, i)
+    }
+
+    async fn ready(&self, addr: SocketAddr) -> bool {
+        ready(addr).await
+    }
+
+    /// A JetStream cluster: the leader of the lock's stream. One server: it is
+    /// the one every client talks to.
+    async fn leader(&self, plan: &ClusterPlan, running: &[(String, SocketAddr)]) -> Option<String> {
+        if plan.nodes.len() > 1 {
+            stream_leader(running).await
+        } else {
+            plan.nodes.first().map(|n| n.name.clone())
+        }
+    }
+}
+
 /// The command that runs node `i`: the one place its command line is built, for
 /// local processes and containers alike.
-pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
+fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     let node = &plan.nodes[i];
     let mut cmd = Command::new(&plan.binary);
     cmd.arg("-js")
@@ -81,7 +127,7 @@ pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 /// on, and a `$JS.API.INFO` request through it gets its reply (in a cluster, only
 /// once there is a metadata leader). Spoken in the plain client protocol: a probe
 /// runs every few milliseconds while a cluster starts.
-pub(super) async fn ready(addr: SocketAddr) -> bool {
+async fn ready(addr: SocketAddr) -> bool {
     const INBOX: &str = "_INBOX.lockcheck-ready";
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
@@ -119,7 +165,7 @@ pub(super) async fn ready(addr: SocketAddr) -> bool {
 /// The node that leads the lock's stream, asking the running nodes (`running`:
 /// name and client address) in turn until one answers; none while the stream does
 /// not exist yet or elects a leader (its leader paused or killed).
-pub(super) async fn stream_leader(running: &[(String, SocketAddr)]) -> Option<String> {
+async fn stream_leader(running: &[(String, SocketAddr)]) -> Option<String> {
     for (_, addr) in running {
         if let Ok(Some(leader)) =
             tokio::time::timeout(Duration::from_secs(2), ask_stream_leader(*addr)).await

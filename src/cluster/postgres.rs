@@ -12,18 +12,81 @@
 //! machine. It keeps initdb and commits fast on a shared machine.
 
 use super::setup::{hand_over, run_as, unprivileged_user};
-use super::ClusterPlan;
+use super::{ClusterPlan, Init, Ports, ServerBinary, ServerRecipe};
 use crate::backend::postgres::{conninfo, SUPERUSER};
-use anyhow::Result;
+use anyhow::{Context, Result};
+use async_trait::async_trait;
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
+
+/// Both PostgreSQL backends (advisory lock, lease row) run the same server.
+pub(super) struct Postgres;
+
+#[async_trait]
+impl ServerRecipe for Postgres {
+    /// Not on PATH in Debian: the versioned directory holds initdb beside it.
+    fn binary(&self) -> ServerBinary {
+        ServerBinary {
+            name: "/usr/lib/postgresql/15/bin/postgres",
+            package: "postgresql",
+            env: "LOCKCHECK_POSTGRES",
+        }
+    }
+
+    /// The locks live in one server.
+    fn default_nodes(&self) -> usize {
+        1
+    }
+
+    fn ports(&self, _nodes: usize) -> Ports {
+        Ports::client(5432)
+    }
+
+    /// Its trust rules admit loopback clients only.
+    fn namespaces(&self) -> bool {
+        false
+    }
+
+    fn init(&self, plan: &ClusterPlan, i: usize) -> Result<Option<Init>> {
+        Ok(init(plan, i)?.map(|command| Init {
+            command,
+            what: "initdb",
+        }))
+    }
+
+    /// A node in a container: clients arrive through Docker's port forwarding,
+    /// from the network's gateway, and initdb's trust rules name only loopback.
+    /// `samenet` is the run's network, which nothing else is on.
+    fn after_init(&self, plan: &ClusterPlan, i: usize) -> Result<()> {
+        let node = &plan.nodes[i];
+        if node.client_listen.ip().is_loopback() {
+            return Ok(());
+        }
+        let hba = node.data_dir.join("pg_hba.conf");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&hba)
+            .with_context(|| format!("opening {}", hba.display()))?;
+        writeln!(f, "host all all samenet trust")
+            .with_context(|| format!("writing {}", hba.display()))
+    }
+
+    fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
+        command(plan, i)
+    }
+
+    async fn ready(&self, addr: SocketAddr) -> bool {
+        ready(addr).await
+    }
+}
 
 /// The program that creates node `i`'s cluster (`initdb`, as the server's
 /// account, which is given the data directory first), if it has none yet: on the
 /// first start and after a wipe. Nothing is run here: the local runtime runs it
 /// on this machine, the docker runtime in the node's container.
-pub(super) fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
+fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
     let node = &plan.nodes[i];
     if node.data_dir.join("PG_VERSION").exists() {
         return Ok(None);
@@ -44,7 +107,7 @@ pub(super) fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
 }
 
 /// The command that runs node `i` (after [`init`]).
-pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
+fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     let node = &plan.nodes[i];
     let user = unprivileged_user(&[SUPERUSER])?;
     let mut cmd = Command::new(&plan.binary);
@@ -62,7 +125,7 @@ pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 
 /// Whether the node accepts a login and answers a query (not merely the TCP
 /// connection, which the postmaster accepts while it still starts up).
-pub(super) async fn ready(addr: SocketAddr) -> bool {
+async fn ready(addr: SocketAddr) -> bool {
     let Ok(info) = conninfo(&addr.to_string(), Duration::from_secs(1)) else {
         return false;
     };

@@ -13,8 +13,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 /// Runs a node's initialisation program (`initdb`, `mariadb-install-db`) to the end,
-/// its output appended to the node's log; a failure carries the log's tail.
-pub(super) fn run_to_end(mut cmd: Command, node: &NodeSpec, what: &str) -> Result<()> {
+/// its output appended to the node's log; a failure carries the log's tail. Waits
+/// without holding up the runtime: it takes seconds, and a node set up again
+/// after a wipe is set up while the run's clients go on.
+pub(super) async fn run_to_end(mut cmd: Command, node: &NodeSpec, what: &str) -> Result<()> {
     if let Some(parent) = node.log_path.parent() {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
@@ -24,12 +26,13 @@ pub(super) fn run_to_end(mut cmd: Command, node: &NodeSpec, what: &str) -> Resul
         .append(true)
         .open(&node.log_path)
         .with_context(|| format!("opening {}", node.log_path.display()))?;
-    let status = cmd
-        .stdin(Stdio::null())
+    cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
-        .process_group(0)
+        .process_group(0);
+    let status = tokio::process::Command::from(cmd)
         .status()
+        .await
         .with_context(|| format!("running {what} for node {}", node.name))?;
     if !status.success() {
         bail!(

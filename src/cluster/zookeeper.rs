@@ -8,8 +8,9 @@
 //! client asks for is honoured from 2 ticks up to 2 minutes, so the workload's lease
 //! (the session timeout) is what the server applies.
 
-use super::{ClusterError, ClusterPlan};
+use super::{answers, ClusterError, ClusterPlan, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
+use async_trait::async_trait;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -28,10 +29,66 @@ const TICK_MS: u64 = 100;
 
 /// What `srvr` answers once the server serves (`Mode: leader`, `follower`,
 /// `standalone`); a server without a quorum says it is "not currently serving".
-pub(super) const SERVING: &str = "Mode: ";
+const SERVING: &str = "Mode: ";
+
+pub(super) struct Zookeeper;
+
+#[async_trait]
+impl ServerRecipe for Zookeeper {
+    /// The servers are Java; the jars are checked when a node starts.
+    fn binary(&self) -> ServerBinary {
+        ServerBinary {
+            name: "java",
+            package: "zookeeper",
+            env: "LOCKCHECK_JAVA",
+        }
+    }
+
+    /// The smallest ensemble that survives the loss of one server.
+    fn default_nodes(&self) -> usize {
+        3
+    }
+
+    /// The quorum's traffic on the peer port, leader election on its own.
+    fn ports(&self, _nodes: usize) -> Ports {
+        Ports {
+            client: 2181,
+            peer: Some(2888),
+            election: Some(3888),
+        }
+    }
+
+    fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
+        command(plan, i)
+    }
+
+    async fn ready(&self, addr: SocketAddr) -> bool {
+        answers(addr, b"srvr", SERVING).await
+    }
+
+    /// Debian's JVMs and ZooKeeper keep their configuration there.
+    fn host_etc(&self) -> &'static [&'static str] {
+        &["java-17-openjdk", "java-21-openjdk", "zookeeper"]
+    }
+
+    /// The running server that says it leads (`srvr`: `Mode: leader`, or
+    /// `standalone` for a single server).
+    async fn leader(
+        &self,
+        _plan: &ClusterPlan,
+        running: &[(String, SocketAddr)],
+    ) -> Option<String> {
+        for (name, addr) in running {
+            if leads(*addr).await {
+                return Some(name.clone());
+            }
+        }
+        None
+    }
+}
 
 /// The command that runs node `i`, after writing its configuration.
-pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
+fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     for (jar, package) in JARS {
         if !Path::new(jar).exists() {
             return Err(ClusterError::MissingBinary {
@@ -93,7 +150,7 @@ pub(super) fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 }
 
 /// Whether the server at `addr` says it leads the ensemble (or runs alone).
-pub(super) async fn leads(addr: SocketAddr) -> bool {
+async fn leads(addr: SocketAddr) -> bool {
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
         s.write_all(b"srvr").await.ok()?;

@@ -291,19 +291,25 @@ impl NodePartition {
     }
 
     fn heal_all(&mut self) -> Result<()> {
-        let mut first = None;
-        for a in self.active.drain(..) {
-            let healed = apply(&a.namespace, "-D", &a.rules);
-            let journaled = match &self.journal {
-                Some(j) if healed.is_ok() => j.undone(a.journal_id),
-                _ => Ok(()),
-            };
-            if let Err(e) = healed.and(journaled) {
-                first.get_or_insert(e);
-            }
-        }
-        first.map_or(Ok(()), Err)
+        heal(std::mem::take(&mut self.active), self.journal.as_deref())
     }
+}
+
+/// Removes the rules in force, namespace by namespace; the first error is
+/// returned after all were tried.
+fn heal(active: Vec<Applied>, journal: Option<&Journal>) -> Result<()> {
+    let mut first = None;
+    for a in active {
+        let healed = apply(&a.namespace, "-D", &a.rules);
+        let journaled = match journal {
+            Some(j) if healed.is_ok() => j.undone(a.journal_id),
+            _ => Ok(()),
+        };
+        if let Err(e) = healed.and(journaled) {
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
 }
 
 #[async_trait]
@@ -353,8 +359,11 @@ impl Fault for NodePartition {
                 namespace: namespace.clone(),
                 rules: rules.clone(),
             })?;
-            // One iptables-restore commit: all of them or none.
-            if let Err(e) = apply(&namespace, "-A", &rules) {
+            // One iptables-restore commit: all of them or none. A program run to
+            // its end: off the runtime, whose clock times the clients' ops.
+            let (ns, add) = (namespace.clone(), rules.clone());
+            let applied = tokio::task::spawn_blocking(move || apply(&ns, "-A", &add)).await?;
+            if let Err(e) = applied {
                 journal.undone(journal_id)?;
                 return Err(e);
             }
@@ -379,7 +388,8 @@ impl Fault for NodePartition {
 
     async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
         let value = json!({ "between": "nodes", "links": std::mem::take(&mut self.links) });
-        self.heal_all()?;
+        let (active, journal) = (std::mem::take(&mut self.active), self.journal.clone());
+        tokio::task::spawn_blocking(move || heal(active, journal.as_deref())).await??;
         Ok(value)
     }
 }

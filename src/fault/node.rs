@@ -294,7 +294,12 @@ impl Fault for PauseNodes {
         }
         let paused = match self.method {
             PauseMethod::Sigstop => {
-                let stopped = stop(Journal::for_run(&dir)?, &procs)?;
+                // Waits (spinning) until the kernel shows them stopped: off the
+                // runtime, whose clock times the clients' ops.
+                let journal = Journal::for_run(&dir)?;
+                let targets = procs.clone();
+                let stopped =
+                    tokio::task::spawn_blocking(move || stop(journal, &targets)).await??;
                 let names = stopped.names();
                 self.stopped = Some(stopped);
                 names

@@ -4,14 +4,18 @@
 //!
 //! This module depends on nothing else of ours.
 
+mod json;
 mod read;
 mod write;
 
 pub mod import;
+pub mod input;
 pub mod synth;
 
+pub use input::Input;
 pub use read::{
-    parse_jsonl, read_jsonl, read_jsonl_each, read_jsonl_refs, read_resource, HistoryError,
+    parse_jsonl, read_jsonl, read_jsonl_each, read_jsonl_from, read_jsonl_refs,
+    read_jsonl_refs_from, read_resource, read_resource_from, HistoryError,
 };
 pub use write::HistoryWriter;
 

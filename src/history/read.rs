@@ -1,11 +1,19 @@
-//! Reading `history.jsonl`: every rule of the spec checked, every bad line named by
-//! file, 1-based line and field. Nothing is skipped silently.
+//! Reading `history.jsonl`: every rule of the spec (v1.1) checked, every bad line
+//! named by file, 1-based line and field. Nothing is skipped silently, and nothing
+//! unread passes for an empty history: no client operation is an error.
+//!
+//! Two readings of a line give the same ops and refuse the same lines
+//! (`tests::the_fast_reading_agrees_with_the_full_parse`): the fast one takes the
+//! fields of a plainly well-formed line straight from the text, and whatever it
+//! cannot vouch for goes to the full one, which names what is wrong.
 
+use super::input::{Input, Line};
+use super::json::{self, Fault};
 use super::{AppliedWrite, History, Op, OpRef, OpType, Process};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::borrow::Cow;
 use std::path::Path;
 
@@ -25,41 +33,44 @@ pub enum HistoryError {
         field: String,
         reason: String,
     },
+    /// Nothing a verdict could be about (spec v1.1): never VALID.
+    #[error("{file}: no operations: {why}; a history without a client operation has no verdict")]
+    NoOperations { file: String, why: String },
 }
 
-/// Reads and validates a history file.
+/// Reads and validates a history file (`-` = standard input; gzip and zstd undone).
 pub fn read_jsonl(path: &Path) -> Result<History, HistoryError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    parse_jsonl(&text, &file)
+    read_jsonl_from(Input::open(path)?)
 }
 
-/// Parses and validates history text; `file` only names the source in errors.
-pub fn parse_jsonl(text: &str, file: &str) -> Result<History, HistoryError> {
-    let mut lines = Lines::new(file);
+/// Reads and validates a history from an opened input.
+pub fn read_jsonl_from(input: Input) -> Result<History, HistoryError> {
     let mut ops = Vec::new();
-    let ends_with_newline = text.is_empty() || text.ends_with('\n');
-    let raw: Vec<&str> = text.split_terminator('\n').collect();
-    let last = raw.len();
-    for (i, raw) in raw.iter().enumerate() {
-        let terminated = i + 1 < last || ends_with_newline;
-        ops.extend(lines.next(raw, terminated, parse_line, Op::head)?);
-    }
-    Ok(History {
-        ops,
-        warnings: lines.warnings,
-    })
+    let warnings = read_lines(input, parse_line_ref, |op| {
+        ops.push(op.to_op().map_err(|e| ("value".into(), e.to_string()))?);
+        Ok(())
+    })?;
+    Ok(History { ops, warnings })
+}
+
+/// Parses and validates history text, every line by the full parse; `file` only
+/// names the source in errors.
+pub fn parse_jsonl(text: &str, file: &str) -> Result<History, HistoryError> {
+    let input = Input::from_reader(file, std::io::Cursor::new(text.as_bytes().to_vec()))?;
+    let mut ops = Vec::new();
+    let warnings = read_lines(input, parse_line, |op| {
+        ops.push(op.to_op().map_err(|e| ("value".into(), e.to_string()))?);
+        Ok(())
+    })?;
+    Ok(History { ops, warnings })
 }
 
 /// Reads and validates a history file one line at a time, handing each op to `each`
 /// instead of keeping them: for histories too large to hold whole as `Op`s (a
 /// million lines of `Op` take about a gigabyte). Returns the warnings.
 pub fn read_jsonl_each(path: &Path, mut each: impl FnMut(Op)) -> Result<Vec<String>, HistoryError> {
-    read_lines(path, |op| {
-        each(op.to_op().map_err(|e| ("value", e.to_string()))?);
+    read_lines(Input::open(path)?, parse_line_ref, |op| {
+        each(op.to_op().map_err(|e| ("value".into(), e.to_string()))?);
         Ok(())
     })
 }
@@ -71,160 +82,276 @@ pub fn read_jsonl_refs(
     path: &Path,
     mut each: impl FnMut(OpRef<'_>),
 ) -> Result<Vec<String>, HistoryError> {
-    read_lines(path, |op| {
+    read_jsonl_refs_from(Input::open(path)?, |op| {
         each(op);
         Ok(())
     })
 }
 
-fn read_lines(
-    path: &Path,
-    mut each: impl FnMut(OpRef<'_>) -> Result<(), Fault>,
+/// `read_jsonl_refs` from an opened input (a pipe, standard input, a decompressed
+/// file), read once front to back; an error of `each` (parsing the line's value
+/// whole) is named by the line.
+pub fn read_jsonl_refs_from(
+    input: Input,
+    mut each: impl FnMut(OpRef<'_>) -> Result<(), serde_json::Error>,
 ) -> Result<Vec<String>, HistoryError> {
-    use std::io::BufRead;
-    let file = path.display().to_string();
-    let io = |source| HistoryError::Io {
-        file: file.clone(),
-        source,
-    };
-    let mut reader =
-        std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(path).map_err(io)?);
-    let mut lines = Lines::new(&file);
-    let mut buf = String::new();
-    loop {
-        buf.clear();
-        if reader.read_line(&mut buf).map_err(io)? == 0 {
-            break;
-        }
-        let terminated = buf.ends_with('\n');
-        let raw = buf.trim_end_matches('\n');
-        if let Some(op) = lines.next(raw, terminated, parse_line_ref, OpRef::head)? {
-            each(op).map_err(|(f, r)| lines.bad(f, r))?;
-        }
-    }
-    Ok(lines.warnings)
+    read_lines(input, parse_line_ref, |op| {
+        each(op).map_err(|e| ("value".into(), e.to_string()))
+    })
 }
 
-/// The line-by-line reading shared by `parse_jsonl` and `read_jsonl_each`.
-struct Lines<'f> {
-    file: &'f str,
+/// A line read into its op, and the `seq` of its value where it has one (a write
+/// ok's `seq` must be unique across lines).
+type Parsed<'r> = (OpRef<'r>, Option<u64>);
+
+fn read_lines(
+    input: Input,
+    parse: for<'r> fn(&'r str) -> Result<Parsed<'r>, Fault>,
+    mut each: impl FnMut(OpRef<'_>) -> Result<(), Fault>,
+) -> Result<Vec<String>, HistoryError> {
+    let mut lines = input.lines();
+    let mut reading = Lines::new(lines.name.clone());
+    while let Some(line) = lines.next_line()? {
+        if let Some(op) = reading.next(line, parse)? {
+            each(op).map_err(|f| reading.bad(f))?;
+        }
+    }
+    reading.finish()
+}
+
+/// The line-by-line reading: the rules across lines, the warnings, and what was
+/// seen (for "no operations").
+struct Lines {
+    file: String,
     line: usize,
     rules: Rules,
     warnings: Vec<String>,
+    clients: u64,
+    nemesis: u64,
+    /// Why the only line of the input was not used (it had no newline).
+    only_line: Option<String>,
 }
 
-impl<'f> Lines<'f> {
-    fn new(file: &'f str) -> Self {
+/// A carriage return can only be whitespace in a JSON line: one in the middle means
+/// the file's lines end with CR alone, which the spec does not allow.
+const CR_INSIDE: &str =
+    "a carriage return inside the line: lines end with LF or CRLF, not CR alone (old Mac line endings?)";
+
+impl Lines {
+    fn new(file: String) -> Self {
         Lines {
             file,
             line: 0,
             rules: Rules::default(),
             warnings: Vec::new(),
+            clients: 0,
+            nemesis: 0,
+            only_line: None,
         }
     }
 
     /// The error for the current line.
-    fn bad(&self, field: &str, reason: String) -> HistoryError {
+    fn bad(&self, (field, reason): Fault) -> HistoryError {
         HistoryError::Malformed {
-            file: self.file.to_string(),
+            file: self.file.clone(),
             line: self.line,
-            field: field.to_string(),
+            field: field.into_owned(),
             reason,
         }
     }
 
-    /// The op of the next line, read by `parse` (`head` gives what the rules across
-    /// lines look at); `terminated` = the line ended with a newline (only the last
-    /// line of a file may not).
-    fn next<'r, T>(
+    /// The op of the next line (`None`: a truncated tail, not used), read by `parse`.
+    fn next<'r>(
         &mut self,
-        raw: &'r str,
-        terminated: bool,
-        parse: impl FnOnce(&'r str) -> Result<T, Fault>,
-        head: fn(&T) -> Head<'_>,
-    ) -> Result<Option<T>, HistoryError> {
-        self.line += 1;
-        let (file, line) = (self.file, self.line);
-        let parsed = parse(raw.trim_end_matches('\r'));
-        if !terminated {
+        line: Line<'r>,
+        parse: fn(&'r str) -> Result<Parsed<'r>, Fault>,
+    ) -> Result<Option<OpRef<'r>>, HistoryError> {
+        self.line = line.number;
+        let text = line.text.strip_suffix('\r').unwrap_or(line.text);
+        let parsed = match text.contains('\r') {
+            true => Err(("line".into(), CR_INSIDE.into())),
+            false => parse(text),
+        };
+        let admitted =
+            parsed.and_then(|(op, seq)| self.rules.admit(&op, seq, line.number).map(|()| op));
+        if !line.terminated {
             // A run killed mid-write leaves a final line without its newline. Whatever
-            // came before is intact; the tail is used only if it is a whole valid op.
-            let rules = &mut self.rules;
-            return Ok(
-                match parsed.and_then(|op| rules.admit(head(&op)).map(|_| op)) {
-                    Ok(op) => {
-                        self.warnings.push(format!(
-                        "{file}:{line}: the final line has no newline (a run killed mid-write?); it is complete and was used"
+            // came before is intact; the tail is used only if it is a whole valid op,
+            // and never when it is all there is (spec v1.1).
+            let (file, n) = (&self.file, line.number);
+            if n == 1 {
+                self.only_line = Some(match text.contains('\r') {
+                    true => "its only line has no newline and holds carriage returns (lines ending with CR alone?)".into(),
+                    false => "its only line has no newline (a run killed while writing it?)".into(),
+                });
+                return Ok(None);
+            }
+            return Ok(match admitted {
+                Ok(op) => {
+                    self.warnings.push(format!(
+                        "{file}:{n}: the final line has no newline (a run killed mid-write?); it is complete and was used"
                     ));
-                        Some(op)
-                    }
-                    Err((f, r)) => {
-                        let e = self.bad(f, r);
-                        self.warnings.push(format!(
-                        "{file}:{line}: truncated final line ignored ({e}); the {} lines before it were used",
-                        line - 1
+                    self.count(&op);
+                    Some(op)
+                }
+                Err(f) => {
+                    let e = self.bad(f);
+                    self.warnings.push(format!(
+                        "{file}:{n}: truncated final line ignored ({e}); the {} lines before it were used",
+                        n - 1
                     ));
-                        None
-                    }
-                },
-            );
+                    None
+                }
+            });
         }
-        let op = parsed.map_err(|(f, r)| self.bad(f, r))?;
-        self.rules
-            .admit(head(&op))
-            .map_err(|(f, r)| self.bad(f, r))?;
+        let op = admitted.map_err(|f| self.bad(f))?;
+        self.count(&op);
         Ok(Some(op))
+    }
+
+    fn count(&mut self, op: &OpRef<'_>) {
+        match op.process {
+            Process::Client(_) => self.clients += 1,
+            Process::Nemesis => self.nemesis += 1,
+        }
+    }
+
+    /// The warnings, or "no operations" where no client op was read.
+    fn finish(self) -> Result<Vec<String>, HistoryError> {
+        if self.clients > 0 {
+            return Ok(self.warnings);
+        }
+        let why = match (self.line, self.only_line, self.nemesis) {
+            (0, _, _) => "the input is empty".to_string(),
+            (_, Some(why), _) => why,
+            (lines, _, n) if n as usize == lines => {
+                format!("its {n} line(s) are all the fault injector's (process \"nemesis\")")
+            }
+            (lines, _, n) => format!(
+                "of its {lines} lines, {n} are the fault injector's and the rest a truncated final line"
+            ),
+        };
+        Err(HistoryError::NoOperations {
+            file: self.file,
+            why,
+        })
     }
 }
 
-/// Reads `resource.jsonl`, the protected resource's own log of applied writes. A bad
-/// line is an error naming the file and the 1-based line, as for the history.
+/// Reads `resource.jsonl`, the protected resource's own log of applied writes, with
+/// the history's rules for lines (bounded, UTF-8, CRLF or LF, strict JSON): a bad
+/// line, a field of the wrong type, or a `seq` applied twice is an error naming
+/// the file and the 1-based line (both lines, for a `seq` twice).
 pub fn read_resource(path: &Path) -> Result<Vec<AppliedWrite>, HistoryError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str::<AppliedWrite>(l).map_err(|e| HistoryError::Malformed {
-                file: file.clone(),
-                line: i + 1,
-                field: "line".into(),
-                reason: format!(
-                    "not an applied write {{\"seq\", \"process\", \"token\", \"data\"}}: {e}"
-                ),
-            })
-        })
-        .collect()
+    read_resource_from(Input::open(path)?)
 }
 
-type Fault = (&'static str, String);
+/// `read_resource` from an opened input.
+pub fn read_resource_from(input: Input) -> Result<Vec<AppliedWrite>, HistoryError> {
+    let mut lines = input.lines();
+    let mut out = Vec::new();
+    let mut applied: FxHashMap<u64, usize> = FxHashMap::default();
+    while let Some(line) = lines.next_line()? {
+        let n = line.number;
+        let text = line.text.strip_suffix('\r').unwrap_or(line.text);
+        let write = match text.contains('\r') {
+            true => Err(("line".into(), CR_INSIDE.into())),
+            false => applied_write(text),
+        }
+        .and_then(|w| match applied.insert(w.seq, n) {
+            Some(first) => Err(same_seq(w.seq, first)),
+            None => Ok(w),
+        });
+        out.push(write.map_err(|(field, reason)| HistoryError::Malformed {
+            file: lines.name.clone(),
+            line: n,
+            field: field.into_owned(),
+            reason,
+        })?);
+    }
+    Ok(out)
+}
 
-fn parse_line(raw: &str) -> Result<Op, Fault> {
+fn same_seq(seq: u64, first: usize) -> Fault {
+    (
+        "seq".into(),
+        format!("seq {seq} was already applied on line {first}: two applied writes with the same seq (spec v1.1)"),
+    )
+}
+
+/// One line of `resource.jsonl`: `{"seq", "process", "token", "data"}`.
+fn applied_write(text: &str) -> Result<AppliedWrite, Fault> {
+    if text.trim().is_empty() {
+        return Err(("line".into(), "blank line".into()));
+    }
+    let fields = json::fields(text)?;
+    let mut w = AppliedWrite {
+        seq: 0,
+        process: 0,
+        token: None,
+        data: String::new(),
+    };
+    let (mut seq, mut process, mut data) = (false, false, false);
+    for (key, raw) in &fields {
+        let v = json::value(key, raw)?;
+        let bad = |what: &str| {
+            Err((
+                key.to_string().into(),
+                format!("expected {what}, found {v}"),
+            ))
+        };
+        match (key.as_ref(), &v) {
+            ("seq", v) if v.is_u64() => (w.seq, seq) = (v.as_u64().unwrap_or(0), true),
+            ("process", v) if v.is_u64() => (w.process, process) = (v.as_u64().unwrap_or(0), true),
+            ("seq" | "process", _) => return bad("a non-negative integer"),
+            ("token", Value::Null) => w.token = None,
+            ("token", v) if v.is_u64() => w.token = v.as_u64(),
+            ("token", _) => return bad("a non-negative integer or null"),
+            ("data", Value::String(s)) => (w.data, data) = (s.clone(), true),
+            ("data", _) => return bad("a string"),
+            _ => {}
+        }
+    }
+    for (field, seen) in [("seq", seq), ("process", process), ("data", data)] {
+        if !seen {
+            return Err((field.into(), "missing".into()));
+        }
+    }
+    Ok(w)
+}
+
+/// The full parse of a line: every field checked, with the reason when one is wrong.
+fn parse_line(raw: &str) -> Result<Parsed<'_>, Fault> {
     if raw.trim().is_empty() {
         return Err((
-            "line",
+            "line".into(),
             "blank line (the spec allows none in the middle)".into(),
         ));
     }
-    let value: Value =
-        serde_json::from_str(raw).map_err(|e| ("line", format!("not valid JSON: {e}")))?;
-    let Value::Object(mut obj) = value else {
-        return Err(("line", "not a JSON object".into()));
+    let fields = json::fields(raw)?;
+    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+    let parse = |name: &'static str| -> Result<Option<Value>, Fault> {
+        get(name).map(|raw| json::value(name, raw)).transpose()
     };
-    let index = uint(&obj, "index")?;
-    let time = uint(&obj, "time")?;
-    let process = match obj.get("process") {
-        None => return Err(("process", "missing".into())),
+    let uint = |name: &'static str| match parse(name)? {
+        None => Err((name.into(), "missing".into())),
+        Some(v) => v.as_u64().ok_or_else(|| {
+            (
+                name.into(),
+                format!("expected a non-negative integer, found {v}"),
+            )
+        }),
+    };
+    let index = uint("index")?;
+    let time = uint("time")?;
+    let process = match parse("process")? {
+        None => return Err(("process".into(), "missing".into())),
         Some(v) => {
-            serde_json::from_value::<Process>(v.clone()).map_err(|e| ("process", e.to_string()))?
+            serde_json::from_value::<Process>(v).map_err(|e| ("process".into(), e.to_string()))?
         }
     };
-    let kind = match obj.get("type") {
-        None => return Err(("type", "missing".into())),
+    let kind = match parse("type")? {
+        None => return Err(("type".into(), "missing".into())),
         Some(Value::String(s)) => match s.as_str() {
             "invoke" => OpType::Invoke,
             "ok" => OpType::Ok,
@@ -232,72 +359,135 @@ fn parse_line(raw: &str) -> Result<Op, Fault> {
             "info" => OpType::Info,
             other => {
                 return Err((
-                    "type",
+                    "type".into(),
                     format!("\"{other}\" is not one of \"invoke\", \"ok\", \"fail\", \"info\""),
                 ))
             }
         },
-        Some(other) => return Err(("type", format!("expected a string, found {other}"))),
+        Some(other) => return Err(("type".into(), format!("expected a string, found {other}"))),
     };
-    let f = match obj.get("f") {
-        None => return Err(("f", "missing".into())),
-        Some(Value::String(s)) if !s.is_empty() => s.clone(),
-        Some(other) => return Err(("f", format!("expected a non-empty string, found {other}"))),
+    let f = match parse("f")? {
+        None => return Err(("f".into(), "missing".into())),
+        Some(Value::String(s)) if !s.is_empty() => s,
+        Some(other) => {
+            return Err((
+                "f".into(),
+                format!("expected a non-empty string, found {other}"),
+            ))
+        }
     };
-    // Taken, not cloned: a million lines make the copy count.
-    let value = obj.remove("value").unwrap_or(Value::Null);
-    if !(value.is_null() || value.is_object() || value.is_number()) {
-        return Err((
-            "value",
-            format!("expected an object, a number or null, found {value}"),
-        ));
+    let opt_str = |name: &'static str| match parse(name)? {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(Cow::Owned(s))),
+        Some(v) => Err((name.into(), format!("expected a string, found {v}"))),
+    };
+    let node = opt_str("node")?;
+    let error = opt_str("error")?;
+    // Fields the spec does not name are allowed (it grows by new optional fields),
+    // but held to the same JSON: no key twice, numbers in range.
+    for (key, raw) in &fields {
+        if !KNOWN.contains(&key.as_ref()) {
+            json::value(key, raw)?;
+        }
     }
-    Ok(Op {
+    let (value, seq) = match parse("value")? {
+        None | Some(Value::Null) => (None, None),
+        Some(v) => {
+            let seq = allowed(process, &f, &v)?;
+            (get("value").map(Cow::Borrowed), seq)
+        }
+    };
+    let op = OpRef {
         index,
         time,
         process,
         kind,
-        f,
+        f: Cow::Owned(f),
         value,
-        node: opt_str(&obj, "node")?,
-        error: opt_str(&obj, "error")?,
-    })
+        node,
+        error,
+    };
+    Ok((op, seq))
+}
+
+const KNOWN: [&str; 8] = [
+    "index", "time", "process", "type", "f", "value", "node", "error",
+];
+
+/// Whether a (non-null) `value` is of a type its op allows (spec v1.1: a wrong type
+/// is malformed, never "absent"), and its `seq` where it has one. The fault
+/// injector's values are free-form objects; a client's are objects (or, for a
+/// read, a counter; for an `f` the spec does not name, any number), and their
+/// fields named in the spec have the spec's types.
+fn allowed(process: Process, f: &str, v: &Value) -> Result<Option<u64>, Fault> {
+    use super::f::{ACQUIRE, READ, RELEASE, RENEW, WRITE};
+    let shape = match v {
+        Value::Object(_) => true,
+        Value::Number(_) if process == Process::Nemesis => true,
+        Value::Number(n) => match f {
+            READ => n.is_u64(),
+            ACQUIRE | RENEW | RELEASE | WRITE => false,
+            _ => true,
+        },
+        _ => false,
+    };
+    if !shape {
+        let expected = match (process, f) {
+            (Process::Client(_), READ) => "an object, a counter (a non-negative integer) or null",
+            (Process::Client(_), ACQUIRE | RENEW | RELEASE | WRITE) => "an object or null",
+            _ => "an object, a number or null",
+        };
+        return Err((
+            "value".into(),
+            format!("expected {expected} for {f}, found {v}"),
+        ));
+    }
+    let Value::Object(m) = v else {
+        return Ok(None);
+    };
+    if process == Process::Nemesis {
+        return Ok(None);
+    }
+    for (key, expected) in [
+        ("token", "a non-negative integer or null"),
+        ("lease_ms", "a non-negative integer or null"),
+        ("seq", "a non-negative integer"),
+        ("lock", "a string (the lock's name)"),
+        ("data", "a string or null"),
+    ] {
+        let Some(x) = m.get(key) else { continue };
+        let fits = match key {
+            "token" | "lease_ms" => x.is_null() || x.is_u64(),
+            "seq" => x.is_u64(),
+            "lock" => x.is_string(),
+            _ => x.is_null() || x.is_string(),
+        };
+        if !fits {
+            return Err((
+                format!("value.{key}").into(),
+                format!("expected {expected}, found {x}"),
+            ));
+        }
+    }
+    Ok(m.get("seq").and_then(Value::as_u64))
 }
 
 /// The fast reading of a line: its fields borrowed, its value left raw. Whatever it
 /// cannot take as plainly well-formed goes to the full parse (`parse_line`), which
-/// decides with its exact reasons: both readings accept the same lines and give
-/// the same ops (`tests::the_fast_reading_agrees_with_the_full_parse`).
-fn parse_line_ref(raw: &str) -> Result<OpRef<'_>, Fault> {
+/// decides with its exact reasons.
+fn parse_line_ref(raw: &str) -> Result<Parsed<'_>, Fault> {
     match parse_plain(raw) {
-        Some(op) => Ok(op),
-        None => {
-            let op = parse_line(raw)?;
-            let value = match op.value.is_null() {
-                true => None,
-                false => Some(Cow::Owned(
-                    serde_json::value::to_raw_value(&op.value)
-                        .map_err(|e| ("value", e.to_string()))?,
-                )),
-            };
-            Ok(OpRef {
-                index: op.index,
-                time: op.time,
-                process: op.process,
-                kind: op.kind,
-                f: Cow::Owned(op.f),
-                value,
-                node: op.node.map(Cow::Owned),
-                error: op.error.map(Cow::Owned),
-            })
-        }
+        Some(parsed) => Ok(parsed),
+        None => parse_line(raw),
     }
 }
 
 /// A line read straight into its fields, or `None` where only the full parse can
 /// judge it.
-fn parse_plain(raw: &str) -> Option<OpRef<'_>> {
+fn parse_plain(raw: &str) -> Option<Parsed<'_>> {
+    // Unknown keys refused: serde skips them without looking for a key twice.
     #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
     struct Line<'a> {
         index: u64,
         time: u64,
@@ -311,11 +501,36 @@ fn parse_plain(raw: &str) -> Option<OpRef<'_>> {
         node: Option<&'a str>,
         error: Option<&'a str>,
     }
+    // A client's value with only the fields the spec names, each of its type
+    // (`seq` and `lock` must not be null; serde's `Option` would take null).
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Known<'a> {
+        #[serde(default)]
+        #[allow(dead_code)]
+        token: Option<u64>,
+        #[serde(default)]
+        #[allow(dead_code)]
+        lease_ms: Option<u64>,
+        #[serde(default, deserialize_with = "present")]
+        seq: Option<u64>,
+        #[serde(default, borrow, deserialize_with = "present")]
+        #[allow(dead_code)]
+        lock: Option<&'a str>,
+        #[serde(default, borrow)]
+        #[allow(dead_code)]
+        data: Option<&'a str>,
+    }
+    fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        T::deserialize(d).map(Some)
+    }
     if !plain(raw.as_bytes()) {
         return None;
     }
-    // Any error (a missing or mistyped field, a duplicate key, an escaped string
-    // that cannot be borrowed) is left to the full parse to name.
+    // Any error (a missing or mistyped field, a key twice, an escaped string that
+    // cannot be borrowed) is left to the full parse to name.
     let line: Line = serde_json::from_str(raw).ok()?;
     let process = match line.process.get() {
         "\"nemesis\"" => Process::Nemesis,
@@ -325,29 +540,42 @@ fn parse_plain(raw: &str) -> Option<OpRef<'_>> {
     if line.f.is_empty() {
         return None;
     }
-    let value = match line.value {
-        Some(v) if !matches!(v.get().as_bytes()[0], b'{' | b'-' | b'0'..=b'9') => return None,
-        v => v.map(Cow::Borrowed),
-    };
-    Some(OpRef {
+    use super::f::{ACQUIRE, READ, RELEASE, RENEW, WRITE};
+    let mut seq = None;
+    if let Some(v) = line.value {
+        let text = v.get();
+        match (text.as_bytes()[0], process) {
+            (b'{', Process::Client(_)) => seq = serde_json::from_str::<Known>(text).ok()?.seq,
+            // The injector's objects are free-form: the full parse looks for keys twice.
+            (b'{', Process::Nemesis) => return None,
+            (b'-' | b'0'..=b'9', Process::Nemesis) => {}
+            (b'-' | b'0'..=b'9', _) => match line.f {
+                READ => _ = text.parse::<u64>().ok()?,
+                ACQUIRE | RENEW | RELEASE | WRITE => return None,
+                _ => {}
+            },
+            _ => return None,
+        }
+    }
+    let op = OpRef {
         index: line.index,
         time: line.time,
         process,
         kind: line.kind,
         f: Cow::Borrowed(line.f),
-        value,
+        value: line.value.map(Cow::Borrowed),
         node: line.node.map(Cow::Borrowed),
         error: line.error.map(Cow::Borrowed),
-    })
+    };
+    Some((op, seq))
 }
 
-/// True when skipping over the line's unread parts (an extra field, the raw value)
-/// cannot accept what the full parse rejects. Skipping does not decode `\u`
-/// escapes (a lone surrogate is an error only when decoded), does not evaluate
-/// numbers (`1e400` overflows only when evaluated) and has no depth limit (the full
-/// parse stops at 128). So: no backslash, no digit before an exponent, no run of
-/// digits long enough to overflow an f64, and few enough brackets. A line this
-/// refuses is not wrong, only read the slow way.
+/// True when skipping over the line's unread parts (the raw value) cannot accept
+/// what the full parse rejects. Skipping does not decode `\u` escapes (a lone
+/// surrogate is an error only when decoded), does not evaluate numbers (`1e400`
+/// overflows only when evaluated) and has no depth limit. So: no backslash, no
+/// digit before an exponent, no run of digits long enough to overflow an f64, and
+/// few enough brackets. A line this refuses is not wrong, only read the slow way.
 fn plain(line: &[u8]) -> bool {
     let (mut digits, mut open) = (0usize, 0usize);
     for &b in line {
@@ -369,58 +597,9 @@ fn plain(line: &[u8]) -> bool {
     open < 100
 }
 
-fn uint(obj: &Map<String, Value>, field: &'static str) -> Result<u64, Fault> {
-    match obj.get(field) {
-        None => Err((field, "missing".into())),
-        Some(v) => v
-            .as_u64()
-            .ok_or_else(|| (field, format!("expected a non-negative integer, found {v}"))),
-    }
-}
-
-fn opt_str(obj: &Map<String, Value>, field: &'static str) -> Result<Option<String>, Fault> {
-    match obj.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err((field, format!("expected a string, found {v}"))),
-    }
-}
-
-/// What the rules across lines look at in an op.
-struct Head<'a> {
-    index: u64,
-    time: u64,
-    process: Process,
-    kind: OpType,
-    f: &'a str,
-}
-
-impl Op {
-    fn head(&self) -> Head<'_> {
-        Head {
-            index: self.index,
-            time: self.time,
-            process: self.process,
-            kind: self.kind,
-            f: &self.f,
-        }
-    }
-}
-
-impl OpRef<'_> {
-    fn head(&self) -> Head<'_> {
-        Head {
-            index: self.index,
-            time: self.time,
-            process: self.process,
-            kind: self.kind,
-            f: &self.f,
-        }
-    }
-}
-
 /// The rules that span lines: dense indexes, a clock that never goes back, one op in
-/// flight per process, completions that match their invoke, retired processes.
+/// flight per process, completions that match their invoke, retired processes, and
+/// no two applied writes with the same `seq`.
 #[derive(Default)]
 struct Rules {
     next_index: u64,
@@ -429,19 +608,21 @@ struct Rules {
     /// is kept from op to op, so a million invokes allocate nothing.
     in_flight: FxHashMap<u64, (bool, String)>,
     retired: FxHashSet<u64>,
+    /// The `seq` of each write ok so far, and its line.
+    applied: FxHashMap<u64, usize>,
 }
 
 impl Rules {
-    fn admit(&mut self, op: Head<'_>) -> Result<(), Fault> {
+    fn admit(&mut self, op: &OpRef<'_>, seq: Option<u64>, line: usize) -> Result<(), Fault> {
         if op.index != self.next_index {
             return Err((
-                "index",
+                "index".into(),
                 format!("expected {}, found {}", self.next_index, op.index),
             ));
         }
         if op.time < self.last_time {
             return Err((
-                "time",
+                "time".into(),
                 format!(
                     "{} is earlier than the previous line's {}",
                     op.time, self.last_time
@@ -450,7 +631,7 @@ impl Rules {
         }
         let Process::Client(p) = op.process else {
             if op.kind != OpType::Info {
-                return Err(("type", "nemesis ops must have type \"info\"".into()));
+                return Err(("type".into(), "nemesis ops must have type \"info\"".into()));
             }
             self.next_index += 1;
             self.last_time = op.time;
@@ -458,7 +639,7 @@ impl Rules {
         };
         if self.retired.contains(&p) {
             return Err((
-                "process",
+                "process".into(),
                 format!("process {p} was retired after an info completion and must not act again"),
             ));
         }
@@ -466,7 +647,7 @@ impl Rules {
         match op.kind {
             OpType::Invoke if *open => {
                 return Err((
-                    "type",
+                    "type".into(),
                     format!(
                         "process {p} invokes {} while its {f} is still in flight",
                         op.f
@@ -476,21 +657,28 @@ impl Rules {
             OpType::Invoke => {
                 *open = true;
                 f.clear();
-                f.push_str(op.f);
+                f.push_str(&op.f);
             }
             _ if !*open => {
                 return Err((
-                    "type",
+                    "type".into(),
                     format!("process {p} completes {} that it never invoked", op.f),
                 ))
             }
             _ if *f != op.f => {
                 return Err((
-                    "f",
+                    "f".into(),
                     format!("process {p} completes {} but invoked {f}", op.f),
                 ))
             }
             kind => {
+                if let (OpType::Ok, super::f::WRITE, Some(seq)) = (kind, op.f.as_ref(), seq) {
+                    if let Some(&first) = self.applied.get(&seq) {
+                        let (_, reason) = same_seq(seq, first);
+                        return Err(("value.seq".into(), reason));
+                    }
+                    self.applied.insert(seq, line);
+                }
                 *open = false;
                 if kind == OpType::Info {
                     self.retired.insert(p);

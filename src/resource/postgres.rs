@@ -389,7 +389,7 @@ impl Resource {
             None => Ok(()),
         };
         if let Some(mut c) = self.cluster.take() {
-            c.stop();
+            c.stop().await;
         }
         copied
     }

@@ -326,7 +326,7 @@ async fn execute(
             Err(e) => e,
         }
         .context(format!(
-            "starting the {:?} cluster ({} runtime)",
+            "starting the {} cluster ({} runtime)",
             w.backend.kind,
             w.runtime.name()
         ))

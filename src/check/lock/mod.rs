@@ -67,17 +67,45 @@ pub fn check_jsonl(
     limits: &Limits,
     fenced: bool,
 ) -> Result<(Verdict, usize), HistoryError> {
-    let mut ops = Ops::default();
-    let mut lines = 0;
-    let warnings = read_jsonl_refs(path, |op| {
-        lines += 1;
-        ops.push_ref(&op)
-    })?;
-    let mut verdict = run(&ops, input, limits, fenced);
-    verdict
-        .notes
-        .extend(warnings.into_iter().map(|w| format!("warning: {w}")));
-    Ok((verdict, lines))
+    let mut stream = Stream::default();
+    let warnings = read_jsonl_refs(path, |op| stream.push_ref(&op))?;
+    Ok(stream.check(warnings, input, limits, fenced))
+}
+
+/// A lock history filled one op at a time, kept as the checks' compact copy: what
+/// `check_jsonl` builds, for a reader that has its ops from elsewhere (a pipe).
+#[derive(Debug, Default)]
+pub struct Stream {
+    ops: Ops,
+    lines: usize,
+}
+
+impl Stream {
+    pub fn push(&mut self, op: &crate::history::Op) {
+        self.lines += 1;
+        self.ops.push(op);
+    }
+
+    pub fn push_ref(&mut self, op: &crate::history::OpRef<'_>) {
+        self.lines += 1;
+        self.ops.push_ref(op);
+    }
+
+    /// Checks the ops pushed (`fenced`: as `check_fenced`), with the reading's
+    /// `warnings` among the notes; also returns the number of ops pushed.
+    pub fn check(
+        self,
+        warnings: Vec<String>,
+        input: &LockInput<'_>,
+        limits: &Limits,
+        fenced: bool,
+    ) -> (Verdict, usize) {
+        let mut verdict = run(&self.ops, input, limits, fenced);
+        verdict
+            .notes
+            .extend(warnings.into_iter().map(|w| format!("warning: {w}")));
+        (verdict, self.lines)
+    }
 }
 
 /// The critical sections, with the resource's evidence of retired holders' writes

@@ -4,6 +4,7 @@
 //! maps into lockcheck's ops.
 
 use super::{Fault, RawOp};
+use crate::history::input::MAX_DEPTH;
 use crate::history::{OpType, Process};
 use serde_json::{json, Map, Value};
 
@@ -70,6 +71,7 @@ pub fn read_forms(text: &str) -> Result<Vec<(usize, Edn)>, Fault> {
         text,
         pos: 0,
         line: 1,
+        depth: 0,
     };
     let mut forms = Vec::new();
     p.skip_ws();
@@ -77,6 +79,7 @@ pub fn read_forms(text: &str) -> Result<Vec<(usize, Edn)>, Fault> {
     if single_collection {
         let close = if p.peek() == Some(b'[') { b']' } else { b')' };
         p.pos += 1;
+        p.depth = 1;
         loop {
             p.skip_ws();
             match p.peek() {
@@ -110,6 +113,9 @@ struct Parser<'a> {
     text: &'a str,
     pos: usize,
     line: usize,
+    /// Collections open around `pos`: bounded by `MAX_DEPTH`, so the recursion
+    /// below cannot overflow the stack on a hostile file.
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -174,6 +180,18 @@ impl Parser<'_> {
     }
 
     fn seq(&mut self, close: u8) -> Result<Vec<Edn>, Fault> {
+        if self.depth >= MAX_DEPTH {
+            return Err(self.fault(format!(
+                "nested deeper than the {MAX_DEPTH} levels spec v1.1 allows"
+            )));
+        }
+        self.depth += 1;
+        let items = self.items(close);
+        self.depth -= 1;
+        items
+    }
+
+    fn items(&mut self, close: u8) -> Result<Vec<Edn>, Fault> {
         let open_line = self.line;
         self.pos += 1;
         let mut items = Vec::new();

@@ -39,7 +39,7 @@
 pub mod edn;
 pub mod porcupine;
 
-use super::{History, HistoryError, Op, OpType, Process};
+use super::{History, HistoryError, Input, Op, OpType, Process};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde_json::Value;
 use std::path::Path;
@@ -81,6 +81,11 @@ impl Format {
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with(';'));
         let Some(first) = first else {
+            // `h.edn.gz`: the name under the compression's.
+            let path = match path.extension().and_then(|e| e.to_str()) {
+                Some("gz" | "zst") => Path::new(path.file_stem().unwrap_or_default()),
+                _ => path,
+            };
             return match path.extension().and_then(|e| e.to_str()) {
                 Some("log") => Format::PorcupineEtcd,
                 Some("edn") => Format::JepsenEdn,
@@ -125,15 +130,32 @@ impl std::fmt::Display for Format {
     }
 }
 
-/// Reads `path` as `format` (detected from the content when `None`).
+/// Reads `path` (`-` = standard input; gzip and zstd undone) as `format`
+/// (detected from its first bytes when `None`).
 pub fn read(path: &Path, format: Option<Format>) -> Result<(History, Format), HistoryError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| HistoryError::Io {
-        file: file.clone(),
-        source,
-    })?;
-    let format = format.unwrap_or_else(|| Format::detect(&text, path));
+    read_input(Input::open(path)?, format)
+}
+
+/// Reads an opened input as `format` (detected from its first bytes when `None`),
+/// once, front to back.
+pub fn read_input(input: Input, format: Option<Format>) -> Result<(History, Format), HistoryError> {
+    let format = format.unwrap_or_else(|| input.format());
+    if format == Format::Jsonl {
+        return Ok((super::read_jsonl_from(input)?, format));
+    }
+    let (file, text) = input.read_text()?;
     Ok((parse(&text, &file, format)?, format))
+}
+
+impl Input {
+    /// The format of this input, told from its first bytes (and, where they are
+    /// empty, from its name).
+    pub fn format(&self) -> Format {
+        Format::detect(
+            &String::from_utf8_lossy(self.prefix()),
+            Path::new(&self.name),
+        )
+    }
 }
 
 /// Parses history text in `format`; `file` only names the source in errors.
@@ -156,7 +178,19 @@ pub fn parse(text: &str, file: &str, format: Format) -> Result<History, HistoryE
             .map_err(named)?,
         Format::PorcupineEtcd => porcupine::etcd(text).map_err(named)?,
     };
-    build(raws).map_err(named)
+    let history = build(raws).map_err(named)?;
+    if !history.ops.iter().any(|o| o.process.client().is_some()) {
+        let why = match (text.trim().is_empty(), history.ops.len()) {
+            (true, _) => "the input is empty".to_string(),
+            (false, 0) => format!("no {format} op was found in it"),
+            (false, n) => format!("its {n} op(s) are all the fault injector's (:nemesis)"),
+        };
+        return Err(HistoryError::NoOperations {
+            file: file.to_string(),
+            why,
+        });
+    }
+    Ok(history)
 }
 
 /// What went wrong where, before the file name is known.

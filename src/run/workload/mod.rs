@@ -4,7 +4,9 @@
 //!
 //! Every key is checked: an unknown key or a bad value is an error that names the
 //! file, the line, the key and what is expected. Durations carry their unit
-//! (`"250ms"`, `"2s"`, `"1m"`).
+//! (`"250ms"`, `"2s"`, `"1m"`). Every fault must fit the run: due before it ends
+//! and over by then (a `[schedule]` must start every entry at least once), else
+//! the workload is refused with the figures (see `planned_faults`).
 //!
 //! ```toml
 //! name = "redis-pause"          # optional: the file's stem; names the run directory
@@ -150,12 +152,14 @@
 mod duration;
 mod faults;
 mod located;
+mod plan;
 mod preset;
 mod raw;
 #[cfg(test)]
 mod tests;
 
 pub use duration::{Dur, SignedDur};
+pub use plan::PlannedFault;
 pub use preset::{Lease, LeasePreset, LEASE_PRESETS};
 
 use crate::backend::BackendKind;
@@ -310,6 +314,8 @@ pub struct FaultEntry {
     pub after: Duration,
     /// Gap from the end of one occurrence to the start of the next; `None`: once.
     pub interval: Option<Duration>,
+    /// Where the entry is in the workload's text, for errors that name a line.
+    pub span: std::ops::Range<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -374,7 +380,7 @@ impl Workload {
         if kind.token().is_none() && fencing_token {
             bail!(bad(
                 "backend.fencing_token",
-                format!("{kind:?} hands out no fencing token: expected false")
+                format!("{kind} hands out no fencing token: expected false")
             ));
         }
         let resource = match raw.resource {
@@ -411,8 +417,8 @@ impl Workload {
                     p.name,
                     p.backend_names(),
                     p.source,
-                    kind_name(kind),
-                    kind_name(kind),
+                    kind.name(),
+                    kind.name(),
                     fitting.join(", ")
                 )
             }
@@ -503,24 +509,26 @@ impl Workload {
         }
         let network = raw.backend.network.unwrap_or_default();
         // Their servers, as lockcheck sets them up, let in loopback clients only.
-        if network == NetworkKind::Namespaces
-            && matches!(
-                kind,
-                BackendKind::PostgresAdvisory | BackendKind::PostgresLease | BackendKind::Mariadb
-            )
-        {
+        if network == NetworkKind::Namespaces && !crate::cluster::recipe(kind).namespaces() {
+            let able: Vec<&str> = BackendKind::ALL
+                .into_iter()
+                .filter(|&k| crate::cluster::recipe(k).namespaces())
+                .map(BackendKind::name)
+                .collect();
             bail!(bad(
                 "backend.network",
-                format!("{kind:?} runs on loopback only (its server admits loopback clients); namespaces are for etcd, zookeeper, redis, redlock and nats")
+                format!("{kind} runs on loopback only (its server admits loopback clients); namespaces are for {}", able.join(", "))
             ));
         }
         let mut faults = Vec::new();
         let raw_timed: Vec<bool> = raw
             .faults
             .iter()
-            .map(|f| f.after.is_some() || f.interval.is_some())
+            .map(|f| f.get_ref().after.is_some() || f.get_ref().interval.is_some())
             .collect();
         for (i, f) in raw.faults.into_iter().enumerate() {
+            let span = f.span();
+            let f = f.into_inner();
             let key = |k: &str| format!("faults[{i}].{k}");
             if f.kind == FaultKind::Pause && f.target.is_none() {
                 bail!(bad(
@@ -612,6 +620,7 @@ impl Workload {
                 duration: f.duration.0,
                 after: f.after.map_or(Duration::from_secs(1), |d| d.0),
                 interval: f.interval.map(|d| d.0),
+                span,
             });
         }
         if raw.duration.0.is_zero() {
@@ -662,7 +671,7 @@ impl Workload {
                 Some(schedule)
             }
         };
-        Workload {
+        let w = Workload {
             name,
             path: path.to_path_buf(),
             text: text.to_string(),
@@ -703,7 +712,9 @@ impl Workload {
             runtime: raw.runtime.unwrap_or_default(),
             client,
         }
-        .checked_for_runtime()
+        .checked_for_runtime()?;
+        w.planned_faults(None, w.seed)?;
+        Ok(w)
     }
 
     /// The same workload under another runtime (`--runtime`), checked again: a
@@ -758,12 +769,4 @@ impl Workload {
         }
         Ok(self)
     }
-}
-
-/// A backend as a workload's `backend.kind` names it (`postgres-lease`).
-pub(super) fn kind_name(kind: BackendKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(String::from))
-        .unwrap_or_else(|| format!("{kind:?}"))
 }

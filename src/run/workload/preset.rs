@@ -1,6 +1,5 @@
 //! Lease presets: the TTLs and renewal periods the industry actually runs, by name.
 
-use super::kind_name;
 use crate::backend::BackendKind;
 use std::time::Duration;
 
@@ -41,7 +40,7 @@ impl LeasePreset {
         }
         self.backends
             .iter()
-            .map(|&k| kind_name(k))
+            .map(|&k| k.name())
             .collect::<Vec<_>>()
             .join(", ")
     }

@@ -24,7 +24,7 @@ pub struct Workload {
     pub critical_section: CriticalSection,
     pub resource: Option<ResourceSpec>,
     #[serde(default)]
-    pub faults: Vec<Fault>,
+    pub faults: Vec<toml::Spanned<Fault>>,
     pub runtime: Option<Runtime>,
     pub schedule: Option<Schedule>,
     pub client: Option<Client>,

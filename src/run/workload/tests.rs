@@ -382,7 +382,7 @@ fn a_preset_fits_only_the_backends_its_users_run_it_on() {
             let backend = format!(
                 "[backend]\nnodes = 1\nfencing_token = {}\nkind = \"{}\"",
                 kind.token().is_some(),
-                kind_name(kind)
+                kind.name()
             );
             let text = GOOD
                 .replace("[backend]\nkind = \"redis\"", &backend)
@@ -400,7 +400,7 @@ fn a_preset_fits_only_the_backends_its_users_run_it_on() {
                     assert!(
                         e.contains("w/test.toml:11: backend.lease: the preset")
                             && e.contains(preset.name)
-                            && e.contains(&format!("not {}", kind_name(kind))),
+                            && e.contains(&format!("not {}", kind.name())),
                         "{e}"
                     );
                 }

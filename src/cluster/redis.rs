@@ -1,0 +1,84 @@
+//! Redis, and Redlock's independent Redis instances: `redis-server` per node on
+//! its own port, without persistence, so that a killed instance comes back empty,
+//! as the Redis-docs setup the Redlock debate assumes.
+
+use super::{answers, ClusterPlan, Ports, ServerBinary, ServerRecipe};
+use anyhow::Result;
+use async_trait::async_trait;
+use std::net::SocketAddr;
+use std::process::Command;
+
+/// One recipe for both: they differ in how many instances run and whether one
+/// of them leads.
+pub(super) struct Redis {
+    /// Redlock: five independent instances, none of which leads.
+    redlock: bool,
+}
+
+/// One Redis: the server every client talks to leads.
+pub(super) const REDIS: Redis = Redis { redlock: false };
+/// Five independent Redis, quorum 3.
+pub(super) const REDLOCK: Redis = Redis { redlock: true };
+
+#[async_trait]
+impl ServerRecipe for Redis {
+    fn binary(&self) -> ServerBinary {
+        ServerBinary {
+            name: "redis-server",
+            package: "redis-server",
+            env: "LOCKCHECK_REDIS_SERVER",
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        if self.redlock {
+            5
+        } else {
+            1
+        }
+    }
+
+    fn ports(&self, _nodes: usize) -> Ports {
+        Ports::client(6379)
+    }
+
+    fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
+        let node = &plan.nodes[i];
+        let mut cmd = Command::new(&plan.binary);
+        cmd.arg("--port")
+            .arg(node.client_listen.port().to_string())
+            .arg("--bind")
+            .arg(node.client_listen.ip().to_string())
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(&node.data_dir);
+        // Protected mode refuses every client not on loopback; a node in its
+        // namespace, or in a container (clients arrive through Docker's port
+        // forwarding), is reached from outside its loopback.
+        if !node.client_listen.ip().is_loopback() {
+            cmd.args(["--protected-mode", "no"]);
+        }
+        Ok(cmd)
+    }
+
+    /// `PING` gets `+PONG`.
+    async fn ready(&self, addr: SocketAddr) -> bool {
+        answers(addr, b"PING\r\n", "+PONG").await
+    }
+
+    /// The one Redis; none among Redlock's independent instances.
+    async fn leader(
+        &self,
+        plan: &ClusterPlan,
+        _running: &[(String, SocketAddr)],
+    ) -> Option<String> {
+        if self.redlock {
+            return None;
+        }
+        plan.nodes.first().map(|n| n.name.clone())
+    }
+
+    fn official_image(&self) -> Option<&'static str> {
+        Some("redis")
+    }
+}
