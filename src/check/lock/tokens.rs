@@ -24,7 +24,6 @@ pub fn check(h: &Ops, s: &Sections, fenced: bool, found: &mut Findings) {
         let mut first_with: FxHashMap<u64, usize> = FxHashMap::default();
         // The greatest token among sections that have ended, and whose it was.
         let mut max_ended: Option<(u64, usize)> = None;
-        let mut own: FxHashSet<u64> = FxHashSet::default();
         let mut sweep = Sweep::new(s, lock);
         while let Some(i) = sweep.next_section() {
             for &j in &sweep.ended {
@@ -38,7 +37,10 @@ pub fn check(h: &Ops, s: &Sections, fenced: bool, found: &mut Findings) {
             // The section's own greatest token so far, and the grant that carried it.
             let mut own_max: Option<(u64, usize)> = None;
             let mut lowered = false;
-            own.clear();
+            // The tokens it was granted so far (kept only where it has regrants: one
+            // set per section, never one cleared for every section, which would cost
+            // the largest section's size each time).
+            let mut own: FxHashSet<u64> = FxHashSet::default();
             for (g, (pos, token)) in sec.grants().enumerate() {
                 let Some(t) = token else {
                     let renew = g > 0 && sec.regrants[g - 1].renew;
@@ -48,7 +50,7 @@ pub fn check(h: &Ops, s: &Sections, fenced: bool, found: &mut Findings) {
                     continue;
                 };
                 // A token the holder had already been given is no new duplicate.
-                let again = !own.insert(t);
+                let again = !sec.regrants.is_empty() && !own.insert(t);
                 match first_with.get(&t) {
                     Some(&j) if !again && s.sections[j].process != sec.process => {
                         found.report(AnomalyKind::DuplicateToken, || duplicate(h, s, j, i, pos));
