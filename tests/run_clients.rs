@@ -195,6 +195,16 @@ fn redis_py_knows_it_lost_the_lock_and_self_fencing_through_it_stops_the_writes(
         .filter(|o| o.f == "held" && o.kind == OpType::Ok && o.value["held"] == false)
         .count();
     assert!(said_no > 0, "owned() never said no");
+    // The report names the library and what it believed.
+    let html = std::fs::read_to_string(r.run_dir().join("report.html")).unwrap();
+    assert!(
+        html.contains("The lock library: redis-py 4.3.4"),
+        "no library panel"
+    );
+    assert!(
+        html.contains("said it had lost the lock before the next write for"),
+        "no belief sentence"
+    );
     r.assert_nothing_left();
 
     let r = run(&workload("clients/redis-py-pause-self-fencing.toml"), &[]);
@@ -215,4 +225,48 @@ fn redis_py_knows_it_lost_the_lock_and_self_fencing_through_it_stops_the_writes(
         assert_eq!(asked.value["held"], true, "wrote after held said no");
     }
     r.assert_nothing_left();
+}
+
+/// kazoo's Lock against a 3-node ZooKeeper: its holder paused past the session
+/// timeout is deposed, and kazoo's own `is_acquired` still says it holds the lock
+/// when it wakes (kazoo keeps that flag until release); the unfenced resource takes
+/// its stale write. The znode sequence, as a token, lets a fencing resource stop it.
+#[test]
+fn kazoo_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
+    let r = run(&workload("clients/kazoo-pause-unfenced.toml"), &[]);
+    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
+    assert!(r.json["client"]["library"]
+        .as_str()
+        .is_some_and(|l| l.starts_with("kazoo 2.8")));
+    let ops = history(&r);
+    assert!(ops.iter().any(|o| o.f == "held" && o.kind == OpType::Ok));
+    assert!(
+        !ops.iter()
+            .any(|o| o.f == "held" && o.kind == OpType::Ok && o.value["held"] == false),
+        "kazoo's is_acquired said no: the README's finding no longer holds"
+    );
+    r.assert_nothing_left();
+    fenced_is_safe("clients/kazoo-pause-fenced.toml");
+}
+
+/// Apache Curator's InterProcessMutex (Java, Debian's jars, compiled by scripts/setup)
+/// against a 3-node ZooKeeper: deposed by a pause past its session timeout, its
+/// `isAcquiredInThisProcess()` still says yes when it wakes, and the unfenced resource
+/// takes its stale write; the znode sequence as a token lets a fencing resource stop it.
+#[test]
+fn curator_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
+    let r = run(&workload("clients/curator-pause-unfenced.toml"), &[]);
+    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
+    assert!(r.json["client"]["library"]
+        .as_str()
+        .is_some_and(|l| l.starts_with("Apache Curator 5.4")));
+    let ops = history(&r);
+    assert!(ops.iter().any(|o| o.f == "held" && o.kind == OpType::Ok));
+    assert!(
+        !ops.iter()
+            .any(|o| o.f == "held" && o.kind == OpType::Ok && o.value["held"] == false),
+        "Curator's isAcquiredInThisProcess said no: the README's finding no longer holds"
+    );
+    r.assert_nothing_left();
+    fenced_is_safe("clients/curator-pause-fenced.toml");
 }

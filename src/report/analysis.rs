@@ -16,6 +16,9 @@ pub struct Analysis {
     /// Present when the workers checked their own lease deadline (run.self_fencing_margin_ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing: Option<SelfFencing>,
+    /// Present when the clients asked their lock library `held` (an adapter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<super::library::LibraryBelief>,
     pub guidance: Guidance,
 }
 
@@ -140,7 +143,9 @@ pub fn analyze(
     let fencing = fencing_replay(history, calls, resource, &zombies);
     let self_fencing = self_fencing_margin_ms.map(|m| self_fencing(m, &zombies));
     let guidance = guidance(&zombies, &fencing, self_fencing.as_ref());
+    let library = super::library::belief(history, &zombies);
     Analysis {
+        library,
         zombies,
         fencing,
         self_fencing,

@@ -67,6 +67,7 @@ pub fn render(input: &Input<'_>) -> String {
     );
     page += &figures(&summary, v.anomalies.iter().filter(|a| !a.allowed).count());
     page += &guidance_panel(&analysis.guidance);
+    page += &super::library::panel(input.run, analysis.library.as_ref());
     page += &timeline_section(&bands);
     page += &cards(&v.anomalies);
     page += &analysis_panels(&analysis);

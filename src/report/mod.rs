@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod browser;
 pub mod html;
 pub mod junit;
+pub mod library;
 pub mod sections;
 pub mod summary;
 pub mod timeline;
