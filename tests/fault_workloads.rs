@@ -222,4 +222,13 @@ fn the_documented_fault_catalogue_reads() {
         ]
     );
     assert!(w.schedule.is_some());
+    // Every kind, the client pause too, records a period the report draws: a
+    // start and an end of one family of history::fault_ops.
+    let pause = parse("kind = \"pause\"\ntarget = \"holder\"\nduration = \"1s\"").unwrap();
+    for f in w.faults.iter().chain(&pause.faults) {
+        let (start, end) = lockcheck::run::nemesis::build(f).ops();
+        let ops = lockcheck::history::fault_ops::started_by(start)
+            .unwrap_or_else(|| panic!("{}: `{start}` opens no band", f.kind.name()));
+        assert_eq!(ops.end, end, "{}", f.kind.name());
+    }
 }

@@ -3,11 +3,15 @@
 //! per test binary, runs this machine's servers), the unfenced ones are flagged, the
 //! fenced ones safe, and nothing of a run is left afterwards: no container, network
 //! or volume labelled with it, no process. A controller killed with -9 leaves its
-//! containers to `lockcheck recover`, which removes them.
+//! containers to `lockcheck recover`, which removes them. The other services
+//! (ZooKeeper, PostgreSQL, MariaDB, NATS) give in containers the verdicts they
+//! give as local processes; a wiped etcd member comes back in a container made
+//! anew and rejoins as a new member; and `doctor` says which images are here.
 
 mod docker_support;
 mod run_support;
 use docker_support::*;
+use lockcheck::history::read_jsonl;
 use run_support::*;
 use std::time::Duration;
 
@@ -165,4 +169,124 @@ fn recover_removes_the_containers_of_a_controller_killed_with_sigkill() {
     let again = lockcheck().arg("recover").arg(&dir).output().unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing left to undo"));
     assert!(leftovers(results.path()).is_empty());
+}
+
+#[test]
+fn zookeeper_in_docker_is_flagged() {
+    let r = docker_run("zookeeper-pause-unfenced.toml");
+    for n in ["n1", "n2", "n3"] {
+        let log = std::fs::read_to_string(r.run_dir().join(format!("nodes/{n}.log"))).unwrap();
+        assert!(log.contains("QuorumPeer"), "{n}: {log}");
+    }
+    assert_flagged(&r, "stale-write-accepted");
+}
+
+#[test]
+fn postgres_lease_in_docker_is_flagged_and_its_server_is_not_root() {
+    let r = docker_run("postgres-lease-pause-unfenced.toml");
+    // initdb ran in the container, as the account the data directory was given.
+    let log = std::fs::read_to_string(r.run_dir().join("nodes/n1.log")).unwrap();
+    assert!(log.contains("will be owned by user \"postgres\""), "{log}");
+    assert!(log.contains("database system is ready"), "{log}");
+    assert_flagged(&r, "stale-write-accepted");
+}
+
+#[test]
+fn postgres_lease_fenced_in_docker_is_safe() {
+    assert_safe(&docker_run("postgres-lease-pause-fenced.toml"));
+}
+
+#[test]
+fn mariadb_in_docker_is_flagged() {
+    let r = docker_run("mariadb-pause.toml");
+    assert_flagged(&r, "interleaved-writes");
+}
+
+#[test]
+fn nats_in_docker_is_flagged() {
+    let r = docker_run("nats-pause-unfenced.toml");
+    assert_flagged(&r, "stale-write-accepted");
+}
+
+#[test]
+fn a_wiped_etcd_member_rejoins_from_a_new_container() {
+    let tmp = tempfile::tempdir().unwrap();
+    let w = tmp.path().join("etcd-wipe.toml");
+    std::fs::write(
+        &w,
+        r#"
+duration = "5s"
+resource = "fenced"
+allow = ["double-holder"]
+[backend]
+kind = "etcd"
+lease = "2s"
+acquire_timeout = "500ms"
+[clients]
+count = 2
+[critical_section]
+hold = "300ms"
+writes = 2
+[[faults]]
+kind = "kill"
+nodes = "n2"
+wipe = true
+duration = "1s"
+after = "1s"
+"#,
+    )
+    .unwrap();
+    let r = docker_run_file(&w);
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    let history = read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+    let kill = history.ops.iter().find(|o| o.f == "kill").expect("a kill");
+    assert_eq!(kill.value["wipe"], true, "{}", kill.value);
+    assert!(history.ops.iter().any(|o| o.f == "start"), "restarted");
+    // Both lives in the node's log (its first container's, then the new one's):
+    // a member that founded the cluster, then another member, a new id, in the
+    // same cluster.
+    let log = std::fs::read_to_string(r.run_dir().join("nodes/n2.log")).unwrap();
+    let lives: Vec<(&str, &str)> = log
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split("etcdserver: starting member ").nth(1)?;
+            let (member, cluster) = rest.split_once(" in cluster ")?;
+            Some((member, cluster.trim()))
+        })
+        .collect();
+    assert_eq!(lives.len(), 2, "{log}");
+    assert_ne!(lives[0].0, lives[1].0, "a new member id: {lives:?}");
+    assert_eq!(lives[0].1, lives[1].1, "the same cluster: {lives:?}");
+    assert_nothing_of_the_run(&r);
+}
+
+#[test]
+fn doctor_says_which_images_are_here_and_whether_local_nodes_can_be_frozen() {
+    image();
+    let out = lockcheck().args(["doctor", "--json"]).output().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let item = |name: &str| {
+        json["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {json}"))
+            .clone()
+    };
+    let docker = item("docker");
+    let detail = docker["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!(
+            "{IMAGE} (postgres-advisory, postgres-lease, nats, zookeeper, mariadb): here"
+        )),
+        "{detail}"
+    );
+    assert!(detail.contains("redis (redis, redlock)"), "{detail}");
+    let freezer = item("freezer");
+    assert_eq!(
+        freezer["ok"],
+        lockcheck::cluster::freezer::unavailable().is_none(),
+        "{freezer}"
+    );
 }

@@ -1,9 +1,49 @@
-//! `lockcheck run` end to end on the other lock services (ZooKeeper, PostgreSQL,
-//! NATS): the holder paused past its lease/session shows the known break, fencing by
-//! the backend's token keeps the resource safe, and a run without faults is valid.
+//! `lockcheck run` end to end on each lock service but Redis (tests/run_redis.rs,
+//! which also covers the runner itself): Redlock over five Redis instances, a
+//! 3-member etcd cluster (lease + lock key, the key's create revision as the
+//! token), PostgreSQL, NATS, ZooKeeper and MariaDB. For each, the holder paused
+//! past its lease or session shows the known break, fencing by the backend's token
+//! (where it has one) keeps the resource safe, and a run without faults is valid.
 
 mod run_support;
 use run_support::*;
+
+// ---- Redlock ----
+
+#[test]
+fn redlock_with_the_holder_paused_past_its_validity_shows_two_holders() {
+    let r = shows_the_break("redlock-pause-unfenced.toml", &["double-holder"]);
+    let doubles = r.anomalies("double-holder");
+    assert!(doubles[0]["processes"].as_array().unwrap().len() >= 2);
+    for n in 1..=5 {
+        assert!(r.run_dir().join(format!("nodes/n{n}.log")).is_file());
+    }
+}
+
+#[test]
+fn redlock_without_faults_is_valid() {
+    valid_without_faults("redlock", false);
+}
+
+// ---- etcd ----
+
+#[test]
+fn unfenced_etcd_with_the_holder_paused_past_its_lease_shows_two_holders_and_a_stale_write() {
+    shows_the_break(
+        "etcd-pause-unfenced.toml",
+        &["double-holder", "stale-write-accepted"],
+    );
+}
+
+#[test]
+fn etcd_fenced_by_revision_is_safe() {
+    fenced_is_safe("etcd-pause-fenced.toml");
+}
+
+#[test]
+fn etcd_without_faults_is_valid() {
+    valid_without_faults("etcd", true);
+}
 
 // ---- PostgreSQL ----
 
