@@ -10,8 +10,39 @@ use run_support::*;
 use std::path::Path;
 use std::process::Command;
 
-/// redis-pause-fenced pauses the holder at 1 s: a 0.8 s run ends before it.
-const EARLY: &[&str] = &["--time-limit", "0.8"];
+/// One client that acquires at once and holds the lock for 3 s, in a 2.5 s run:
+/// the pause aimed at the holder is armed at 1 s and waits for an acquire that never
+/// comes before the end. Valid to the checker, it tested no pause.
+const ONE_LONG_HOLDER: &str = r#"
+duration = "2500ms"
+seed = 1
+resource = "fenced"
+[backend]
+kind = "redis"
+lease = "5s"
+fencing_token = true
+acquire_timeout = "500ms"
+[clients]
+count = 1
+[critical_section]
+hold = "3s"
+writes = 1
+[[faults]]
+kind = "pause"
+target = "holder"
+duration = "500ms"
+after = "1s"
+"#;
+
+const NEVER_ACQUIRED: &str =
+    "for the next client to acquire the lock; none did before the run ended at 2.5 s";
+
+/// `lockcheck run` of [`ONE_LONG_HOLDER`] with `args`, and its workload's dir.
+fn run_one_long_holder(args: &[&str]) -> (Finished, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write_workload(dir.path(), "one-long-holder.toml", ONE_LONG_HOLDER);
+    (run(&w, args), dir)
+}
 
 fn junit_of(run_dir: &Path) -> String {
     let xml = run_dir.join("junit.xml");
@@ -31,8 +62,8 @@ fn junit_of(run_dir: &Path) -> String {
 }
 
 #[test]
-fn a_run_that_ends_before_its_first_fault_is_no_pass() {
-    let r = run(&workload("redis-pause-fenced.toml"), EARLY);
+fn a_run_whose_holder_fault_never_started_is_no_pass() {
+    let (r, _w) = run_one_long_holder(&[]);
     assert_eq!(r.code, 3, "{}\n{}", r.json, r.stderr);
     assert_eq!(
         r.json["valid"], true,
@@ -47,9 +78,14 @@ fn a_run_that_ends_before_its_first_fault_is_no_pass() {
     let missed = &faults["missed"][0];
     assert_eq!(missed["fault"], 0);
     assert_eq!(missed["kind"], "pause");
-    assert_eq!(
-        missed["why"], "due at 1.0 s; the run ended at 0.8 s (--time-limit) before it",
-        "{missed}"
+    let why = missed["why"].as_str().unwrap();
+    assert!(
+        why.starts_with("armed at 1.") && why.ends_with(NEVER_ACQUIRED),
+        "{why}"
+    );
+    assert!(
+        !r.history().contains("\"f\":\"pause\""),
+        "no pause in the history"
     );
     // The stored verdict.json says the same as the printed one.
     let stored: serde_json::Value =
@@ -60,7 +96,7 @@ fn a_run_that_ends_before_its_first_fault_is_no_pass() {
     let xml = junit_of(&r.run_dir());
     assert!(xml.contains("failures=\"1\""), "{xml}");
     assert!(
-        xml.contains("<failure type=\"missed-faults\" message=\"1 of 1 planned faults never started: the run did not test what its workload claims\">faults[0] (pause): 0 of 1 started; due at 1.0 s"),
+        xml.contains("<failure type=\"missed-faults\" message=\"1 of 1 planned faults never started: the run did not test what its workload claims\">faults[0] (pause): 0 of 1 started; armed at 1."),
         "{xml}"
     );
     // The report's badge does not say VALID.
@@ -74,9 +110,7 @@ fn a_run_that_ends_before_its_first_fault_is_no_pass() {
 
 #[test]
 fn allow_missed_faults_passes_the_run_and_still_lists_them() {
-    let mut args = EARLY.to_vec();
-    args.push("--allow-missed-faults");
-    let r = run(&workload("redis-pause-fenced.toml"), &args);
+    let (r, _w) = run_one_long_holder(&["--allow-missed-faults"]);
     assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
     assert_eq!(r.json["missed_faults"], false);
     assert_eq!(r.json["faults"]["allowed"], true);
@@ -94,19 +128,19 @@ fn allow_missed_faults_passes_the_run_and_still_lists_them() {
 
 #[test]
 fn the_words_say_untested_and_why() {
-    let results = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let w = write_workload(dir.path(), "one-long-holder.toml", ONE_LONG_HOLDER);
     let out = lockcheck()
         .arg("run")
-        .arg(workload("redis-pause-fenced.toml"))
+        .arg(&w)
         .arg("--results")
-        .arg(results.path())
-        .args(EARLY)
+        .arg(dir.path().join("results"))
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stdout}");
     assert!(
-        stdout.starts_with("UNTESTED (valid, but planned faults missed): redis-pause-fenced"),
+        stdout.starts_with("UNTESTED (valid, but planned faults missed): one-long-holder"),
         "{stdout}"
     );
     assert!(
@@ -114,9 +148,32 @@ fn the_words_say_untested_and_why() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("faults[0] (pause): 0 of 1 started; due at 1.0 s; the run ended at 0.8 s (--time-limit) before it"),
+        stdout.contains("faults[0] (pause): 0 of 1 started; armed at 1.")
+            && stdout.contains(NEVER_ACQUIRED),
         "{stdout}"
     );
+}
+
+#[test]
+fn a_time_limit_that_ends_before_the_first_fault_is_refused_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let w = workload("redis-pause-fenced.toml");
+    let out = lockcheck()
+        .arg("run")
+        .arg(&w)
+        .arg("--results")
+        .arg(&results)
+        .args(["--time-limit", "0.8"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("faults[0].after:") && stderr.contains("it would never start"),
+        "{stderr}"
+    );
+    assert_nothing_started(&results);
 }
 
 #[test]
@@ -136,9 +193,7 @@ fn a_run_whose_faults_all_started_accounts_for_them_and_passes() {
 
 #[test]
 fn several_runs_count_those_that_missed_faults_apart() {
-    let mut args = EARLY.to_vec();
-    args.extend(["--test-count", "2"]);
-    let r = run(&workload("redis-pause-fenced.toml"), &args);
+    let (r, _w) = run_one_long_holder(&["--test-count", "2"]);
     assert_eq!(r.code, 3, "{}", r.json);
     assert_eq!(r.json["summary"]["runs"], 2);
     assert_eq!(r.json["summary"]["runs_with_missed_faults"], 2);

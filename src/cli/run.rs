@@ -68,7 +68,8 @@ pub fn main(args: Args) -> Result<u8> {
     let base_seed = args.seed.unwrap_or(w.seed);
     // Each seed's faults all start within the run, before any run begins.
     for i in 0..args.test_count {
-        w.planned_faults(time_limit, base_seed.wrapping_add(i))?;
+        w.planned_faults(time_limit, base_seed.wrapping_add(i))
+            .map_err(Exit::usage)?;
     }
     let mut opts = run::Options {
         time_limit,
