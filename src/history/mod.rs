@@ -115,7 +115,7 @@ pub mod f {
 
 /// The records of a fault period: the nemesis `f` that opens it, the one that
 /// ends it, and the band the report draws for it. Every fault lockcheck injects
-/// writes one of these pairs (`fault::spec::CATALOGUE` says which); the figures
+/// writes one of these pairs (`run::nemesis` says which); the figures
 /// count periods and the report pairs starts with ends by this table alone, so a
 /// fault recorded here is one the report draws.
 #[derive(Debug, PartialEq, Eq)]
