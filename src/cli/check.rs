@@ -300,7 +300,9 @@ pub fn main(args: Args) -> Result<u8> {
         },
     };
     if args.file.as_os_str() == "-" && opts.resource.as_deref() == Some(Path::new("-")) {
-        anyhow::bail!("the history and --resource cannot both be standard input");
+        return Err(Exit::usage(
+            "the history and --resource cannot both be standard input",
+        ));
     }
     let input = Input::open(&args.file)?;
     let title = input.name.clone();

@@ -40,18 +40,18 @@ impl Input {
             return Input::from_reader(STDIN_NAME, std::io::stdin());
         }
         let name = path.display().to_string();
-        let file = std::fs::File::open(path).map_err(|source| HistoryError::Io {
+        let file = std::fs::File::open(path).map_err(|reason| HistoryError::Io {
             file: name.clone(),
-            source,
+            reason,
         })?;
         Input::from_reader(&name, file)
     }
 
     /// An input over any reader (text, gzip or zstd); `name` only names it in messages.
     pub fn from_reader(name: &str, raw: impl Read + 'static) -> Result<Input, HistoryError> {
-        let io = |source| HistoryError::Io {
+        let io = |reason| HistoryError::Io {
             file: name.to_string(),
-            source,
+            reason,
         };
         // The magic bytes are read, not peeked (a pipe may hand over fewer than four
         // at first), and put back in front of the rest.
@@ -141,9 +141,9 @@ impl LineReader {
         let n = (&mut self.reader)
             .take(MAX_LINE as u64 + 1)
             .read_until(b'\n', &mut self.buf)
-            .map_err(|source| HistoryError::Io {
+            .map_err(|reason| HistoryError::Io {
                 file: self.name.clone(),
-                source,
+                reason,
             })?;
         if n == 0 {
             return Ok(None);

@@ -20,11 +20,12 @@ use std::path::Path;
 /// Why a history could not be read. Display gives `file:line: field: reason`.
 #[derive(Debug, thiserror::Error)]
 pub enum HistoryError {
-    #[error("{file}: {source}")]
+    /// The reason is in the message itself, not chained as a source, so that it
+    /// is printed once.
+    #[error("{file}: {reason}")]
     Io {
         file: String,
-        #[source]
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     #[error("{file}:{line}: {field}: {reason}")]
     Malformed {
