@@ -30,6 +30,21 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::time::Instant;
 
+/// Has the child killed (SIGKILL) when the process that started it dies, however
+/// it dies, even by -9: a worker's adapter, or a controller's worker, must never
+/// outlive the one that drives it and go on acting on the lock unseen.
+pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// The longest reply line an adapter may print: past it, the adapter is misbehaving.
 pub const MAX_LINE: usize = 1 << 20;
 
@@ -233,15 +248,7 @@ impl AdapterClient {
             .kill_on_drop(true);
         // No process group of its own: it stays in the worker's, which the faults
         // signal. And it dies with the worker, even one killed with -9.
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut cmd);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", p.exe().display()))?;

@@ -139,15 +139,7 @@ impl Workers {
             if clocks {
                 cmd.envs(crate::fault::clock::process_clock(dir, &name)?);
             }
-            // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+            crate::backend::adapter::die_with_parent(&mut cmd);
             let mut child = cmd
                 .spawn()
                 .with_context(|| format!("starting worker {name} ({})", exe.display()))?;
