@@ -173,7 +173,17 @@ after = "300ms"
         &[],
         "never frozen",
         std::time::Duration::from_secs(20),
-        |dir| frozen_now(dir).pop().map(|c| (dir.to_path_buf(), c)),
+        // The journal names the cgroup before the server is moved into it (written
+        // before the change is made): wait until the server is in it.
+        |dir| {
+            frozen_now(dir)
+                .pop()
+                .filter(|c| {
+                    std::fs::read_to_string(Path::new(c).join("cgroup.procs"))
+                        .is_ok_and(|p| !p.trim().is_empty())
+                })
+                .map(|c| (dir.to_path_buf(), c))
+        },
     );
     end(&mut controller, nix::sys::signal::Signal::SIGKILL);
     let procs = std::fs::read_to_string(Path::new(&cgroup).join("cgroup.procs")).unwrap();
