@@ -128,6 +128,45 @@ fn a_line_over_one_mebibyte_retires_the_adapter() {
     survives("overlong", "longer than 1048576 bytes");
 }
 
+/// Whether process `pid` still runs (a zombie has exited: only its parent's wait is
+/// missing).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()))
+        .is_some_and(|state| state != 'Z')
+}
+
+/// An adapter's own children (a library's helper process) die with it when it is
+/// retired, mid-run, not only with the process group at the end of the run.
+#[test]
+fn a_retired_adapters_children_die_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut running = start_json(&misbehaving(dir.path(), "orphan", false), &[]);
+    let second = std::time::Duration::from_secs(1);
+    let run_dir = wait_for("the run directory", 10 * second, || running.run_dir());
+    let orphan: u32 = wait_for("the adapter's child", 10 * second, || {
+        std::fs::read_to_string(run_dir.join("orphan.pid"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    });
+    wait_for("the adapter's misbehaviour", 10 * second, || {
+        run_dir.join("misbehaved-orphan").exists().then_some(())
+    });
+    wait_for("the retired adapter's child to die", 3 * second, || {
+        (!alive(orphan)).then_some(())
+    });
+    assert!(
+        running.child.try_wait().unwrap().is_none(),
+        "the run was over before the adapter's child died"
+    );
+    let r = running.finish();
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    r.assert_nothing_left();
+}
+
 #[test]
 fn an_adapter_that_cannot_init_stops_the_run_with_exit_5_before_any_fault() {
     let dir = tempfile::tempdir().unwrap();
@@ -269,4 +308,121 @@ fn curator_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
     );
     r.assert_nothing_left();
     fenced_is_safe("clients/curator-pause-fenced.toml");
+}
+
+/// The `held` answers of a run's history: how many said yes, how many said no.
+fn held_answers(ops: &[Op]) -> (usize, usize) {
+    let answers = ops.iter().filter(|o| o.f == "held" && o.kind == OpType::Ok);
+    let no = answers.clone().filter(|o| o.value["held"] == false).count();
+    (answers.count() - no, no)
+}
+
+/// The library the run's adapter named, which must start with `prefix`.
+fn assert_library(r: &Finished, prefix: &str) {
+    let library = r.json["client"]["library"].as_str().unwrap_or("");
+    assert!(
+        library.starts_with(prefix),
+        "library {library:?}, not {prefix}"
+    );
+}
+
+/// etcd's own lock service (Lock/Unlock), through the Rust adapter of this crate
+/// (src/bin/lockcheck-etcd-lock.rs): a holder paused past its lease is deposed, etcd
+/// says so when asked (its lease is gone), and the create revision of the key Lock
+/// returned, as a token, lets a fencing resource reject the woken holder's writes.
+#[test]
+fn etcd_lock_service_hands_out_its_create_revision_as_a_token_that_fences() {
+    let r = fenced_is_safe("clients/etcd-lock-pause-fenced.toml");
+    assert_library(&r, "etcd 3.");
+    let ops = history(&r);
+    let (_, no) = held_answers(&ops);
+    assert!(no > 0, "etcd never said the lease was gone");
+    // Every grant carries the key's create revision, and they only grow.
+    let tokens: Vec<u64> = ops
+        .iter()
+        .filter(|o| o.f == "acquire" && o.kind == OpType::Ok)
+        .map(|o| o.value["token"].as_u64().expect("a token with every grant"))
+        .collect();
+    assert!(tokens.len() > 2, "{tokens:?}");
+    assert!(tokens.windows(2).all(|t| t[0] < t[1]), "{tokens:?}");
+}
+
+/// A PyPI library in the project's virtualenv, its holder paused past the lease
+/// (unfenced): flagged, and its own answer to `held` said no at least once (each of
+/// these asks the server, not a flag of its own).
+fn pypi_library_is_deposed_and_knows(workload_name: &str, library: &str) {
+    let r = run(&workload(workload_name), &[]);
+    r.assert_flagged(&["double-holder"]);
+    assert_library(&r, library);
+    let (yes, no) = held_answers(&history(&r));
+    assert!(yes > 0 && no > 0, "held said yes {yes}, no {no} times");
+    r.assert_nothing_left();
+}
+
+#[test]
+fn pottery_redlock_is_deposed_by_a_pause_and_knows() {
+    pypi_library_is_deposed_and_knows("clients/pottery-pause-unfenced.toml", "pottery 3.0");
+}
+
+#[test]
+fn python_redis_lock_is_deposed_by_a_pause_despite_its_renewal_thread_and_knows() {
+    pypi_library_is_deposed_and_knows(
+        "clients/python-redis-lock-pause-unfenced.toml",
+        "python-redis-lock 4.0",
+    );
+}
+
+#[test]
+fn tooz_redis_driver_is_deposed_by_a_pause_despite_its_heart_and_knows() {
+    pypi_library_is_deposed_and_knows("clients/tooz-redis-pause-unfenced.toml", "tooz 9.1");
+}
+
+/// pottery does not renew by itself: holds longer than the lease stay safe only
+/// through `renew` (its `extend()`), which the adapter offers. No fault: every renew
+/// succeeds, and no two holders ever overlap.
+#[test]
+fn pottery_renews_through_extend_and_holds_past_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"duration = "4s"
+resource = "unfenced"
+
+[backend]
+kind = "redlock"
+lease = "1s"
+renew_every = "400ms"
+acquire_timeout = "500ms"
+fencing_token = false
+
+[client]
+command = ["{}", "{}"]
+
+[clients]
+count = 2
+op_timeout = "3s"
+
+[critical_section]
+hold = "1500ms"
+writes = 5
+think = "20ms"
+"#,
+        repo("clients/.venv/bin/python").display(),
+        repo("clients/pottery/pottery_lock.py").display()
+    );
+    let r = run(
+        &write_workload(dir.path(), "pottery-renew.toml", &text),
+        &[],
+    );
+    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    let ops = history(&r);
+    let renews: Vec<&Op> = ops
+        .iter()
+        .filter(|o| o.f == "renew" && o.kind != OpType::Invoke)
+        .collect();
+    assert!(renews.len() >= 2, "{renews:?}");
+    assert!(
+        renews.iter().all(|o| o.kind == OpType::Ok),
+        "a renew failed without a fault: {renews:?}"
+    );
+    r.assert_nothing_left();
 }

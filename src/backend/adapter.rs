@@ -18,6 +18,8 @@
 use super::{BackendKind, Grant, LockClient, LockConfig, LockError};
 use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use std::collections::VecDeque;
@@ -290,10 +292,17 @@ impl AdapterClient {
         t.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
-    /// Kills the adapter (its threads with it) and waits for it; the next request
-    /// starts a fresh one.
+    /// Kills the adapter (its threads with it) and every process it started, and
+    /// waits for it; the next request starts a fresh one.
     async fn retire(&mut self) {
         if let Some(mut r) = self.running.take() {
+            // Its children are in the worker's process group, which only the end of
+            // the run kills: a library's helper must not go on acting for a retired id.
+            if let Some(pid) = r.child.id().and_then(|p| i32::try_from(p).ok()) {
+                for p in stop_tree(pid) {
+                    let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+                }
+            }
             let _ = r.child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(2), r.child.wait()).await;
             // Its stderr is closed once it is dead: let the copier take the last lines.
@@ -444,6 +453,46 @@ impl AdapterClient {
             lease_ms: field("lease_ms")?.or(Some(self.cfg.lease.as_millis() as u64)),
         })
     }
+}
+
+/// Process `root` and every process it started, children of children too, each
+/// stopped (SIGSTOP) as it is found, so that none starts another unseen: a stopped
+/// process forks nothing, and a running one's new child is found on the next look.
+fn stop_tree(root: i32) -> Vec<i32> {
+    let mut tree = vec![root];
+    let _ = kill(Pid::from_raw(root), Signal::SIGSTOP);
+    loop {
+        let found: Vec<i32> = parents()
+            .into_iter()
+            .filter(|(pid, ppid)| tree.contains(ppid) && !tree.contains(pid))
+            .map(|(pid, _)| pid)
+            .collect();
+        if found.is_empty() {
+            return tree;
+        }
+        for &p in &found {
+            let _ = kill(Pid::from_raw(p), Signal::SIGSTOP);
+        }
+        tree.extend(found);
+    }
+}
+
+/// Every process's (pid, parent pid), from /proc.
+fn parents() -> Vec<(i32, i32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+            let (_, rest) = stat.rsplit_once(") ")?;
+            let ppid = rest.split(' ').nth(1)?.parse::<i32>().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
 }
 
 /// Why an adapter is no longer trusted.

@@ -228,7 +228,7 @@ fn never_sent(e: &etcd_client::Error) -> bool {
 }
 
 /// Whether etcd said the lease does not exist (expired or revoked): a definite answer.
-fn lease_not_found(e: &etcd_client::Error) -> bool {
+pub fn lease_not_found(e: &etcd_client::Error) -> bool {
     match e {
         etcd_client::Error::GRpcStatus(s) => s.message().contains("lease not found"),
         etcd_client::Error::LeaseKeepAliveError(msg) => msg.contains("lease not found"),
@@ -239,7 +239,7 @@ fn lease_not_found(e: &etcd_client::Error) -> bool {
 /// Keeps a lease alive while the lock is held: a keep-alive every TTL/3 from this
 /// process. It stops when the lease is gone or the lock released; a paused process
 /// sends nothing, which is the point.
-async fn keep_alive(client: Client, lease: i64, ttl: Duration, timeout: Duration) {
+pub async fn keep_alive(client: Client, lease: i64, ttl: Duration, timeout: Duration) {
     let every = (ttl / 3).max(Duration::from_millis(100));
     loop {
         let mut c = client.clone();

@@ -10,6 +10,7 @@ A marker file in the run directory makes the misbehaviour happen once per run.
 """
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -32,6 +33,17 @@ def misbehave(req, acquires):
     return True
 
 
+def start_orphan():
+    """Once per run: a child that would sleep for ten minutes."""
+    pid_file = os.path.join(os.environ["LOCKCHECK_RUN_DIR"], "orphan.pid")
+    if os.path.exists(pid_file):
+        return
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    with open(pid_file, "w") as f:
+        f.write(str(child.pid))
+
+
 def main():
     print(f"adapter {os.getpid()} starting ({MODE})", file=sys.stderr, flush=True)
     state, acquires = {}, 0
@@ -40,10 +52,12 @@ def main():
         if req["op"] == "init" and MODE == "crash-init":
             print("ModuleNotFoundError: No module named 'foolib'", file=sys.stderr, flush=True)
             sys.exit(1)
+        if req["op"] == "init" and MODE == "orphan" and CLIENT == "client-0":
+            start_orphan()
         acquires += req["op"] == "acquire"
         if misbehave(req, acquires):
             print(f"misbehaving: {MODE} on id {req['id']}", file=sys.stderr, flush=True)
-            if MODE == "garbage":
+            if MODE in ("garbage", "orphan"):
                 print("Traceback (most recent call last): oops", flush=True)
             elif MODE == "wrong-id":
                 print(json.dumps({"id": req["id"] + 1000, "type": "ok", "token": None}), flush=True)
