@@ -132,9 +132,13 @@ async fn main() -> Result<()> {
                 Err(e) => Err(e),
             };
             match measured {
-                Ok(a) => println!(
+                Ok(a) if a <= base => println!(
                     "    {library:<18} through its adapter: {a:8.0}  ({:.1}x slower)",
                     base / a
+                ),
+                Ok(a) => println!(
+                    "    {library:<18} through its adapter: {a:8.0}  ({:.1}x faster)",
+                    a / base
                 ),
                 Err(e) => println!("    {library:<18} not measured: {e:#}"),
             }

@@ -23,11 +23,14 @@ def handle(req, state):
     if op == "init":
         host, port = req["endpoints"][0].rsplit(":", 1)
         io_s = redis_io_timeout(req["lease_ms"])
-        conn = redis.Redis(host=host, port=int(port), socket_timeout=io_s,
-                           socket_connect_timeout=io_s)
-        conn.ping()
         # The library counts in whole seconds: the lease rounded up.
         expire = max(1, math.ceil(req["lease_ms"] / 1000))
+        # A waiter blocks in BLPOP for up to its wait (at most `expire` here): a
+        # socket timeout shorter than that would fail every contended acquire.
+        conn = redis.Redis(host=host, port=int(port), socket_timeout=expire + io_s,
+                           socket_connect_timeout=io_s)
+        conn.ping()
+        state["expire"] = expire
         state["new"] = lambda: redis_lock.Lock(conn, req["lock"], expire=expire,
                                                auto_renewal=True)
         state["lock"] = None
@@ -38,9 +41,10 @@ def handle(req, state):
     if op == "acquire":
         # A fresh Lock (and id) per hold, as redis-py's token is: a lost hold's Lock
         # keeps its renewal thread's state; dropped, that thread ends at its next beat.
-        # The library takes the wait in whole seconds (0: until `expire`), at least 1.
+        # The library takes the wait in whole seconds (0: until `expire`): at least 1,
+        # at most `expire`.
         lock = state["lock"] = state["new"]()
-        timeout = max(1, round(req["timeout_ms"] / 1000))
+        timeout = min(max(1, round(req["timeout_ms"] / 1000)), state["expire"])
         if lock.acquire(blocking=True, timeout=timeout):
             return {"type": "ok", "token": None, "lease_ms": state["lease_ms"]}
         return {"type": "fail", "error": "held by another client"}
