@@ -20,8 +20,11 @@
 //! - `report`: what people and CI read, rebuilt from a run directory alone
 //!   (depends on `history` and `check`);
 //! - `run`: where they meet: workloads, workers, the controller;
+//! - `audit`: the battery of scenarios for one backend, run as `lockcheck run`
+//!   children and added up into a scorecard with a verdict;
 //! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
+pub mod audit;
 pub mod backend;
 pub mod check;
 pub mod cli;

@@ -22,6 +22,8 @@ enum Command {
     Check(cli::check::Args),
     /// Run a workload against a real lock service, inject faults, check the history.
     Run(cli::run::Args),
+    /// Audit one backend: the battery of scenarios that applies, N runs each, a scorecard and a verdict.
+    Audit(cli::audit::Args),
     /// Rebuild a run directory's report.html (and JUnit XML) from what it stores.
     Report(cli::report::Args),
     /// Re-check a stored run (other --allow, a newer checker) without running anything.
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
+        Command::Audit(args) => cli::audit::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
         Command::Recover(args) => cli::recover::main(args),
         Command::Image(args) => cli::image::main(args),

@@ -38,10 +38,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "audit",
+        &[
+            "exit", "check", "backend", "cluster", "fault", "resource", "report", "run",
+        ],
+    ),
+    (
         "cli",
         &[
             "exit", "history", "journal", "check", "backend", "cluster", "fault", "resource",
-            "recover", "report", "run",
+            "recover", "report", "run", "audit",
         ],
     ),
 ];

@@ -36,10 +36,17 @@ use tokio::time::Instant;
 /// it dies, even by -9: a worker's adapter, or a controller's worker, must never
 /// outlive the one that drives it and go on acting on the lock unseen.
 pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    signal_on_parent_death(cmd, libc::SIGKILL)
+}
+
+/// Has the kernel send the child `signal` when the thread that started it dies:
+/// SIGKILL for a child that must never act unseen, SIGTERM for one that undoes
+/// what it did on the way out (a `lockcheck run` under `lockcheck audit`).
+pub fn signal_on_parent_death(cmd: &mut tokio::process::Command, signal: libc::c_int) {
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())

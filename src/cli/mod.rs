@@ -3,6 +3,7 @@
 //! 4 malformed input, 5 environment problem, 6 internal).
 
 pub mod analyze;
+pub mod audit;
 pub mod bench;
 pub mod check;
 pub mod doctor;

@@ -222,6 +222,12 @@ pub trait ServerRecipe: Send + Sync {
     fn namespaces(&self) -> bool {
         true
     }
+    /// Whether its nodes elect a leader among themselves, so that isolating the
+    /// primary from its peers (`partition-nodes`, `isolate`) means something: by
+    /// default any cluster of several nodes.
+    fn elects_leader(&self) -> bool {
+        self.default_nodes() > 1
+    }
     /// The one-off program that prepares node `i`'s data directory before its
     /// first start (and after a wipe), if it needs one now: nothing is run here,
     /// the runtime runs it (on this machine, or in the node's container).

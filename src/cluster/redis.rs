@@ -61,6 +61,11 @@ impl ServerRecipe for Redis {
         Ok(cmd)
     }
 
+    /// One server, or Redlock's independent instances: none leads the others.
+    fn elects_leader(&self) -> bool {
+        false
+    }
+
     /// `PING` gets `+PONG`.
     async fn ready(&self, addr: SocketAddr) -> bool {
         answers(addr, b"PING\r\n", "+PONG").await

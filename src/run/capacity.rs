@@ -63,6 +63,35 @@ pub fn check(w: &Workload) -> Result<()> {
     }
 }
 
+/// What one run holds besides its clients, for [`parallel_runs`]: its servers (a
+/// ZooKeeper or MariaDB node takes 100-250 MiB, three of them a cluster), the
+/// controller and the resource: an allowance on the safe side, not a measure.
+pub const RUN_MEMORY: u64 = 768 << 20;
+
+/// How many runs this machine holds side by side (`lockcheck audit --jobs`), and
+/// why: one per core (a run under faults keeps about one core busy: servers,
+/// controller, workers, the check), no more than its available memory holds at
+/// [`RUN_MEMORY`] each, and at least one.
+pub fn parallel_runs() -> (usize, String) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    runs_room(cores, Machine::here().memory)
+}
+
+fn runs_room(cores: usize, memory: Option<(u64, String)>) -> (usize, String) {
+    let mut why = format!("{cores} cores");
+    let mut n = cores;
+    if let Some((have, from)) = memory {
+        let fit = usize::try_from(have / RUN_MEMORY).unwrap_or(usize::MAX);
+        why += &format!(
+            ", {} MiB available ({from}) at {} MiB a run",
+            have >> 20,
+            RUN_MEMORY >> 20
+        );
+        n = n.min(fit);
+    }
+    (n.max(1), why)
+}
+
 /// What a run's clients need.
 #[derive(Debug, Clone, Copy)]
 struct Need {
@@ -292,6 +321,18 @@ fn count_line(text: &str) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parallel_runs_take_the_fewer_of_cores_and_memory() {
+        let mib = |m: u64| Some((m << 20, "MemAvailable".to_string()));
+        assert_eq!(runs_room(2, mib(23_000)).0, 2, "cores bound");
+        assert_eq!(runs_room(8, mib(2_000)).0, 2, "memory bound: 2000 / 768");
+        assert_eq!(runs_room(4, mib(100)).0, 1, "never below one");
+        assert_eq!(runs_room(3, None), (3, "3 cores".to_string()));
+        assert!(runs_room(8, mib(2_000))
+            .1
+            .contains("2000 MiB available (MemAvailable)"));
+    }
 
     #[test]
     fn the_line_of_clients_count() {

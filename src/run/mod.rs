@@ -716,7 +716,7 @@ fn environment(e: impl std::fmt::Display) -> anyhow::Error {
 }
 
 /// `results/<workload>-<UTC timestamp>`, made unique if two runs start in one second.
-fn new_run_dir(results: &Path, name: &str) -> Result<PathBuf> {
+pub fn new_run_dir(results: &Path, name: &str) -> Result<PathBuf> {
     std::fs::create_dir_all(results).with_context(|| format!("creating {}", results.display()))?;
     let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
     for n in 1.. {

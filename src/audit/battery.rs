@@ -1,0 +1,586 @@
+//! The battery: the scenarios an audit runs against one backend. A scenario is a
+//! fault recipe (what breaks) crossed with a fencing mode (what the resource and
+//! the holders do about it), written out as an ordinary workload file and read back
+//! by [`Workload::parse`], so that every scenario is checked by the same rules as a
+//! hand-written workload and runs through `lockcheck run` unchanged.
+//!
+//! Which scenarios apply comes from what the registries say of the backend (its
+//! token, its nodes, whether they elect a leader, whether they run in network
+//! namespaces) and from what lockcheck's clock fault can reach on this machine (the
+//! server binary itself is read): a new backend gets its battery without an edit
+//! here. What does not apply is listed with why.
+
+use crate::backend::BackendKind;
+use crate::cluster;
+use crate::fault::clock::{reach, Reach};
+use crate::run::workload::Workload;
+use anyhow::{Context, Result};
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// The lease every scenario runs with: long enough for the slowest servers here to
+/// answer within a quarter of it, short enough that a run breaks it several times.
+const LEASE: &str = "2s";
+
+/// What breaks, and how: one fault recipe of the battery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recipe {
+    HolderPause,
+    ClockJumpMajority,
+    ClockRateMajority,
+    ClockJumpHolder,
+    ClockRateHolder,
+    KillRestart,
+    KillRestartWiped,
+    HolderCutOff,
+    LeaderIsolated,
+    SlowLinks,
+}
+
+impl Recipe {
+    pub const ALL: [Recipe; 10] = [
+        Recipe::HolderPause,
+        Recipe::ClockJumpMajority,
+        Recipe::ClockRateMajority,
+        Recipe::ClockJumpHolder,
+        Recipe::ClockRateHolder,
+        Recipe::KillRestart,
+        Recipe::KillRestartWiped,
+        Recipe::HolderCutOff,
+        Recipe::LeaderIsolated,
+        Recipe::SlowLinks,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Recipe::HolderPause => "holder-pause",
+            Recipe::ClockJumpMajority => "clock-jump-majority",
+            Recipe::ClockRateMajority => "clock-rate-majority",
+            Recipe::ClockJumpHolder => "clock-jump-holder",
+            Recipe::ClockRateHolder => "clock-rate-holder",
+            Recipe::KillRestart => "kill-restart",
+            Recipe::KillRestartWiped => "kill-restart-wiped",
+            Recipe::HolderCutOff => "holder-cut-off",
+            Recipe::LeaderIsolated => "leader-isolated",
+            Recipe::SlowLinks => "slow-links",
+        }
+    }
+
+    /// The recipe named as `--scenarios` names it.
+    pub fn named(name: &str) -> Option<Recipe> {
+        Recipe::ALL.into_iter().find(|r| r.name() == name)
+    }
+
+    /// What the recipe does, in words.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Recipe::HolderPause => "the holder paused (SIGSTOP) for 3.5 s, past its 2 s lease",
+            Recipe::ClockJumpMajority => {
+                "the clocks of a majority of server nodes jump 20 s forward"
+            }
+            Recipe::ClockRateMajority => {
+                "the clocks of a majority of server nodes run 10 times fast"
+            }
+            Recipe::ClockJumpHolder => {
+                "the holder's own clock jumps 20 s back while it holds past its lease"
+            }
+            Recipe::ClockRateHolder => {
+                "the holder's own clock runs at half speed while it holds past its lease"
+            }
+            Recipe::KillRestart => {
+                "a server node killed (-9) and restarted with its data directory"
+            }
+            Recipe::KillRestartWiped => "a server node killed (-9) and restarted empty",
+            Recipe::HolderCutOff => {
+                "the holder cut off from every server node for 3.5 s while it renews"
+            }
+            Recipe::LeaderIsolated => "the leader cut off from its peers for 4 s",
+            Recipe::SlowLinks => "every client-to-node link delayed 100 ms ± 30 ms each way",
+        }
+    }
+
+    /// A clock fault on the servers: it takes the clock interposer reaching them.
+    fn skews_servers(self) -> bool {
+        matches!(self, Recipe::ClockJumpMajority | Recipe::ClockRateMajority)
+    }
+
+    /// A clock fault on the holder: only a holder that reads its own clock to
+    /// decide whether it may write (self-fencing) is affected by it.
+    fn skews_holder(self) -> bool {
+        matches!(self, Recipe::ClockJumpHolder | Recipe::ClockRateHolder)
+    }
+
+    /// The run's length, and its fault entries as a workload writes them.
+    fn faults(self, facts: &Facts) -> (&'static str, String) {
+        // A node that leads where one does, else any one.
+        let node = if facts.elects_leader {
+            "primary"
+        } else {
+            "one"
+        };
+        let entry = |lines: &str| format!("[[faults]]\n{lines}\n");
+        match self {
+            Recipe::HolderPause => ("8s", entry("kind = \"pause\"\ntarget = \"holder\"\nduration = \"3500ms\"\nafter = \"1s\"\ninterval = \"1s\"")),
+            Recipe::ClockJumpMajority => ("8s", entry("kind = \"clock\"\nnodes = \"majority\"\noffset = \"+20s\"\nafter = \"2s\"\nduration = \"4s\"")),
+            Recipe::ClockRateMajority => ("8s", entry("kind = \"clock\"\nnodes = \"majority\"\nrate = 10.0\nafter = \"2s\"\nduration = \"4s\"")),
+            Recipe::ClockJumpHolder => ("8s", entry("kind = \"clock\"\ntarget = \"holder\"\noffset = \"-20s\"\nafter = \"1s\"\nduration = \"5s\"")),
+            Recipe::ClockRateHolder => ("8s", entry("kind = \"clock\"\ntarget = \"holder\"\nrate = 0.5\nafter = \"1s\"\nduration = \"5s\"")),
+            Recipe::KillRestart | Recipe::KillRestartWiped => (
+                "8s",
+                entry(&format!(
+                    "kind = \"kill\"\nnodes = \"{node}\"\nwipe = {}\nduration = \"200ms\"\nafter = \"2s\"\ninterval = \"2s\"",
+                    self == Recipe::KillRestartWiped
+                )),
+            ),
+            Recipe::HolderCutOff => ("8s", entry("kind = \"partition\"\ntarget = \"holder\"\ncut = \"blackhole\"\nduration = \"3500ms\"\nafter = \"1s\"\ninterval = \"1s\"")),
+            Recipe::LeaderIsolated => ("12s", entry("kind = \"partition-nodes\"\nshape = \"isolate\"\nnodes = \"primary\"\ncut = \"blackhole\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"1s\"")),
+            Recipe::SlowLinks => ("10s", entry("kind = \"latency\"\nnodes = \"all\"\ndelay = \"100ms\"\njitter = \"30ms\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"1s\"")),
+        }
+    }
+
+    /// How the clients use the lock: (clients, acquire timeout, hold, writes, renew
+    /// every). A holder that is to outlive its lease on its own holds twice the
+    /// lease; one cut off renews, as a long-running holder does.
+    fn section(self) -> (usize, &'static str, &'static str, u32, Option<&'static str>) {
+        match self {
+            Recipe::ClockJumpHolder | Recipe::ClockRateHolder => (2, "100ms", "4s", 8, None),
+            Recipe::HolderCutOff => (3, "1s", "4s", 8, Some("1s")),
+            Recipe::LeaderIsolated => (3, "1s", "1500ms", 4, None),
+            _ => (3, "1s", "300ms", 3, None),
+        }
+    }
+}
+
+/// What the resource and the holders do about a deposed holder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fencing {
+    /// The resource takes every write.
+    Unfenced,
+    /// The resource rejects a token lower than one it applied (two holders at
+    /// once are then allowed: what counts is whether a stale write got through).
+    Fenced,
+    /// Each holder checks its own lease deadline (less 200 ms) before each write.
+    SelfFencing,
+    /// Each holder asks its lock library (`held`) before each write: with `--client`.
+    LibraryFencing,
+}
+
+impl Fencing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Fencing::Unfenced => "unfenced",
+            Fencing::Fenced => "fenced",
+            Fencing::SelfFencing => "self-fencing",
+            Fencing::LibraryFencing => "library-fencing",
+        }
+    }
+
+    /// Whether the holder itself decides to stop writing.
+    fn by_holder(self) -> bool {
+        matches!(self, Fencing::SelfFencing | Fencing::LibraryFencing)
+    }
+}
+
+/// One scenario: a recipe under a fencing mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Scenario {
+    pub recipe: Recipe,
+    pub fencing: Fencing,
+}
+
+impl Scenario {
+    /// `holder-pause-fenced`: names the workload and its run directories.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.recipe.name(), self.fencing.name())
+    }
+}
+
+/// A scenario the battery leaves out for this backend, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotApplicable {
+    /// A scenario's name, or a recipe's (every mode of it), or `*-fenced`.
+    pub scenario: String,
+    pub why: String,
+}
+
+/// What the battery needs to know of a backend, from the registries and this machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Facts {
+    pub kind: BackendKind,
+    /// It hands out a fencing token.
+    pub token: bool,
+    pub nodes: usize,
+    pub elects_leader: bool,
+    /// Its nodes may run in network namespaces of their own.
+    pub namespaces: bool,
+    /// Why a live clock fault cannot reach its servers, if it cannot.
+    pub clock_unreachable: Option<String>,
+    /// The lock client adapter under test (`--client`), instead of the built-in one.
+    pub client: Option<Vec<String>>,
+}
+
+impl Facts {
+    /// The facts of `kind` on this machine: its server program must be here (else
+    /// an environment error naming the package).
+    pub fn of(kind: BackendKind, client: Option<Vec<String>>) -> Result<Facts> {
+        let binary = cluster::server_binary(kind)
+            .resolve(None)
+            .map_err(|e| crate::exit::Exit::environment(format!("{e:#}")))?;
+        let clock_unreachable = match reach(&binary)? {
+            Reach::Live => None,
+            Reach::Unreachable(u) => Some(format!(
+                "its server {u}: lockcheck's clock interposer cannot skew it live \
+                 (a time namespace shifts a Go server's monotonic clock once, at start: \
+                 backend.monotonic_offset, not a fault)"
+            )),
+        };
+        Ok(Facts::registered(kind, clock_unreachable, client))
+    }
+
+    /// What the registries say of `kind`, with what is known of its clock.
+    pub fn registered(
+        kind: BackendKind,
+        clock_unreachable: Option<String>,
+        client: Option<Vec<String>>,
+    ) -> Facts {
+        let recipe = cluster::recipe(kind);
+        Facts {
+            kind,
+            token: kind.token().is_some(),
+            nodes: recipe.default_nodes(),
+            elects_leader: recipe.elects_leader(),
+            namespaces: recipe.namespaces(),
+            clock_unreachable,
+            client,
+        }
+    }
+
+    fn modes(&self) -> Vec<Fencing> {
+        let mut modes = vec![Fencing::Unfenced];
+        if self.token {
+            modes.push(Fencing::Fenced);
+        }
+        modes.push(Fencing::SelfFencing);
+        if self.client.is_some() {
+            modes.push(Fencing::LibraryFencing);
+        }
+        modes
+    }
+
+    /// Why `recipe` does not apply to this backend at all, if it does not.
+    fn refuses(&self, recipe: Recipe) -> Option<String> {
+        let kind = self.kind;
+        if recipe.skews_servers() {
+            return self.clock_unreachable.clone();
+        }
+        if recipe == Recipe::LeaderIsolated {
+            if self.nodes < 2 {
+                return Some(format!("{kind} is one server: no peers to cut it off from"));
+            }
+            if !self.elects_leader {
+                return Some(format!(
+                    "{kind}'s {} nodes are independent instances: none leads",
+                    self.nodes
+                ));
+            }
+            if !self.namespaces {
+                return Some(format!(
+                    "{kind} runs on loopback only (its server admits loopback clients): \
+                     node links are cut in network namespaces"
+                ));
+            }
+        }
+        None
+    }
+}
+
+/// The scenarios that apply, in the order they run, and those that do not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Battery {
+    pub scenarios: Vec<Scenario>,
+    pub not_applicable: Vec<NotApplicable>,
+}
+
+/// The battery for a backend; `only`: these recipes, not all of them.
+pub fn battery(facts: &Facts, only: Option<&[Recipe]>) -> Battery {
+    let mut scenarios = Vec::new();
+    let mut not_applicable = Vec::new();
+    if !facts.token {
+        not_applicable.push(NotApplicable {
+            scenario: "*-fenced".into(),
+            why: format!(
+                "{} hands out no fencing token: there is nothing for a resource to check",
+                facts.kind
+            ),
+        });
+    }
+    let recipes = Recipe::ALL
+        .into_iter()
+        .filter(|r| only.is_none_or(|o| o.contains(r)));
+    for recipe in recipes {
+        if let Some(why) = facts.refuses(recipe) {
+            not_applicable.push(NotApplicable {
+                scenario: recipe.name().into(),
+                why,
+            });
+            continue;
+        }
+        for fencing in facts.modes() {
+            let scenario = Scenario { recipe, fencing };
+            if recipe.skews_holder() && !fencing.by_holder() {
+                not_applicable.push(NotApplicable {
+                    scenario: scenario.name(),
+                    why: "the holder's own clock decides nothing unless the holder fences \
+                          itself: the controller times every op, the lock service keeps its own time"
+                        .into(),
+                });
+                continue;
+            }
+            scenarios.push(scenario);
+        }
+    }
+    Battery {
+        scenarios,
+        not_applicable,
+    }
+}
+
+/// A scenario written out as a workload: its text, read back and checked.
+#[derive(Debug, Clone)]
+pub struct ScenarioWorkload {
+    pub scenario: Scenario,
+    pub workload: Workload,
+}
+
+impl ScenarioWorkload {
+    pub fn duration(&self) -> Duration {
+        self.workload.duration
+    }
+}
+
+/// The workload text of `scenario` for the backend of `facts`.
+pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
+    let Scenario { recipe, fencing } = scenario;
+    let kind = facts.kind;
+    let (duration, faults) = recipe.faults(facts);
+    let (clients, acquire_timeout, hold, writes, renew_every) = recipe.section();
+    let quoted = |s: &str| toml::Value::String(s.into()).to_string();
+    let mut t = format!(
+        "# lockcheck audit: {} against {kind}: {}, {}.\n",
+        scenario.name(),
+        recipe.describe(),
+        fencing.name()
+    );
+    t += &format!(
+        "name = {}\n",
+        quoted(&format!("{kind}-{}", scenario.name()))
+    );
+    t += &format!("duration = \"{duration}\"\nseed = 1\n");
+    if fencing == Fencing::Fenced {
+        t += "resource = \"fenced\"\nallow = [\"double-holder\"]\n";
+    } else {
+        t += "resource = \"unfenced\"\n";
+    }
+    t += &format!(
+        "\n[backend]\nkind = {}\nlease = \"{LEASE}\"\nfencing_token = {}\nacquire_timeout = \"{acquire_timeout}\"\n",
+        quoted(kind.name()),
+        facts.token
+    );
+    if let Some(r) = renew_every {
+        t += &format!("renew_every = \"{r}\"\n");
+    }
+    if recipe == Recipe::LeaderIsolated {
+        t += "network = \"namespaces\"\n";
+    }
+    t += &format!("\n[clients]\ncount = {clients}\n");
+    match fencing {
+        Fencing::SelfFencing => t += "self_fencing_margin = \"200ms\"\n",
+        Fencing::LibraryFencing => t += "self_fencing = \"library\"\n",
+        Fencing::Unfenced | Fencing::Fenced => {}
+    }
+    if let Some(command) = &facts.client {
+        let args: Vec<String> = command.iter().map(|a| quoted(a)).collect();
+        t += &format!("\n[client]\ncommand = [{}]\n", args.join(", "));
+    }
+    t += &format!(
+        "\n[critical_section]\nhold = \"{hold}\"\nwrites = {writes}\nthink = \"50ms\"\n\n{faults}"
+    );
+    t
+}
+
+/// Writes each scenario's workload into `dir` and reads it back as `lockcheck run`
+/// will: a scenario the workload rules refuse is a bug of the battery, said with
+/// the file.
+pub fn write_workloads(
+    scenarios: &[Scenario],
+    facts: &Facts,
+    dir: &Path,
+) -> Result<Vec<ScenarioWorkload>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    scenarios
+        .iter()
+        .map(|&scenario| {
+            let text = workload_text(scenario, facts);
+            let path = dir.join(format!("{}.toml", scenario.name()));
+            std::fs::write(&path, &text).with_context(|| format!("writing {}", path.display()))?;
+            let workload = Workload::parse(&text, &path)
+                .with_context(|| format!("the audit's scenario {}", scenario.name()))?;
+            Ok(ScenarioWorkload { scenario, workload })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(b: &Battery) -> Vec<String> {
+        b.scenarios.iter().map(Scenario::name).collect()
+    }
+
+    fn refused(b: &Battery) -> Vec<&str> {
+        b.not_applicable
+            .iter()
+            .map(|n| n.scenario.as_str())
+            .collect()
+    }
+
+    const GO: &str = "a Go binary";
+
+    /// Every backend's whole battery is a workload `lockcheck run` accepts.
+    #[test]
+    fn every_scenario_of_every_backend_is_a_valid_workload() {
+        for kind in BackendKind::ALL {
+            for client in [None, Some(vec!["/bin/true".to_string()])] {
+                let facts = Facts::registered(kind, None, client.clone());
+                let b = battery(&facts, None);
+                assert!(!b.scenarios.is_empty(), "{kind}");
+                for s in &b.scenarios {
+                    let text = workload_text(*s, &facts);
+                    let path = std::path::PathBuf::from(format!("/audit/{}.toml", s.name()));
+                    let w = Workload::parse(&text, &path)
+                        .unwrap_or_else(|e| panic!("{kind} {}: {e:#}\n{text}", s.name()));
+                    assert_eq!(w.name, format!("{kind}-{}", s.name()));
+                    assert_eq!(
+                        w.resource.fence != crate::resource::Fence::Off,
+                        s.fencing == Fencing::Fenced,
+                        "{kind} {}",
+                        s.name()
+                    );
+                    assert_eq!(
+                        w.clients.self_fencing_margin.is_some(),
+                        s.fencing == Fencing::SelfFencing
+                    );
+                    assert_eq!(
+                        w.clients.self_fencing_library,
+                        s.fencing == Fencing::LibraryFencing
+                    );
+                    assert_eq!(w.client.is_some(), client.is_some());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn redis_runs_every_recipe_but_the_leader_one_fenced_and_unfenced() {
+        let b = battery(&Facts::registered(BackendKind::Redis, None, None), None);
+        assert_eq!(b.scenarios.len(), 23, "{:?}", names(&b));
+        for n in [
+            "holder-pause-unfenced",
+            "holder-pause-fenced",
+            "holder-pause-self-fencing",
+            "clock-jump-majority-fenced",
+            "clock-rate-holder-self-fencing",
+            "kill-restart-wiped-unfenced",
+            "holder-cut-off-fenced",
+            "slow-links-self-fencing",
+        ] {
+            assert!(names(&b).iter().any(|s| s == n), "{n}: {:?}", names(&b));
+        }
+        assert_eq!(
+            refused(&b),
+            [
+                "clock-jump-holder-unfenced",
+                "clock-jump-holder-fenced",
+                "clock-rate-holder-unfenced",
+                "clock-rate-holder-fenced",
+                "leader-isolated"
+            ]
+        );
+        assert!(
+            b.not_applicable[4].why.contains("one server"),
+            "{:?}",
+            b.not_applicable[4]
+        );
+    }
+
+    #[test]
+    fn redlock_has_no_fenced_scenario_and_no_leader() {
+        let b = battery(&Facts::registered(BackendKind::Redlock, None, None), None);
+        assert!(b.scenarios.iter().all(|s| s.fencing != Fencing::Fenced));
+        assert!(names(&b).contains(&"clock-jump-majority-unfenced".to_string()));
+        assert_eq!(b.not_applicable[0].scenario, "*-fenced");
+        assert!(b.not_applicable[0]
+            .why
+            .contains("redlock hands out no fencing token"));
+        let leader = b
+            .not_applicable
+            .iter()
+            .find(|n| n.scenario == "leader-isolated")
+            .unwrap();
+        assert!(
+            leader.why.contains("independent instances"),
+            "{}",
+            leader.why
+        );
+    }
+
+    #[test]
+    fn a_go_server_loses_the_server_clock_recipes_and_a_cluster_gains_the_leader_one() {
+        for kind in [BackendKind::Etcd, BackendKind::Nats] {
+            let facts = Facts::registered(kind, Some(GO.into()), None);
+            let b = battery(&facts, None);
+            let na = refused(&b);
+            assert!(
+                na.contains(&"clock-jump-majority") && na.contains(&"clock-rate-majority"),
+                "{kind}: {na:?}"
+            );
+            assert!(b.not_applicable.iter().any(|n| n.why == GO));
+            assert!(
+                names(&b).contains(&"leader-isolated-fenced".to_string()),
+                "{kind}"
+            );
+            // The holder's clock is the worker's own: it still applies.
+            assert!(names(&b).contains(&"clock-rate-holder-self-fencing".to_string()));
+        }
+    }
+
+    #[test]
+    fn loopback_only_servers_lose_the_leader_recipe() {
+        for kind in [BackendKind::PostgresLease, BackendKind::Mariadb] {
+            let b = battery(&Facts::registered(kind, None, None), None);
+            assert!(refused(&b).contains(&"leader-isolated"), "{kind}");
+        }
+        let b = battery(&Facts::registered(BackendKind::Zookeeper, None, None), None);
+        assert!(!refused(&b).contains(&"leader-isolated"));
+    }
+
+    #[test]
+    fn an_adapter_adds_library_fencing_and_only_narrows() {
+        let facts = Facts::registered(BackendKind::Redis, None, Some(vec!["lock.py".into()]));
+        let b = battery(&facts, Some(&[Recipe::HolderPause]));
+        assert_eq!(
+            names(&b),
+            [
+                "holder-pause-unfenced",
+                "holder-pause-fenced",
+                "holder-pause-self-fencing",
+                "holder-pause-library-fencing"
+            ]
+        );
+        assert!(b.not_applicable.is_empty());
+    }
+}

@@ -1,0 +1,207 @@
+//! `lockcheck audit --backend B`: the battery of scenarios that applies to one
+//! backend, each run `--runs` times, added up into a scorecard with a verdict.
+//! Exit: 0 the audit ran (and its verdict matches `--expect`, if given), 1 the
+//! verdict does not match `--expect`, 2 usage, 3 some scenario never ran to a
+//! verdict (the budget ran out first, or its runs failed), 5 environment, 130
+//! interrupted (`crate::exit`).
+
+use crate::audit::battery::Recipe;
+use crate::audit::decide::AuditVerdict;
+use crate::audit::execute::{Event, Outcome};
+use crate::audit::{self, render};
+use crate::backend::BackendKind;
+use crate::exit::{self, Exit};
+use crate::run::workload::Dur;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The backend to audit, as a workload's `backend.kind` names it (redis, etcd, ...).
+    #[arg(long, value_parser = backend)]
+    pub backend: BackendKind,
+    /// Audit this lock client adapter instead of the built-in client: its command
+    /// line, split at spaces (docs/clients.md); adds library self-fencing scenarios.
+    #[arg(long, value_name = "CMD")]
+    pub client: Option<String>,
+    /// Runs of each scenario, with seeds --seed .. --seed+N-1.
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub runs: u32,
+    /// Start no run that would end past this (what is left out is said).
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = budget)]
+    pub budget: Duration,
+    /// Runs at once (default: from this machine's cores and memory).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+    /// Exit 1 unless the verdict is this one.
+    #[arg(long, value_enum, value_name = "VERDICT")]
+    pub expect: Option<AuditVerdict>,
+    /// Print the scorecard as one JSON object (its "verdict" one of the four).
+    #[arg(long)]
+    pub json: bool,
+    /// Where the audit's directory goes.
+    #[arg(long, value_name = "DIR", default_value = "results")]
+    pub results: PathBuf,
+    /// Only these recipes, comma-separated (holder-pause, clock-jump-majority,
+    /// clock-rate-majority, clock-jump-holder, clock-rate-holder, kill-restart,
+    /// kill-restart-wiped, holder-cut-off, leader-isolated, slow-links).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = recipe)]
+    pub scenarios: Vec<Recipe>,
+    /// The first run's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+fn backend(s: &str) -> Result<BackendKind, String> {
+    BackendKind::ALL
+        .into_iter()
+        .find(|k| k.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
+            format!("expected one of {}", names.join(", "))
+        })
+}
+
+fn recipe(s: &str) -> Result<Recipe, String> {
+    Recipe::named(s).ok_or_else(|| {
+        let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}
+
+fn budget(s: &str) -> Result<Duration, String> {
+    let Dur(d) = s.parse()?;
+    if d.is_zero() {
+        return Err("expected a budget longer than 0".into());
+    }
+    Ok(d)
+}
+
+/// A `--client` command line: relative paths that exist here are made absolute,
+/// since the scenarios' workloads live in the audit's own directory.
+fn client_command(line: &str) -> Result<Vec<String>> {
+    let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    if words.is_empty() {
+        return Err(Exit::usage(
+            "--client: expected a command line, found nothing",
+        ));
+    }
+    words
+        .into_iter()
+        .map(|w| {
+            let p = std::path::Path::new(&w);
+            if p.is_relative() && w.contains('/') && p.exists() {
+                let abs = p
+                    .canonicalize()
+                    .with_context(|| format!("--client: resolving {w}"))?;
+                Ok(abs.display().to_string())
+            } else {
+                Ok(w)
+            }
+        })
+        .collect()
+}
+
+pub fn main(args: Args) -> Result<u8> {
+    let client = args.client.as_deref().map(client_command).transpose()?;
+    let jobs = match args.jobs {
+        Some(j) => usize::from(j),
+        None => {
+            let (n, why) = crate::run::capacity::parallel_runs();
+            eprintln!("lockcheck audit: {n} runs at once ({why}); --jobs to choose");
+            n
+        }
+    };
+    let opts = audit::Options {
+        backend: args.backend,
+        client,
+        recipes: (!args.scenarios.is_empty()).then(|| args.scenarios.clone()),
+        runs: args.runs,
+        first_seed: args.seed,
+        jobs,
+        budget: args.budget,
+        results: args.results.clone(),
+        exe: std::env::current_exe().context("finding the lockcheck program")?,
+    };
+    let runs = args.runs;
+    let mut progress = |event: Event<'_>, left: Duration| {
+        match event {
+        Event::Planned {
+            scenarios,
+            runs: all,
+            jobs,
+            dir,
+        } => eprintln!(
+            "lockcheck audit: {} scenarios × {runs} runs = {all} runs, {jobs} at once, budget {}; in {}",
+            scenarios,
+            render::minutes(left.as_secs_f64()),
+            dir.display()
+        ),
+        Event::Started { .. } => {}
+        Event::Ended {
+            scenario,
+            slot,
+            record,
+            flagged,
+            counted,
+            done,
+            total,
+        } => {
+            let what = match record.outcome {
+                Outcome::Flagged => format!("flagged ({})", record.anomalies.join(", ")),
+                Outcome::Valid => "valid".into(),
+                Outcome::Unknown => "unknown (not counted)".into(),
+                Outcome::MissedFaults => "missed planned faults (not counted)".into(),
+                Outcome::Error => format!(
+                    "error (not counted): {}",
+                    record.error.as_deref().unwrap_or("")
+                ),
+            };
+            eprintln!(
+                "[{done:>3}/{total}] {scenario} run {}/{runs}: {what} in {:.1} s | flagged so far {flagged}/{counted} | {} left",
+                slot.run,
+                record.wall_s,
+                render::minutes(left.as_secs_f64())
+            );
+        }
+    }
+    };
+    let card = audit::audit(&opts, &mut progress)?;
+    if args.json {
+        println!("{}", serde_json::to_string(&card)?);
+    } else {
+        print!("{}", render::table(&card));
+        println!(
+            "scorecard: {} ({}, {})",
+            card.dir.join(audit::HTML_FILE).display(),
+            audit::JSON_FILE,
+            audit::JUNIT_FILE
+        );
+    }
+    if let Some(signal) = &card.interrupted {
+        eprintln!("lockcheck audit: interrupted by {signal}; every run in flight was stopped");
+        return Ok(exit::INTERRUPTED);
+    }
+    let untested = card.untested();
+    if !untested.is_empty() {
+        eprintln!(
+            "lockcheck audit: {} scenarios never ran to a verdict (exit 3): {}",
+            untested.len(),
+            untested.join("; ")
+        );
+        return Ok(exit::UNKNOWN);
+    }
+    match args.expect {
+        Some(want) if want != card.verdict => {
+            eprintln!(
+                "lockcheck audit: expected {}, the verdict is {} (exit 1)",
+                want.name(),
+                card.verdict.name()
+            );
+            Ok(exit::ANOMALIES)
+        }
+        _ => Ok(exit::VALID),
+    }
+}
