@@ -110,6 +110,10 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
             "{link}"
         );
         assert!(audit_dir.join(link).is_file(), "{link}");
+        // The servers' data goes once the run is read back; its logs stay.
+        let run_dir = audit_dir.join(link).parent().unwrap().to_path_buf();
+        assert!(!run_dir.join("data").exists(), "{}", run_dir.display());
+        assert!(run_dir.join("nodes").is_dir(), "{}", run_dir.display());
     }
     assert!(leftovers(audit_dir).is_empty());
 }

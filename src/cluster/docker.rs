@@ -196,7 +196,7 @@ impl DockerCluster {
                     tracing::warn!("port taken while starting {}, retrying: {e:#}", spec.kind);
                     // The next plan starts from nothing: a data directory of this
                     // one (an etcd member of its cluster) must not be found.
-                    let data = spec.dir.join("data");
+                    let data = spec.dir.join(super::DATA_DIR);
                     if data.exists() {
                         std::fs::remove_dir_all(&data)
                             .with_context(|| format!("emptying {}", data.display()))?;

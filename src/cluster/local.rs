@@ -189,7 +189,7 @@ impl ClusterPlan {
                 let peer = ports.peer.map(addr).transpose()?;
                 let election = ports.election.map(addr).transpose()?;
                 Ok(NodeSpec {
-                    data_dir: spec.dir.join("data").join(&name),
+                    data_dir: spec.dir.join(super::DATA_DIR).join(&name),
                     log_path: spec.dir.join("nodes").join(format!("{name}.log")),
                     name,
                     client_listen: client,

@@ -313,6 +313,10 @@ impl Ports {
     }
 }
 
+/// Where a run directory keeps its nodes' data (`data/<node>/` locally, the
+/// containers' volumes under docker); their logs are in `nodes/`.
+pub const DATA_DIR: &str = "data";
+
 /// The registry: each backend's server recipe, one line per backend.
 pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
     match kind {
