@@ -95,8 +95,16 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
             .unwrap();
     assert_eq!(json["verdict"], "safe-with-fencing");
     let junit = std::fs::read_to_string(audit_dir.join("audit.xml")).unwrap();
-    assert!(junit.contains("failures=\"1\""), "{junit}");
-    assert!(junit.contains("name=\"holder-pause-unfenced\""), "{junit}");
+    let failures = junit.matches("<failure ").count();
+    assert!(
+        junit.contains(&format!("failures=\"{failures}\"")),
+        "{junit}"
+    );
+    assert!(
+        junit.contains("message=\"holder-pause-unfenced: flagged 1/1"),
+        "{junit}"
+    );
+    assert!(!junit.contains("message=\"holder-pause-fenced:"), "{junit}");
     let html = std::fs::read_to_string(audit_dir.join("audit.html")).unwrap();
     let links: Vec<&str> = html
         .split("href=\"")
