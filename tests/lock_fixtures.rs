@@ -201,8 +201,18 @@ fn a_retired_holders_write_landing_late_is_a_double_holder() {
         "{}",
         a.explanation
     );
-    // Without the resource's log nothing shows it.
-    assert_eq!(check("lock", &h, None).valid, Validity::Valid);
+    // Without the resource's log the retired holder still holds to the end of the
+    // history (history.md v1.1): a double holder all the same, last seen at its write.
+    let v = check("lock", &h, None);
+    assert_eq!(v.valid, Validity::Invalid);
+    assert_eq!(v.anomalies[0].indexes, vec![1, 2, 5]);
+    assert!(
+        v.anomalies[0].explanation.contains(
+            "a retired holder may still be acting, so it holds to the end of the history"
+        ),
+        "{}",
+        v.anomalies[0].explanation
+    );
 }
 
 /// A counter read below an earlier read names both reads.

@@ -236,7 +236,8 @@ fn history(seed: u64) -> History {
 enum B {
     /// An acquire ok: must take effect.
     Acquire(Option<u64>),
-    /// An acquire that may have taken effect (info): its retired hold may end at once.
+    /// An acquire that may have taken effect (info): had it, its retired process would
+    /// hold to the end of the history.
     MaybeAcquire,
     /// The holder granted the lock again (acquire or renew ok), with this token.
     Regrant(Option<u64>),
@@ -269,8 +270,6 @@ fn brute_ops(h: &History) -> Vec<BOp> {
             .collect();
         // The lock it holds, by its own account.
         let mut holding: Option<String> = None;
-        let mut last_pos = 0u64;
-        let mut retired_at = None;
         let mut k = 0;
         while k < mine.len() {
             let (inv, op) = mine[k];
@@ -279,7 +278,6 @@ fn brute_ops(h: &History) -> Vec<BOp> {
             let (ret, kind) = done.unwrap_or((u64::MAX, OpType::Info));
             let ret = if kind == OpType::Info { u64::MAX } else { ret };
             let inv = inv as u64;
-            last_pos = done.map_or(inv, |d| d.0);
             let name = op.value.get("lock").and_then(|l| l.as_str()).unwrap_or("");
             let lock = match (&holding, op.f.as_str()) {
                 (_, "acquire") => name.to_string(),
@@ -317,22 +315,9 @@ fn brute_ops(h: &History) -> Vec<BOp> {
                 ("write", OpType::Info) if holding.is_some() => push(B::Hold, ret, false),
                 _ => {}
             }
-            if kind == OpType::Info {
-                retired_at = Some(inv);
-            }
         }
-        if let Some(lock) = holding {
-            // A retired holder's hold ends some time after its last invoke; one that
-            // just stopped holds until after its last op.
-            out.push(BOp {
-                lock,
-                p,
-                b: B::Release,
-                call: retired_at.unwrap_or(last_pos),
-                ret: u64::MAX,
-                mandatory: true,
-            });
-        }
+        // A holder that never released (retired, or just stopped) holds to the end of
+        // the history: no release for it.
     }
     out
 }
@@ -361,7 +346,7 @@ fn bstep(s: St, o: &BOp, tokens: bool) -> Option<St> {
             }
             Some((Some(o.p), last))
         }
-        B::MaybeAcquire => holder.is_none().then_some(s),
+        B::MaybeAcquire => holder.is_none().then_some((Some(o.p), last)),
         B::Release => (holder == Some(o.p)).then_some((None, last)),
         B::Hold => (holder == Some(o.p)).then_some(s),
     }

@@ -6,8 +6,8 @@
 //! hold whose client went silent once its lease expires. Latencies make the traps of
 //! real histories appear on their own: waiters blocked for a long time, acquire oks
 //! that arrive before the previous holder's release ack, tokens out of invoke order,
-//! acquires that give up (`fail`), ops that time out (`info`, after which the worker
-//! goes on under a new process id).
+//! acquires that give up (`fail`), acquires and releases that time out (`info`, after
+//! which the worker goes on under a new process id).
 //!
 //! Planted anomalies: `overlaps` holders are paused (a nemesis `pause`) right after
 //! their first write, past their lease; the service re-grants to the next waiter; the
@@ -438,8 +438,11 @@ impl<'c> Sim<'c> {
             return;
         }
         let stale = paused_write;
-        let info = !self.workers[w].steady && self.chance(self.cfg.info_rate);
-        let kind = if info { OpType::Info } else { OpType::Ok };
+        // Only a release may time out while holding: a holder retired mid-section (its
+        // write or renew unanswered) holds to the end of the history (history.md v1.1),
+        // so any later grant would be a double holder — not what an unplanted history
+        // may contain.
+        let info = |g: &mut Self| !g.workers[w].steady && g.chance(g.cfg.info_rate);
         // A resumed holder writes once more with its old token, then releases.
         let write = if stale {
             self.workers[w].written == 1
@@ -451,7 +454,7 @@ impl<'c> Sim<'c> {
                 let lease = self.cfg.lease_ms;
                 Pending {
                     f: "renew",
-                    kind,
+                    kind: OpType::Ok,
                     value: json!({"token": token, "lease_ms": lease}),
                     error: None,
                     write: None,
@@ -468,7 +471,7 @@ impl<'c> Sim<'c> {
                 );
                 Pending {
                     f: "write",
-                    kind,
+                    kind: OpType::Ok,
                     value: json!({"token": token, "data": data}),
                     error: None,
                     write: Some((token, data)),
@@ -481,9 +484,14 @@ impl<'c> Sim<'c> {
                 let free = self.now + self.rng.gen_range(100 * US..500 * US);
                 self.handover(free);
             }
+            let kind = match (ours, info(self)) {
+                (false, _) => OpType::Fail,
+                (true, true) => OpType::Info,
+                (true, false) => OpType::Ok,
+            };
             Pending {
                 f: "release",
-                kind: if ours { kind } else { OpType::Fail },
+                kind,
                 value: Value::Null,
                 error: (!ours).then_some("not held: the lease had expired"),
                 write: None,

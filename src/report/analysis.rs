@@ -656,6 +656,8 @@ mod tests {
             .acquire(1200, 1, Some(2))
             .write(1300, 0, Some(1), 1)
             .release(1400, 0, Some(1))
+            // Process 1 lets go: a holder that never released would hold to the end.
+            .release(1450, 1, Some(2))
             .acquire(1500, 0, Some(3))
             .acquire(1510, 0, Some(4))
             .release(1600, 0, Some(4))
@@ -675,6 +677,32 @@ mod tests {
             (1_501_000_000, 1_600_000_000, 1)
         );
         assert_eq!(s.lease_end, Some(2_511_000_000));
+    }
+
+    /// A holder retired after its write went unanswered never released: it holds to
+    /// the end of the history (the checker's rule), so a later acquire deposes it even
+    /// though it was last seen long before; its window is what was seen of it: none.
+    #[test]
+    fn a_retired_holder_is_deposed_by_any_later_acquire() {
+        let h = H::default()
+            .acquire(0, 0, Some(1))
+            .inv(10, 0, "write", json!({"token": 1, "data": "p0-1"}))
+            .op(
+                510,
+                0,
+                crate::history::OpType::Info,
+                "write",
+                serde_json::Value::Null,
+                Some("timed out"),
+            )
+            .acquire(1200, 1, Some(2))
+            .release(1300, 1, Some(2))
+            .history();
+        let c = Calls::of(&h);
+        let z = zombie_windows(&h, &c);
+        assert_eq!(z.deposed, 1);
+        let w = z.worst.as_ref().unwrap();
+        assert_eq!((w.process, w.by_process, w.window_ns), (0, 1, 0));
     }
 
     #[test]

@@ -174,14 +174,20 @@ impl Calls {
 
     /// The section that deposed section `i`: the first of the same lock to start, in
     /// another process, after `i` started and before it ended (another client acquired
-    /// while this holder still believed it held the lock).
+    /// while this holder still believed it held the lock). A holder that never released
+    /// holds to the end of the history (the checker's rule, history.md v1.1), however
+    /// long ago it was last seen.
     pub fn deposer(&self, i: usize) -> Option<&Section> {
         let s = &self.sections[i];
+        let open_until = match s.release {
+            Some(_) => s.end,
+            None => u64::MAX,
+        };
         // Sections are in start order: the first later start of another process is
         // the earliest deposition.
         self.sections[i + 1..]
             .iter()
-            .take_while(|n| n.start < s.end)
+            .take_while(|n| n.start < open_until)
             .find(|n| n.process != s.process && n.start > s.start && n.lock == s.lock)
     }
 }

@@ -47,7 +47,8 @@ pub fn how_it_ended(h: &Ops, s: &Section) -> String {
             format!("invoked its release {}, {outcome}", at(h, invoke))
         }
         End::Retired { at: p } => format!(
-            "was retired after its {} invoked {} went unanswered (info)",
+            "was retired after its {} invoked {} went unanswered (info), without releasing: \
+             a retired holder may still be acting, so it holds to the end of the history",
             h.ops[p].f.name(),
             at(h, p)
         ),
@@ -70,7 +71,7 @@ pub fn how_it_ended(h: &Ops, s: &Section) -> String {
             )
         }
         End::Stopped { last } => format!(
-            "never released; its last op as holder ended {}",
+            "never released (its last op as holder ended {}), so it holds to the end of the history",
             at(h, last)
         ),
     }

@@ -131,9 +131,9 @@ fn run(h: &Ops, input: &LockInput<'_>, limits: &Limits, fenced: bool) -> Verdict
     let mut notes = Vec::new();
     if s.uncertain_acquires > 0 {
         notes.push(format!(
-            "{} acquire(s) ended info or unanswered: each may or may not have taken effect; \
-             a hold it took belongs to a retired process and may end any time (lease expiry), \
-             so it was left out of mutual exclusion",
+            "{} acquire(s) ended info or unanswered: each may or may not have taken effect, \
+             and the order in which it did not is always as legal, so it was left out of \
+             mutual exclusion",
             s.uncertain_acquires
         ));
     }
@@ -174,8 +174,10 @@ pub struct CriticalSection {
     pub begin: u64,
     /// `index` of the release's invoke, if the holder released.
     pub release: Option<u64>,
-    /// `index` of the last op at which the holder surely still held: its release
-    /// invoke, the invoke that retired it, or its last op.
+    /// `index` of the last op at which the holder was seen holding: its release
+    /// invoke, the invoke that retired it, or its last op. Without a `release`, the
+    /// checker counts the hold as lasting to the end of the history (history.md v1.1);
+    /// `end` is where the evidence of it stops.
     pub end: u64,
     /// Run times (ns) of `begin` and `end`.
     pub begin_time: u64,
@@ -195,7 +197,7 @@ pub fn critical_sections(
     s.sections
         .iter()
         .map(|sec| {
-            let end = sec.core_end();
+            let end = sec.last_seen();
             CriticalSection {
                 process: sec.process,
                 lock: s.locks[sec.lock as usize].clone(),

@@ -10,7 +10,8 @@
 //! Why a sweep decides it exactly. Each section turns into two ops: its acquire,
 //! which takes effect somewhere in [acquire invoke, acquire ok], and its end, which
 //! takes effect somewhere in [release invoke, release ack] (or any time after, for a
-//! hold that may end unseen). An order is legal iff the chosen hold spans of
+//! release never acknowledged); a holder that never released has no end within the
+//! history (history.md: it holds to the end). An order is legal iff the chosen hold spans of
 //! different processes are disjoint. Every span contains its *core* [acquire ok,
 //! release invoke], and shrinking a span towards its core never creates an overlap,
 //! so a legal order exists iff the cores of different processes are disjoint — and
@@ -161,13 +162,13 @@ pub fn operations(h: &Ops, s: &Sections) -> Vec<Operation<MutexOp, ()>> {
         .collect()
 }
 
-/// A section as the mutex sees it: its acquire, its regrants, and its end (a release
-/// that may land any time after, or never, where the hold's end was not seen).
+/// A section as the mutex sees it: its acquire, its regrants, and its release (which
+/// may land any time after its invoke where it was never acknowledged). A holder that
+/// never released has no release: it holds to the end of the history.
 fn section_ops<'a>(
     h: &'a Ops,
     sec: &'a Section,
 ) -> impl Iterator<Item = Operation<MutexOp, ()>> + 'a {
-    let (from, to) = sec.end_window();
     let regrants = sec.regrants.iter().map(|g| Operation {
         process: sec.process,
         input: MutexOp::Regrant {
@@ -180,34 +181,30 @@ fn section_ops<'a>(
         ret: g.ok as u64,
         indexes: indexes(h, [g.invoke, g.ok]),
     });
-    let [acquire, release] = [
-        Operation {
+    let acquire = Operation {
+        process: sec.process,
+        input: MutexOp::Acquire {
+            lock: sec.lock,
             process: sec.process,
-            input: MutexOp::Acquire {
-                lock: sec.lock,
-                process: sec.process,
-                token: sec.token,
-            },
-            output: Some(()),
-            call: sec.acquire_invoke as u64,
-            ret: sec.begin as u64,
-            indexes: indexes(h, [sec.acquire_invoke, sec.begin]),
+            token: sec.token,
         },
-        Operation {
+        output: Some(()),
+        call: sec.acquire_invoke as u64,
+        ret: sec.begin as u64,
+        indexes: indexes(h, [sec.acquire_invoke, sec.begin]),
+    };
+    let release = sec.end_window().map(|(from, to)| Operation {
+        process: sec.process,
+        input: MutexOp::Release {
+            lock: sec.lock,
             process: sec.process,
-            input: MutexOp::Release {
-                lock: sec.lock,
-                process: sec.process,
-            },
-            output: to.map(|_| ()),
-            call: from as u64,
-            ret: to.map_or(u64::MAX, |t| t as u64),
-            indexes: indexes(h, [from].into_iter().chain(to)),
         },
-    ];
-    std::iter::once(acquire)
-        .chain(regrants)
-        .chain(std::iter::once(release))
+        output: to.map(|_| ()),
+        call: from as u64,
+        ret: to.map_or(u64::MAX, |t| t as u64),
+        indexes: indexes(h, [from].into_iter().chain(to)),
+    });
+    std::iter::once(acquire).chain(regrants).chain(release)
 }
 
 /// Walks one lock's sections in order of their begin, keeping those still held (by
@@ -261,7 +258,8 @@ impl<'a> Sweep<'a> {
                 .take(ACTIVE_LISTED),
         );
         self.active.sort_unstable();
-        self.held.push(Reverse((s.core_end(), i)));
+        self.held
+            .push(Reverse((s.held_until().unwrap_or(usize::MAX), i)));
         Some(i)
     }
 }
@@ -323,7 +321,14 @@ fn second_opinion(
 /// `first` held the lock when `second` acquired it.
 fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly {
     let (first, second) = (&s.sections[first_id], &s.sections[second_id]);
-    let until = first.core_end().min(second.core_end());
+    // Both held until the first of them released; where neither did, the evidence
+    // ends at the last op of the history.
+    let last = h.ops.len() - 1;
+    let until = [first.held_until(), second.held_until()]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(last);
     // The first holder's writes while the second held: its acts as holder.
     let from = s.writes.partition_point(|w| w.invoke <= second.begin);
     let acts: Vec<usize> = (from..s.writes.len())
@@ -332,10 +337,12 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
         .take(3)
         .collect();
     let (since, till) = secs_apart(h.ops[second.begin].time, h.ops[until].time);
-    let both = match since == till {
+    let both = match (since == till, until == last) {
         // One clock reading: the history still orders them, one line after the other.
-        true => format!("both held it at {since}"),
-        false => format!("both held it from {since} to {till}"),
+        (true, _) => format!("both held it at {since}"),
+        (false, false) => format!("both held it from {since} to {till}"),
+        // Neither released: a holder never heard from again still holds.
+        (false, true) => format!("both held it from {since} to the end of the history"),
     };
     let mut explanation = format!(
         "process {p} acquired {lock} {a}{ta} and had not released; process {q} acquired it {b}{tb} — \
@@ -361,7 +368,7 @@ fn overlap(h: &Ops, s: &Sections, first_id: usize, second_id: usize) -> Anomaly 
         kind: AnomalyKind::DoubleHolder,
         indexes: indexes(
             h,
-            [first.begin, second.begin, first.core_end()]
+            [first.begin, second.begin, first.last_seen()]
                 .into_iter()
                 .chain(acts.iter().map(|&w| s.writes[w].invoke))
                 .chain(match first.end {

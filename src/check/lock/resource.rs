@@ -54,7 +54,7 @@ pub fn landed_writes(h: &Ops, s: &mut Sections, applied: &[Applied]) {
             let sec = &mut s.sections[sec as usize];
             let unknown = answered.is_none_or(|c| h.ops[c].kind == OpType::Info);
             if let (true, End::Retired { at } | End::Landed { at, .. }) = (unknown, sec.end) {
-                if after > sec.core_end() {
+                if after > sec.last_seen() {
                     sec.end = End::Landed {
                         at,
                         write: invoke,

@@ -1,14 +1,18 @@
 //! Critical sections, read off the history one process at a time.
 //!
 //! A critical section of process p runs from its `acquire` ok to the invoke of its
-//! next `release` (or its last op, if it never releases). Everything the lock checks
-//! rest on this: who believed they held which lock, from when to when.
+//! next `release`, or to the end of the history if it never releases (history.md
+//! v1.1): a holder that stops acting, or is retired after an `info`, still holds — a
+//! process we stopped hearing from is exactly the one that may still be acting.
+//! Everything the lock checks rest on this: who believed they held which lock, from
+//! when to when.
 //!
 //! How each op shapes a section (the semantics the fast sweep, the full search and
 //! the brute force in `tests/lock_props.rs` all share):
 //! - `acquire` ok opens a section; `fail` did not happen; `info` may or may not have
-//!   happened, but its process is retired at once, so a hold it took has no later op
-//!   and may end at any time (lease expiry): it constrains nobody and is left out.
+//!   happened. Had it, its retired process would hold to the end of the history; had
+//!   it not, it holds nothing — and a mutex order in which it did not happen is legal
+//!   whenever one in which it did is, so it constrains nobody and is left out.
 //! - only a `release` (ok, fail or info) ends a section, at its invoke: from then on
 //!   the client no longer acts as holder. A failed release ("not held") means the
 //!   service had already let go (a lease expired); the client still held it in its own
@@ -19,13 +23,15 @@
 //!   replaces the old one for the fencing checks (a `Regrant`). A `renew` ok that
 //!   carries a token is a regrant too; one that fails changes nothing (the client
 //!   holds in its own mind until it releases).
-//! - a process retired by an `info` completion (or an invoke never answered) ends its
-//!   section at that op's invoke; its hold may end any time after — unless the
-//!   resource's order shows its unanswered write applied after another process's
-//!   write: then it acted as holder at least until that write's invoke (`End::Landed`,
-//!   set by `resource::landed_writes`).
-//! - a process that simply stops holding the lock at the end of the history holds it
-//!   to the completion of its last op (its writes are part of its section).
+//! - a process retired by an `info` completion (or an invoke never answered) while
+//!   holding holds to the end of the history: the lease may have expired in the
+//!   service, but nothing tells the retired client so. The last op at which it was
+//!   *seen* holding is that op's invoke — or, where the resource's order shows its
+//!   unanswered write applied after another process's write, that other write's
+//!   invoke (`End::Landed`, set by `resource::landed_writes`): the explanations and the
+//!   report's zombie windows use it.
+//! - a process that simply stops without releasing holds to the end of the history
+//!   too; it was last seen holding at the completion of its last op.
 //! - a `release` ok from a process with no open section is a foreign release.
 //!
 //! Positions (into the client ops, in history order) serve as the timeline: lines
@@ -85,9 +91,19 @@ pub struct Section {
 }
 
 impl Section {
-    /// The last position at which the client surely still held the lock: the
-    /// invoke of its release, or its last act as holder.
-    pub fn core_end(&self) -> usize {
+    /// Where the section's core ends: the invoke of its release, or `None` when the
+    /// holder never released and so holds to the end of the history.
+    pub fn held_until(&self) -> Option<usize> {
+        match self.end {
+            End::Released { invoke, .. } => Some(invoke),
+            End::Retired { .. } | End::Landed { .. } | End::Stopped { .. } => None,
+        }
+    }
+
+    /// The last position at which the client was seen holding the lock: the invoke
+    /// of its release, or its last act as holder. A hold that never ended goes on
+    /// past it (`held_until`); this is where the evidence of it stops.
+    pub fn last_seen(&self) -> usize {
         match self.end {
             End::Released { invoke, .. } => invoke,
             End::Retired { at } => at,
@@ -96,21 +112,19 @@ impl Section {
         }
     }
 
-    /// The window in which the hold may really have ended: `(from, to)`, `to` =
-    /// `None` when it may end at any later time.
-    pub fn end_window(&self) -> (usize, Option<usize>) {
+    /// The window in which the hold ended: `(from, to)`, `to` = `None` when it may
+    /// end at any later time; `None` when it never ended within the history.
+    pub fn end_window(&self) -> Option<(usize, Option<usize>)> {
         match self.end {
             End::Released {
                 invoke,
                 completion,
                 kind,
-            } => (
+            } => Some((
                 invoke,
                 completion.filter(|_| matches!(kind, OpType::Ok | OpType::Fail)),
-            ),
-            End::Retired { at } => (at, None),
-            End::Landed { after, .. } => (after, None),
-            End::Stopped { last } => (last, None),
+            )),
+            End::Retired { .. } | End::Landed { .. } | End::Stopped { .. } => None,
         }
     }
 

@@ -118,7 +118,7 @@ fn not_greater(
     let (e, l) = (&s.sections[earlier], &s.sections[later]);
     Anomaly {
         kind: AnomalyKind::TokenNotMonotonic,
-        indexes: indexes(h, [e.begin, e.core_end(), pos]),
+        indexes: indexes(h, [e.begin, e.last_seen(), pos]),
         processes: vec![e.process, l.process],
         tokens: vec![max, t],
         time: Some(h.ops[pos].time),
@@ -129,7 +129,7 @@ fn not_greater(
             e.process,
             with_token(Some(max)),
             at(h, e.begin),
-            at(h, e.core_end()),
+            at(h, e.last_seen()),
         ),
         allowed: false,
     }
