@@ -106,6 +106,12 @@ impl Recipe {
         matches!(self, Recipe::ClockJumpMajority | Recipe::ClockRateMajority)
     }
 
+    /// Whether a token fence can answer the recipe: not a clock fault on the
+    /// holder, which only a self-fencing holder reads (it has no fenced scenario).
+    pub fn fenceable(self) -> bool {
+        !self.skews_holder()
+    }
+
     /// A clock fault on the holder: only a holder that reads its own clock to
     /// decide whether it may write (self-fencing) is affected by it.
     fn skews_holder(self) -> bool {

@@ -6,7 +6,8 @@
 //! 3. else the backend hands out no token: **an efficiency lock only** (two holders
 //!    happen; fine where a duplicate run costs nothing);
 //! 4. else every recipe that broke ran fenced, and no fenced run was flagged: **safe
-//!    with fencing**; a recipe that broke but never ran fenced (the budget, errors)
+//!    with fencing** (a clock fault on the holder breaks self-fencing only: a fenced
+//!    resource never reads the holder's clock, so it needs no fenced run); a recipe that broke but never ran fenced (the budget, errors)
 //!    leaves it at an efficiency lock, and says which.
 //!
 //! Each verdict comes with its evidence: the lines of the scenarios that decided it.
@@ -85,6 +86,13 @@ pub fn decide(backend: &str, token: bool, cards: &[ScenarioCard]) -> (AuditVerdi
     recipes.dedup();
     let mut unshown = Vec::new();
     for recipe in recipes {
+        if !recipe.fenceable() {
+            evidence.push(format!(
+                "{} breaks self-fencing only: a fenced resource never reads the holder's clock",
+                recipe.name()
+            ));
+            continue;
+        }
         let fenced = cards
             .iter()
             .find(|c| c.recipe == recipe && c.fencing == Fencing::Fenced);
@@ -197,6 +205,21 @@ mod tests {
                 "kill-restart-fenced: flagged 0/10",
             ]
         );
+    }
+
+    #[test]
+    fn a_holder_clock_break_needs_no_fenced_twin() {
+        let cards = [
+            card(HolderPause, Unfenced, 4, 4),
+            card(HolderPause, Fenced, 0, 4),
+            card(Recipe::ClockJumpHolder, SelfFencing, 4, 4),
+        ];
+        let (v, ev) = decide("etcd", true, &cards);
+        assert_eq!(v, AuditVerdict::SafeWithFencing, "{ev:?}");
+        assert!(ev
+            .last()
+            .unwrap()
+            .contains("clock-jump-holder breaks self-fencing only"));
     }
 
     #[test]
