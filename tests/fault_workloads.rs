@@ -1,8 +1,13 @@
 //! The `[[faults]]` kinds of the fault catalogue, as workload files write them.
 
-use lockcheck::fault::clock::ClockChange;
+use lockcheck::fault::clock::{ClockChange, ClockSpec, Clocks};
+use lockcheck::fault::kill::KillSpec;
+use lockcheck::fault::latency::LatencySpec;
 use lockcheck::fault::node::NodeTarget;
-use lockcheck::run::workload::{FaultKind, Workload};
+use lockcheck::fault::partition::PartitionSpec;
+use lockcheck::fault::shape::Cut;
+use lockcheck::fault::spec::Spec;
+use lockcheck::run::workload::Workload;
 use std::path::Path;
 use std::time::Duration;
 
@@ -18,6 +23,14 @@ hold = "100ms"
 writes = 1
 "#;
 
+/// The spec of the workload's first fault, as a `T`.
+fn first<T: Spec>(w: &Workload) -> &T {
+    w.faults[0]
+        .spec
+        .downcast()
+        .unwrap_or_else(|| panic!("{:?}", w.faults[0].spec))
+}
+
 fn parse(faults: &str) -> anyhow::Result<Workload> {
     Workload::parse(
         &format!("{BASE}\n[[faults]]\n{faults}"),
@@ -29,35 +42,41 @@ fn parse(faults: &str) -> anyhow::Result<Workload> {
 fn clock_entries_say_jump_rate_or_strobe() {
     let w = parse("kind = \"clock\"\nnodes = \"majority\"\noffset = \"+20s\"\nduration = \"1s\"")
         .unwrap();
-    let f = &w.faults[0];
     assert_eq!(
-        (f.kind, &f.nodes),
-        (FaultKind::Clock, &NodeTarget::Majority)
-    );
-    assert_eq!(
-        f.clock,
-        Some(ClockChange::Jump {
-            offset_ns: 20_000_000_000
-        })
+        first::<ClockSpec>(&w),
+        &ClockSpec {
+            clocks: Clocks::Nodes(NodeTarget::Majority),
+            change: ClockChange::Jump {
+                offset_ns: 20_000_000_000
+            }
+        }
     );
     let w = parse("kind = \"clock\"\nnodes = \"n2\"\nrate = 0.5\nduration = \"1s\"").unwrap();
-    assert_eq!(w.faults[0].clock, Some(ClockChange::Rate { rate: 0.5 }));
+    assert_eq!(
+        first::<ClockSpec>(&w).change,
+        ClockChange::Rate { rate: 0.5 }
+    );
     let w = parse("kind = \"clock\"\nnodes = \"all\"\noffset2 = \"-1500ms\"\nperiod = \"20ms\"\nduration = \"1s\"").unwrap();
     assert_eq!(
-        w.faults[0].clock,
-        Some(ClockChange::Strobe {
+        first::<ClockSpec>(&w).change,
+        ClockChange::Strobe {
             offset_ns: 0,
             offset2_ns: -1_500_000_000,
             period: Duration::from_millis(20)
-        })
+        }
     );
 }
 
 #[test]
 fn node_faults_name_nodes_and_client_faults_name_clients() {
     let w = parse("kind = \"kill\"\nnodes = \"primary\"\nwipe = true\nduration = \"1s\"").unwrap();
-    assert!(w.faults[0].wipe);
-    assert_eq!(w.faults[0].nodes, NodeTarget::Primary);
+    assert_eq!(
+        first::<KillSpec>(&w),
+        &KillSpec {
+            nodes: NodeTarget::Primary,
+            wipe: true
+        }
+    );
     for (bad, key) in [
         (
             "kind = \"kill\"\ntarget = \"holder\"\nduration = \"1s\"",
@@ -95,31 +114,39 @@ fn node_faults_name_nodes_and_client_faults_name_clients() {
 
 #[test]
 fn link_entries_cut_or_slow() {
-    use lockcheck::fault::proxy::{Links, Mode};
+    use lockcheck::fault::proxy::Links;
     use lockcheck::fault::Target;
     let w = parse("kind = \"partition\"\nnodes = \"primary\"\nduration = \"1s\"").unwrap();
     assert_eq!(
-        w.faults[0].link,
-        Some(Mode::Blackhole),
+        first::<PartitionSpec>(&w),
+        &PartitionSpec {
+            links: Links::ToNodes(NodeTarget::Primary),
+            cut: Cut::Blackhole
+        },
         "a black hole unless told"
     );
-    assert_eq!(w.faults[0].links, Some(Links::ToNodes(NodeTarget::Primary)));
     let w = parse("kind = \"partition\"\ntarget = \"holder\"\ncut = \"reset\"\nduration = \"1s\"")
         .unwrap();
-    assert_eq!(w.faults[0].link, Some(Mode::Reset));
-    assert_eq!(w.faults[0].links, Some(Links::FromClient(Target::Holder)));
     assert_eq!(
-        w.faults[0].target,
+        first::<PartitionSpec>(&w),
+        &PartitionSpec {
+            links: Links::FromClient(Target::Holder),
+            cut: Cut::Reset
+        }
+    );
+    assert_eq!(
+        *w.faults[0].spec.fault(w.faults[0].duration).target(),
         Target::Holder,
         "armed on the holder's acquire"
     );
     let w = parse("kind = \"latency\"\nnodes = \"all\"\ndelay = \"50ms\"\njitter = \"5ms\"\nduration = \"1s\"").unwrap();
     assert_eq!(
-        w.faults[0].link,
-        Some(Mode::Latency {
+        first::<LatencySpec>(&w),
+        &LatencySpec {
+            links: Links::ToNodes(NodeTarget::All),
             delay: Duration::from_millis(50),
             jitter: Duration::from_millis(5)
-        })
+        }
     );
     for (bad, key) in [
         ("kind = \"partition\"\nduration = \"1s\"", "faults[0].nodes"),
@@ -208,27 +235,35 @@ fn the_documented_fault_catalogue_reads() {
         .replace("duration = \"5s\"", "duration = \"120s\"");
     let w = Workload::parse(&format!("{base}\n{example}"), Path::new("w.toml"))
         .unwrap_or_else(|e| panic!("{e:#}\n{example}"));
-    let kinds: Vec<FaultKind> = w.faults.iter().map(|f| f.kind).collect();
+    let kinds: Vec<&str> = w.faults.iter().map(|f| f.name()).collect();
     assert_eq!(
         kinds,
         [
-            FaultKind::PauseNode,
-            FaultKind::Kill,
-            FaultKind::Clock,
-            FaultKind::Partition,
-            FaultKind::PartitionNodes,
-            FaultKind::Latency,
-            FaultKind::LatencyNodes
+            "pause-node",
+            "kill",
+            "clock",
+            "partition",
+            "partition-nodes",
+            "latency",
+            "latency-nodes"
         ]
     );
     assert!(w.schedule.is_some());
-    // Every kind, the client pause too, records a period the report draws: a
-    // start and an end of one family of history::fault_ops.
+    // With the client pause, the example shows every kind of the catalogue.
     let pause = parse("kind = \"pause\"\ntarget = \"holder\"\nduration = \"1s\"").unwrap();
-    for f in w.faults.iter().chain(&pause.faults) {
-        let (start, end) = lockcheck::run::nemesis::build(f).ops();
-        let ops = lockcheck::history::fault_ops::started_by(start)
-            .unwrap_or_else(|| panic!("{}: `{start}` opens no band", f.kind.name()));
-        assert_eq!(ops.end, end, "{}", f.kind.name());
+    for kind in lockcheck::fault::spec::CATALOGUE {
+        assert!(
+            w.faults
+                .iter()
+                .chain(&pause.faults)
+                .any(|f| f.name() == kind.name),
+            "{} is not in the documented example",
+            kind.name
+        );
+        // Each records a period the report draws: a start and an end of one
+        // family of history::fault_ops.
+        let ops = lockcheck::history::fault_ops::started_by(kind.ops.start)
+            .unwrap_or_else(|| panic!("{}: `{}` opens no band", kind.name, kind.ops.start));
+        assert_eq!(ops, kind.ops, "{}", kind.name);
     }
 }

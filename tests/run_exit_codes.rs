@@ -321,6 +321,22 @@ fn more_clients_than_this_machine_holds_are_an_environment_problem() {
 
 #[test]
 fn the_postgres_resource_runs_under_a_private_results_directory() {
+    let json = private_results_run("postgres-resource-fenced.toml", "resource");
+    assert_eq!(json["resource_kind"], "postgres", "{json}");
+}
+
+#[test]
+fn the_postgres_lock_service_runs_under_a_private_results_directory() {
+    // The lock service's server this time: the resource is lockcheck's own.
+    let json = private_results_run("postgres-lease-pause-fenced.toml", ".");
+    assert_eq!(json["resource_kind"], "lockcheck", "{json}");
+}
+
+/// Runs `workload` (3 s of it) with `--results` a directory only its owner may
+/// enter: it passes, lockcheck leaves the directory as it was, the PostgreSQL
+/// server of `cluster` (a folder of the run directory) keeps its log there and
+/// its data in a stand-in that goes with the run. Returns verdict.json.
+fn private_results_run(workload_file: &str, cluster: &str) -> serde_json::Value {
     // What `mktemp -d` makes in a CI job: only its owner may enter.
     let results = tempfile::tempdir().unwrap();
     use std::os::unix::fs::PermissionsExt;
@@ -331,7 +347,7 @@ fn the_postgres_resource_runs_under_a_private_results_directory() {
     std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = lockcheck()
         .arg("run")
-        .arg(workload("postgres-resource-fenced.toml"))
+        .arg(workload(workload_file))
         .arg("--json")
         .arg("--results")
         .arg(results.path())
@@ -343,7 +359,6 @@ fn the_postgres_resource_runs_under_a_private_results_directory() {
     let json: serde_json::Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
     assert_eq!(out.status.code(), Some(0), "{json}\n{stderr}");
-    assert_eq!(json["resource_kind"], "postgres");
     assert!(
         json["figures"]["ops"]["write"]["ok"].as_u64().unwrap() > 0,
         "{json}"
@@ -360,9 +375,9 @@ fn the_postgres_resource_runs_under_a_private_results_directory() {
     );
     // The server's log is where a run keeps it; its data is gone with it.
     let run_dir = Path::new(json["run_dir"].as_str().unwrap());
-    let resource = run_dir.join("resource");
-    assert!(!resource.is_symlink(), "the stand-in link is replaced");
-    assert!(resource.join("nodes/n1.log").is_file());
+    let cluster = run_dir.join(cluster);
+    assert!(!cluster.join("data").exists(), "the stand-in link is gone");
+    assert!(cluster.join("nodes/n1.log").is_file());
     let left: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .flatten()
@@ -371,4 +386,5 @@ fn the_postgres_resource_runs_under_a_private_results_directory() {
     assert!(left.is_empty(), "{left:?}");
     let left = leftovers(results.path());
     assert!(left.is_empty(), "{left:?}");
+    json
 }

@@ -152,6 +152,9 @@ pub struct ClusterPlan {
     /// Distinguishes this cluster from any other on the machine (etcd's
     /// `--initial-cluster-token`), so that members of two runs never join up.
     pub cluster_token: String,
+    /// Where the nodes' data directories are (`<dir>/data`, or a stand-in the
+    /// server can reach); it goes with the last plan, once the servers stopped.
+    pub home: Arc<super::home::Home>,
 }
 
 impl ClusterPlan {
@@ -176,6 +179,11 @@ impl ClusterPlan {
         let binary = recipe.binary().resolve(spec.binary.as_deref())?;
         let ports = recipe.ports(spec.nodes);
         let names: Vec<String> = node_names(spec.nodes);
+        let home = super::home::Home::new(
+            spec.dir.join(super::DATA_DIR),
+            recipe.refuses_root(),
+            &spec.journal_dir,
+        )?;
         let nodes = names
             .into_iter()
             .enumerate()
@@ -189,7 +197,7 @@ impl ClusterPlan {
                 let peer = ports.peer.map(addr).transpose()?;
                 let election = ports.election.map(addr).transpose()?;
                 Ok(NodeSpec {
-                    data_dir: spec.dir.join(super::DATA_DIR).join(&name),
+                    data_dir: home.dir().join(&name),
                     log_path: spec.dir.join("nodes").join(format!("{name}.log")),
                     name,
                     client_listen: client,
@@ -210,6 +218,7 @@ impl ClusterPlan {
             binary,
             nodes,
             cluster_token,
+            home: Arc::new(home),
         })
     }
 

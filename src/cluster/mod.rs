@@ -15,6 +15,7 @@ pub mod docker;
 mod etcd;
 pub mod external;
 pub mod freezer;
+pub mod home;
 pub mod local;
 mod mariadb;
 mod nats;
@@ -213,6 +214,16 @@ pub trait ServerRecipe: Send + Sync {
     fn binary(&self) -> ServerBinary;
     /// How many nodes run unless the workload says otherwise.
     fn default_nodes(&self) -> usize;
+    /// Whether the server refuses to run as root: when lockcheck is root it runs
+    /// as an unprivileged account, which must reach its data ([`home`]).
+    fn refuses_root(&self) -> bool {
+        false
+    }
+    /// Where the backend is one server by design (more nodes would be several
+    /// unrelated locks), what to use for several instead; `None`: any number.
+    fn single_instance(&self) -> Option<&'static str> {
+        None
+    }
     /// The ports a node of a cluster of `nodes` listens on, and which addresses
     /// it has besides the client one.
     fn ports(&self, nodes: usize) -> Ports;

@@ -5,7 +5,8 @@
 //!
 //! PostgreSQL refuses to run as root: when lockcheck is root, the server and
 //! `initdb` run as the `postgres` account Debian's package creates (else `nobody`),
-//! which is given the node's data directory.
+//! which is given the node's data directory (in a stand-in of `cluster::home` when
+//! the run directory is out of its reach).
 //!
 //! `fsync` is off: a killed postmaster loses nothing the OS has (its WAL is written
 //! at every commit); only a machine crash would, and no fault here crashes the
@@ -42,6 +43,11 @@ impl ServerRecipe for Postgres {
 
     fn ports(&self, _nodes: usize) -> Ports {
         Ports::client(5432)
+    }
+
+    /// When lockcheck is root, it runs as `postgres`.
+    fn refuses_root(&self) -> bool {
+        true
     }
 
     /// Its trust rules admit loopback clients only.

@@ -38,6 +38,10 @@ impl ServerRecipe for Redis {
         }
     }
 
+    fn single_instance(&self) -> Option<&'static str> {
+        (!self.redlock).then_some("use kind = \"redlock\" for several")
+    }
+
     fn ports(&self, _nodes: usize) -> Ports {
         Ports::client(6379)
     }

@@ -1,18 +1,28 @@
 //! What lockcheck breaks. Each fault is one small type behind the [`Fault`] trait:
-//! it applies itself to a target and undoes itself, and says how the history records
-//! both. *When* faults happen is the run's schedule (`run::nemesis`), not theirs.
+//! it applies itself to a target and undoes itself. Each kind a workload names has
+//! a file of its own (`pause.rs`, `kill.rs`, ...) with its spec and its line in the
+//! catalogue ([`spec::CATALOGUE`]), which also says how the history records it.
+//! *When* faults happen is the run's schedule (`run::nemesis`), not theirs.
 //!
 //! A fault that changes anything outside the run's own processes (a clock, a link)
 //! must also undo it in `Drop`, so that a panic leaves nothing behind; the run stops
 //! and resumes its processes itself.
 
 pub mod clock;
+pub mod duration;
+pub mod kill;
+pub mod latency;
+pub mod latency_nodes;
 pub mod netns;
 pub mod node;
+pub mod partition;
+pub mod partition_nodes;
 pub mod pause;
+pub mod pause_node;
 pub mod proxy;
 pub mod schedule;
 pub mod shape;
+pub mod spec;
 
 use crate::cluster::Cluster;
 use anyhow::Result;
@@ -26,9 +36,6 @@ use std::fmt;
 /// One kind of fault, started and stopped by the run's schedule.
 #[async_trait]
 pub trait Fault: Send {
-    /// The history's `f` when it starts and when it ends (`pause` / `resume`).
-    fn ops(&self) -> (&'static str, &'static str);
-
     /// Whom it hits. `Target::Holder` makes the schedule start it right after a
     /// client acquires the lock, before that client's next op.
     fn target(&self) -> &Target;

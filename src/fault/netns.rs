@@ -55,10 +55,10 @@
 use super::node::{self, NodeTarget};
 use super::proxy::{mode_value, Between, LinkId, Mode, Proxies};
 use super::shape::{cuts, Cut, Shape};
+use super::spec::{Entry, Refusal, Setting};
 use super::{Fault, Scene, Target};
 use crate::cluster::netns::{self, Network, OnNetwork};
-use crate::cluster::NodeSpec;
-use crate::history::f;
+use crate::cluster::{NetworkKind, NodeSpec, Runtime};
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
@@ -123,6 +123,80 @@ impl NodeShape {
         };
         cuts(&probe, &names).map(|_| ())
     }
+}
+
+/// `shape` as an entry writes it.
+#[derive(serde::Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub(super) enum ShapeKind {
+    Isolate,
+    Halves,
+    MajoritiesRing,
+    Bridge,
+    Links,
+    All,
+}
+
+impl NodeShape {
+    /// The `shape` (else `default`), with its `nodes` or `links`, of a
+    /// `partition-nodes` or `latency-nodes` entry, checked against the cluster's
+    /// nodes here, so that a run never starts with a fault it cannot make.
+    pub(super) fn read(
+        entry: &mut Entry<'_>,
+        setting: &Setting,
+        default: ShapeKind,
+    ) -> Result<NodeShape> {
+        if setting.network != NetworkKind::Namespaces {
+            return Err(entry.bad(
+                "kind",
+                "links between nodes are cut or slowed inside their network namespaces: set [backend] network = \"namespaces\"",
+            ));
+        }
+        let kind = entry.take("shape")?.unwrap_or(default);
+        let links = entry.take::<Vec<(String, String)>>("links")?;
+        if links.is_some() != (kind == ShapeKind::Links) {
+            return Err(entry.bad(
+                "links",
+                "shape = \"links\" takes the pairs of nodes, like links = [[\"n1\", \"n3\"]], and no other shape takes them",
+            ));
+        }
+        let only_for_isolate = "shape = \"isolate\" takes the node to cut off, like nodes = \"primary\", and no other shape takes it";
+        let shape = match (kind, entry.take::<NodeTarget>("nodes")?) {
+            (
+                ShapeKind::Isolate,
+                Some(t @ (NodeTarget::One | NodeTarget::Primary | NodeTarget::Node(_))),
+            ) => NodeShape::Isolate(t),
+            (ShapeKind::Isolate, Some(other)) => {
+                return Err(entry.bad(
+                    "nodes",
+                    format!("isolate cuts one node off: expected \"primary\", \"one\" or a node like \"n2\", found \"{other}\" (shape = \"halves\" splits the cluster)"),
+                ))
+            }
+            (ShapeKind::Isolate, None) | (_, Some(_)) => {
+                return Err(entry.bad("nodes", only_for_isolate))
+            }
+            (ShapeKind::Halves, None) => NodeShape::Halves,
+            (ShapeKind::MajoritiesRing, None) => NodeShape::MajoritiesRing,
+            (ShapeKind::Bridge, None) => NodeShape::Bridge,
+            (ShapeKind::All, None) => NodeShape::All,
+            (ShapeKind::Links, None) => NodeShape::Links(links.unwrap_or_default()),
+        };
+        shape
+            .check(setting.nodes)
+            .map_err(|e| entry.bad("shape", format!("{e:#}")))?;
+        Ok(shape)
+    }
+}
+
+/// Why `runtime` cannot reach the links between nodes, if it cannot.
+pub(super) fn refused_by(kind: &super::spec::Kind, runtime: Runtime) -> Option<Refusal> {
+    (runtime != Runtime::Local).then(|| {
+        Refusal::kind(
+            kind,
+            runtime,
+            "links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in",
+        )
+    })
 }
 
 /// Where a node fault on links between nodes lands, at the moment it starts.
@@ -314,10 +388,6 @@ fn heal(active: Vec<Applied>, journal: Option<&Journal>) -> Result<()> {
 
 #[async_trait]
 impl Fault for NodePartition {
-    fn ops(&self) -> (&'static str, &'static str) {
-        (f::PARTITION, f::HEAL)
-    }
-
     fn target(&self) -> &Target {
         &node::TIMED
     }
@@ -504,10 +574,6 @@ impl NodeLatency {
 
 #[async_trait]
 impl Fault for NodeLatency {
-    fn ops(&self) -> (&'static str, &'static str) {
-        (f::LATENCY, f::HEAL)
-    }
-
     fn target(&self) -> &Target {
         &node::TIMED
     }

@@ -1,4 +1,5 @@
-//! Faults on server nodes: which nodes (a pure choice), and stopping them.
+//! What the faults on server nodes share: which nodes (a pure choice), and
+//! stopping them (`pause_node`, `kill`, `clock`, `partition` use it).
 //!
 //! A SIGSTOPped server is a GC pause or a VM stall: the kernel still accepts
 //! connections for it, but nothing answers, its leases are not renewed and its
@@ -7,11 +8,9 @@
 //! (`cluster::LocalCluster::kill` / `restart`, which keep the data directory);
 //! this module picks whom.
 
-use super::{Fault, Scene, Target};
-use crate::history::f;
+use super::{Scene, Target};
 use crate::journal::{is_stopped, Effect, Journal, Proc};
 use anyhow::{bail, Result};
-use async_trait::async_trait;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rand::seq::SliceRandom;
@@ -21,7 +20,6 @@ use serde_json::{json, Value};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Which server nodes a fault hits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,7 +209,7 @@ impl Drop for Stopped {
 }
 
 /// A node fault's targets, as history values name them.
-fn targets(names: &[String]) -> Value {
+pub(super) fn targets(names: &[String]) -> Value {
     json!({ "targets": names })
 }
 
@@ -240,176 +238,8 @@ pub(crate) async fn pick(
 /// themselves ([`NodeTarget`]), not a client.
 pub(crate) static TIMED: Target = Target::Random;
 
-/// Pauses server nodes (the etcd leader, the Redis primary, a minority...) with
-/// SIGSTOP or the cgroup freezer ([`PauseMethod`]), and resumes them when it ends.
-/// Recorded as nemesis `pause` / `resume`, the method named in the `pause` value.
-pub struct PauseNodes {
-    nodes: NodeTarget,
-    duration: Duration,
-    method: PauseMethod,
-    stopped: Option<Stopped>,
-    /// The nodes frozen with the freezer; the cluster thaws any left at its stop.
-    frozen: Vec<String>,
-}
-
-impl PauseNodes {
-    /// Pauses with SIGSTOP; [`PauseNodes::method`] to choose.
-    pub fn new(nodes: NodeTarget, duration: Duration) -> PauseNodes {
-        PauseNodes {
-            nodes,
-            duration,
-            method: PauseMethod::Sigstop,
-            stopped: None,
-            frozen: Vec::new(),
-        }
-    }
-
-    pub fn method(self, method: PauseMethod) -> PauseNodes {
-        PauseNodes { method, ..self }
-    }
-}
-
-#[async_trait]
-impl Fault for PauseNodes {
-    fn ops(&self) -> (&'static str, &'static str) {
-        (f::PAUSE, f::RESUME)
-    }
-
-    fn target(&self) -> &Target {
-        &TIMED
-    }
-
-    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
-        let Some((names, dir)) = pick(&self.nodes, scene).await? else {
-            return Ok(None);
-        };
-        let mut cluster = scene.cluster.expect("pick checked").lock().await;
-        // Only the nodes up: one killed by another fault is not paused.
-        let procs: Vec<(String, i32)> = names
-            .iter()
-            .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
-            .collect();
-        if procs.is_empty() {
-            return Ok(None); // all down: try later
-        }
-        let paused = match self.method {
-            PauseMethod::Sigstop => {
-                // Waits (spinning) until the kernel shows them stopped: off the
-                // runtime, whose clock times the clients' ops.
-                let journal = Journal::for_run(&dir)?;
-                let targets = procs.clone();
-                let stopped =
-                    tokio::task::spawn_blocking(move || stop(journal, &targets)).await??;
-                let names = stopped.names();
-                self.stopped = Some(stopped);
-                names
-            }
-            PauseMethod::Freezer => {
-                for (n, _) in &procs {
-                    cluster.freeze(n).await?;
-                    self.frozen.push(n.clone());
-                }
-                self.frozen.clone()
-            }
-        };
-        let mut value = targets(&paused);
-        value["duration_ms"] = json!(self.duration.as_millis() as u64);
-        value["method"] = json!(self.method.name());
-        Ok(Some(value))
-    }
-
-    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
-        if !self.frozen.is_empty() {
-            let Some(cluster) = scene.cluster else {
-                bail!("a node fault needs the run's cluster");
-            };
-            let mut cluster = cluster.lock().await;
-            let value = targets(&self.frozen);
-            // Try every node; report the first failure after all were tried.
-            let mut first = None;
-            for n in std::mem::take(&mut self.frozen) {
-                if let Err(e) = cluster.thaw(&n).await {
-                    first.get_or_insert(e);
-                }
-            }
-            return first.map_or(Ok(value), Err);
-        }
-        let Some(stopped) = self.stopped.take() else {
-            return Ok(targets(&[]));
-        };
-        let value = targets(&stopped.names());
-        stopped.resume()?;
-        Ok(value)
-    }
-}
-
-/// Kill -9 server nodes, and restart them when it ends, on their data
-/// directories, or (`wipe`) empty: a Redis without its keys, an etcd member
-/// re-admitted with no log. Recorded as nemesis `kill` / `start`.
-pub struct KillNodes {
-    nodes: NodeTarget,
-    wipe: bool,
-    killed: Vec<String>,
-}
-
-impl KillNodes {
-    pub fn new(nodes: NodeTarget, wipe: bool) -> KillNodes {
-        KillNodes {
-            nodes,
-            wipe,
-            killed: Vec::new(),
-        }
-    }
-}
-
-#[async_trait]
-impl Fault for KillNodes {
-    fn ops(&self) -> (&'static str, &'static str) {
-        (f::KILL, f::START)
-    }
-
-    fn target(&self) -> &Target {
-        &TIMED
-    }
-
-    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
-        let Some((names, _)) = pick(&self.nodes, scene).await? else {
-            return Ok(None);
-        };
-        let mut cluster = scene.cluster.expect("pick checked").lock().await;
-        for n in names {
-            if cluster.pid(&n).is_none() {
-                continue; // already down
-            }
-            cluster.kill(&n).await?;
-            self.killed.push(n.clone());
-            if self.wipe {
-                cluster.wipe(&n).await?;
-            }
-        }
-        if self.killed.is_empty() {
-            return Ok(None);
-        }
-        let mut value = targets(&self.killed);
-        value["wipe"] = json!(self.wipe);
-        Ok(Some(value))
-    }
-
-    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
-        let Some(cluster) = scene.cluster else {
-            bail!("a node fault needs the run's cluster");
-        };
-        let mut cluster = cluster.lock().await;
-        let value = targets(&self.killed);
-        // Together: a majority of a quorum system restarted one at a time would
-        // never become ready. The restarted process is journaled by the cluster as
-        // it spawns it (local runtime) or belongs to the run's journaled containers
-        // (docker).
-        let killed = std::mem::take(&mut self.killed);
-        cluster.restart_together(&killed).await?;
-        Ok(value)
-    }
-}
+/// What to say of `target` in an entry of a fault on nodes.
+pub(super) const NOT_A_CLIENT: &str = "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")";
 
 #[cfg(test)]
 mod tests {

@@ -7,13 +7,54 @@
 //! client that is an adapter program, the worker's child, stops with it, with every
 //! thread of its lock library (keep-alives, session heartbeats).
 
+use super::spec::{Entry, Kind, Setting, Spec};
 use super::{ClientProc, Fault, Scene, Target};
-use crate::history::f;
+use crate::history::fault_ops;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use nix::sys::signal::{killpg, Signal};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::Duration;
+
+pub const KIND: Kind = Kind {
+    name: "pause",
+    keys: &["target"],
+    instead: &[(
+        "nodes",
+        "a client pause hits a client: use `target`, or kind = \"pause-node\"",
+    )],
+    ops: &fault_ops::PAUSE,
+    read: PauseSpec::read,
+};
+
+/// `kind = "pause"`: the client it stops.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseSpec {
+    pub target: Target,
+}
+
+impl PauseSpec {
+    fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
+        let Some(target) = entry.target(setting)? else {
+            return Err(entry.bad(
+                "target",
+                "expected \"holder\", \"random\" or a client name like \"client-0\"",
+            ));
+        };
+        Ok(Arc::new(PauseSpec { target }))
+    }
+}
+
+impl Spec for PauseSpec {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
+    fn fault(&self, duration: Duration) -> Box<dyn Fault> {
+        Box::new(Pause::new(self.target.clone(), duration))
+    }
+}
 
 pub struct Pause {
     target: Target,
@@ -38,10 +79,6 @@ impl Pause {
 
 #[async_trait]
 impl Fault for Pause {
-    fn ops(&self) -> (&'static str, &'static str) {
-        (f::PAUSE, f::RESUME)
-    }
-
     fn target(&self) -> &Target {
         &self.target
     }

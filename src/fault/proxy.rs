@@ -17,8 +17,8 @@
 
 use super::node::{self, NodeTarget};
 pub use super::shape::{cuts, Cut, Shape};
+use super::spec::{Entry, Setting};
 use super::{Fault, Scene, Target};
-use crate::history::f;
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
@@ -443,6 +443,20 @@ pub enum Links {
     FromClient(Target),
 }
 
+impl Links {
+    /// The links of a `partition` or `latency` entry: a client's (`target`) or
+    /// nodes' (`nodes`), one of the two.
+    pub(super) fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Links> {
+        let target = entry.target(setting)?;
+        let nodes = entry.take::<NodeTarget>("nodes")?;
+        match (target, nodes) {
+            (Some(t), None) => Ok(Links::FromClient(t)),
+            (None, Some(n)) => Ok(Links::ToNodes(n)),
+            _ => Err(entry.bad("nodes", "a link fault cuts either a client off (`target`: \"holder\", \"random\", \"client-N\") or nodes off (`nodes`): give one of them")),
+        }
+    }
+}
+
 /// Cuts (black hole or reset) or slows client-to-node links; heals them when it
 /// ends. Recorded as nemesis `partition` / `heal`, or `latency` / `heal`.
 pub struct LinkFault {
@@ -526,13 +540,6 @@ pub(super) fn mode_value(mode: Mode, value: &mut Value) {
 
 #[async_trait]
 impl Fault for LinkFault {
-    fn ops(&self) -> (&'static str, &'static str) {
-        match self.mode {
-            Mode::Latency { .. } => (f::LATENCY, f::HEAL),
-            _ => (f::PARTITION, f::HEAL),
-        }
-    }
-
     fn target(&self) -> &Target {
         match &self.links {
             Links::ToNodes(_) => &node::TIMED,

@@ -6,9 +6,11 @@
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeSet;
 
-/// How a partition cuts a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a partition cuts a link: `cut = "blackhole"` (the default) or `"reset"`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Cut {
+    #[default]
     Blackhole,
     Reset,
 }

@@ -115,16 +115,18 @@ pub mod f {
 
 /// The records of a fault period: the nemesis `f` that opens it, the one that
 /// ends it, and the band the report draws for it. Every fault lockcheck injects
-/// writes one of these pairs (`run::nemesis` says which); the figures
+/// writes one of these pairs (its kind's line of `fault::spec::CATALOGUE` says which); the figures
 /// count periods and the report pairs starts with ends by this table alone, so a
 /// fault recorded here is one the report draws.
 #[derive(Debug, PartialEq, Eq)]
 pub struct FaultOps {
     pub start: &'static str,
     pub end: &'static str,
-    /// The band's family in the report (its colour): several faults share one
-    /// (a node pause and a client pause are both `pause`).
+    /// The band's family in the report: several faults share one (a node pause
+    /// and a client pause are both `pause`).
     pub band: &'static str,
+    /// The colour the report draws the band in, and names in its legend.
+    pub colour: &'static str,
 }
 
 pub mod fault_ops {
@@ -134,21 +136,25 @@ pub mod fault_ops {
         start: f::PAUSE,
         end: f::RESUME,
         band: "pause",
+        colour: "#f59e0b",
     };
     pub const KILL: FaultOps = FaultOps {
         start: f::KILL,
         end: f::START,
         band: "kill",
+        colour: "#ef4444",
     };
     pub const PARTITION: FaultOps = FaultOps {
         start: f::PARTITION,
         end: f::HEAL,
         band: "partition",
+        colour: "#8b5cf6",
     };
     pub const CLOCK: FaultOps = FaultOps {
         start: f::CLOCK_SKEW,
         end: f::CLOCK_RESET,
         band: "clock",
+        colour: "#06b6d4",
     };
     /// Ends with a `heal` like a partition: the report tells the two apart by the
     /// links each record names.
@@ -156,6 +162,7 @@ pub mod fault_ops {
         start: f::LATENCY,
         end: f::HEAL,
         band: "latency",
+        colour: "#10b981",
     };
 
     /// Every pair, one line per family.

@@ -111,6 +111,10 @@ pub enum Effect {
     /// A local node's processes frozen in a cgroup made for the pause: undone by
     /// thawing them and removing it.
     Frozen { node: String, cgroup: PathBuf },
+    /// A directory made in the temporary directory for servers' data the run
+    /// directory was out of their reach for, and the link to it there: undone by
+    /// removing both.
+    StandIn { dir: PathBuf, link: PathBuf },
 }
 
 impl Effect {
@@ -129,6 +133,9 @@ impl Effect {
                 format!("{} node link rule(s) in {namespace}", rules.len())
             }
             Effect::Frozen { node, cgroup } => format!("frozen {node} ({})", cgroup.display()),
+            Effect::StandIn { dir, link } => {
+                format!("data directory {} ({})", dir.display(), link.display())
+            }
         }
     }
 }

@@ -9,7 +9,7 @@
 //! pid and start time, so one that ended (and whose pid the kernel reused) is
 //! "already gone", never signalled.
 
-use crate::cluster::{docker, freezer, netns};
+use crate::cluster::{docker, freezer, home, netns};
 use crate::fault::clock;
 use crate::journal::{pending, Effect, Journal, Pending};
 use anyhow::Result;
@@ -99,6 +99,10 @@ pub fn undo(effect: &Effect) -> Result<String> {
             )
         }
         Effect::NodeCut { namespace, rules } => crate::fault::netns::undo(namespace, rules)?,
+        Effect::StandIn { dir, link } => match home::remove(dir, link)? {
+            true => "removed".into(),
+            false => ALREADY_GONE.into(),
+        },
         Effect::Network { id } => {
             let r = netns::remove_run(id)?;
             if r.namespaces.is_empty() && !r.host_interface {
@@ -127,5 +131,33 @@ mod tests {
             ..me
         };
         assert_eq!(undo(&Effect::Process(reused)).unwrap(), ALREADY_GONE);
+    }
+
+    #[test]
+    fn a_data_stand_in_left_behind_is_removed_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(format!("{}test", home::STAND_IN_PREFIX));
+        std::fs::create_dir_all(dir.join("n1")).unwrap();
+        std::fs::write(dir.join("n1/PG_VERSION"), "15").unwrap();
+        let link = tmp.path().join("data");
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let left = Effect::StandIn {
+            dir: dir.clone(),
+            link: link.clone(),
+        };
+        assert_eq!(undo(&left).unwrap(), "removed");
+        assert!(!dir.exists() && !link.is_symlink());
+        assert_eq!(undo(&left).unwrap(), ALREADY_GONE, "safe to repeat");
+        let other = tmp.path().join("precious");
+        std::fs::create_dir(&other).unwrap();
+        let planted = Effect::StandIn {
+            dir: other.clone(),
+            link,
+        };
+        assert!(undo(&planted).is_err());
+        assert!(
+            other.exists(),
+            "only a stand-in lockcheck names so is removed"
+        );
     }
 }

@@ -259,7 +259,7 @@ fn timeline_section(bands: &[FaultBand]) -> String {
          <span><i style=\"background:#15803d;width:3px\"></i>write (token, seq)</span>\
          <span><i style=\"background:#dc2626;width:3px\"></i>rejected write</span>",
     );
-    for (band, colour) in timeline::BAND_COLOURS {
+    for (band, colour) in timeline::bands() {
         let _ = write!(
             out,
             "<span><i style=\"background:{colour};opacity:.5\"></i>{band}</span>"

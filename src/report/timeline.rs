@@ -23,20 +23,23 @@ pub struct FaultBand {
     pub indexes: Vec<u64>,
 }
 
-/// The colour of each band of `history::fault_ops`, in the page and its legend.
-pub const BAND_COLOURS: &[(&str, &str)] = &[
-    ("pause", "#f59e0b"),
-    ("kill", "#ef4444"),
-    ("partition", "#8b5cf6"),
-    ("clock", "#06b6d4"),
-    ("latency", "#10b981"),
-];
-
+/// The colour of a band of `history::fault_ops`, in the page and its legend.
 fn band_colour(band: &str) -> &'static str {
-    BAND_COLOURS
+    fault_ops::ALL
         .iter()
-        .find(|(b, _)| *b == band)
-        .map_or("#9ca3af", |(_, c)| c)
+        .find(|o| o.band == band)
+        .map_or("#9ca3af", |o| o.colour)
+}
+
+/// Each band of `history::fault_ops` once, with its colour, for the legend.
+pub fn bands() -> Vec<(&'static str, &'static str)> {
+    let mut bands: Vec<(&str, &str)> = Vec::new();
+    for o in fault_ops::ALL {
+        if !bands.iter().any(|(b, _)| *b == o.band) {
+            bands.push((o.band, o.colour));
+        }
+    }
+    bands
 }
 
 /// A period still open: its band, its family, and what its start line names.
@@ -375,12 +378,17 @@ mod tests {
 
     #[test]
     fn every_band_has_a_colour_of_its_own() {
+        let bands = bands();
         for ops in fault_ops::ALL {
-            let mine = BAND_COLOURS.iter().filter(|(b, _)| *b == ops.band);
-            assert_eq!(mine.count(), 1, "{}", ops.band);
+            assert_eq!(
+                band_colour(ops.band),
+                ops.colour,
+                "{}: one colour",
+                ops.band
+            );
         }
-        let colours: std::collections::BTreeSet<_> = BAND_COLOURS.iter().map(|c| c.1).collect();
-        assert_eq!(colours.len(), BAND_COLOURS.len());
+        let colours: std::collections::BTreeSet<_> = bands.iter().map(|c| c.1).collect();
+        assert_eq!(colours.len(), bands.len(), "{bands:?}");
     }
 
     #[test]

@@ -16,7 +16,6 @@
 //! writes (`seq` 1, 2, 3, ...): the history spec's optional file, which the checker
 //! and the report read whatever the kind.
 
-mod home;
 pub mod own;
 pub mod postgres;
 

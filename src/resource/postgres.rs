@@ -2,8 +2,8 @@
 //! on a real database.
 //!
 //! The run starts a private PostgreSQL server for the resource (one node of
-//! [`LocalCluster`], files under `<run>/resource/`, or where [`super::home`]
-//! puts them when the run directory is out of the server's reach), even when the lock service is
+//! [`LocalCluster`], files under `<run>/resource/`, its data where
+//! `cluster::home` puts them when the run directory is out of the server's reach), even when the lock service is
 //! PostgreSQL too: node faults hit the lock service's servers, and a resource that
 //! shared them would be paused or killed with them, so the stale write could not
 //! land when it should; production keeps the two apart as well. It creates one row,
@@ -307,9 +307,6 @@ pub struct Resource {
     /// The controller's own session and the task that tails the log with it.
     watcher: Option<Watcher>,
     cluster: Option<LocalCluster>,
-    /// Where the cluster's files are; dropped after `cluster`, once the server
-    /// has stopped.
-    home: Option<super::home::Home>,
 }
 
 struct Watcher {
@@ -326,8 +323,7 @@ impl Resource {
         let log_path = &run_dir.join("resource.jsonl");
         let file =
             File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let home = super::home::Home::new(run_dir.join("resource"))?;
-        let mut spec = ClusterSpec::new(BackendKind::PostgresLease, home.dir());
+        let mut spec = ClusterSpec::new(BackendKind::PostgresLease, run_dir.join("resource"));
         spec.journal_dir = run_dir.to_path_buf();
         spec.nodes = 1;
         let cluster = LocalCluster::start(spec).await?;
@@ -363,7 +359,6 @@ impl Resource {
             tail,
             watcher: Some(Watcher { client, conn, poll }),
             cluster: Some(cluster),
-            home: Some(home),
         })
     }
 
@@ -397,8 +392,7 @@ impl Resource {
         if let Some(mut c) = self.cluster.take() {
             c.stop().await;
         }
-        let settled = self.home.take().map_or(Ok(()), |h| h.close());
-        copied.and(settled)
+        copied
     }
 }
 

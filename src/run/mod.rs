@@ -310,20 +310,15 @@ async fn execute(
     spec.nodes = w.backend.nodes;
     // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
     // with a monotonic offset, in a time namespace.
+    let needs = crate::fault::spec::Needs::of(w.faults.iter().map(|f| &*f.spec));
     let mut hooks = Vec::new();
-    if w.faults
-        .iter()
-        .any(|f| f.kind == workload::FaultKind::Clock)
-    {
+    if needs.node_clocks {
         hooks.push(crate::fault::clock::prepare_hook(dir.to_path_buf()));
     }
     spec.network = w.backend.network;
     // Latency between nodes goes through proxies their connections must take
     // from the first: put in place before the nodes start, passing until the fault.
-    if w.faults
-        .iter()
-        .any(|f| f.kind == workload::FaultKind::LatencyNodes)
-    {
+    if needs.node_links {
         spec.on_network = Some(crate::fault::netns::proxy_node_links(
             dir.to_path_buf(),
             seed,
@@ -361,14 +356,8 @@ async fn execute(
         .map_err(|e| environment(format!("starting the resource: {e:#}")))?;
     // With link faults planned, each client reaches each node through a proxy of
     // its own (`client-0->n1`, ...) that the faults cut or slow.
-    let linked = w.faults.iter().any(|f| {
-        matches!(
-            f.kind,
-            workload::FaultKind::Partition | workload::FaultKind::Latency
-        )
-    });
     let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
-    let (_proxies, endpoints) = if linked {
+    let (_proxies, endpoints) = if needs.client_links {
         // Whatever the runtime, a node's proxy forwards to where clients would dial.
         let nodes = {
             let c = servers.lock().await;
@@ -410,14 +399,10 @@ async fn execute(
             }),
         })
         .collect();
-    let clocks = w
-        .faults
-        .iter()
-        .any(|f| f.kind == workload::FaultKind::Clock && f.clock_of_client);
     let (workers, pipes) = Workers::start(
         &opts.worker_exe,
         &configs,
-        clocks,
+        needs.client_clocks,
         dir,
         Duration::from_secs(20),
     )

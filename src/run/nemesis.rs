@@ -5,15 +5,11 @@
 //! lease's hole in seconds instead of waiting for luck.
 
 use super::controller::{Acquired, Recorder};
-use super::workload::{FaultEntry, FaultKind};
+use super::workload::FaultEntry;
 use super::Live;
 use crate::cluster::Cluster;
-use crate::fault::clock::{ClockFault, Clocks};
-use crate::fault::netns::{NodeLatency, NodePartition};
-use crate::fault::node::{KillNodes, PauseNodes};
-use crate::fault::proxy::LinkFault;
 use crate::fault::schedule;
-use crate::fault::{pause::Pause, ClientProc, Fault, Scene, Target};
+use crate::fault::{ClientProc, Fault, Scene, Target};
 use crate::history::{OpType, Process};
 use anyhow::Result;
 use rand::SeedableRng;
@@ -24,52 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-
-/// Builds the fault a workload entry describes.
-pub fn build(entry: &FaultEntry) -> Box<dyn Fault> {
-    match entry.kind {
-        FaultKind::Pause => Box::new(Pause::new(entry.target.clone(), entry.duration)),
-        FaultKind::PauseNode => Box::new(
-            PauseNodes::new(entry.nodes.clone(), entry.duration).method(entry.pause_method),
-        ),
-        FaultKind::Kill => Box::new(KillNodes::new(entry.nodes.clone(), entry.wipe)),
-        FaultKind::Clock => Box::new(ClockFault::new(
-            if entry.clock_of_client {
-                Clocks::Client(entry.target.clone())
-            } else {
-                Clocks::Nodes(entry.nodes.clone())
-            },
-            entry
-                .clock
-                .expect("a clock entry carries its change (checked at load)"),
-        )),
-        FaultKind::Partition | FaultKind::Latency => Box::new(LinkFault::new(
-            entry
-                .links
-                .clone()
-                .expect("a link entry names its links (checked at load)"),
-            entry
-                .link
-                .expect("a link entry carries its mode (checked at load)"),
-        )),
-        FaultKind::PartitionNodes => {
-            let (shape, cut) = entry
-                .node_partition
-                .clone()
-                .expect("a partition-nodes entry carries its shape (checked at load)");
-            Box::new(NodePartition::new(shape, cut))
-        }
-        FaultKind::LatencyNodes => Box::new(NodeLatency::new(
-            entry
-                .node_latency
-                .clone()
-                .expect("a latency-nodes entry carries its shape (checked at load)"),
-            entry
-                .link
-                .expect("a latency-nodes entry carries its delay (checked at load)"),
-        )),
-    }
-}
 
 enum Phase {
     /// Nothing until then; then start (or, for the holder, arm).
@@ -188,7 +138,7 @@ impl Tally {
             };
             missed.push(MissedFault {
                 fault: i,
-                kind: build(entry).ops().0.to_string(),
+                kind: entry.spec.kind().ops.start.to_string(),
                 planned: want,
                 started,
                 why,
@@ -309,7 +259,7 @@ impl Nemesis {
                 let phase = first.map_or(Phase::Done, |at| Phase::Quiet(start + at));
                 Scheduled {
                     entry: e.clone(),
-                    fault: build(e),
+                    fault: e.spec.fault(e.duration),
                     phase,
                     slots: mine,
                     label: String::new(),
@@ -386,7 +336,7 @@ impl Nemesis {
             match self.faults[i].phase {
                 Phase::Quiet(t) if t <= now => {
                     let due = now.saturating_duration_since(self.start);
-                    if self.faults[i].entry.target == Target::Holder {
+                    if *self.faults[i].fault.target() == Target::Holder {
                         self.faults[i].phase = Phase::Armed;
                         self.tally.set(i, |e| e.standing = Standing::Armed(due));
                     } else {
@@ -429,7 +379,7 @@ impl Nemesis {
         let Some(value) = s.fault.start(&mut scene).await? else {
             return Ok(false);
         };
-        let (start_f, _) = s.fault.ops();
+        let start_f = s.entry.spec.kind().ops.start;
         s.label = format!("{start_f} {}", targets_of(&value));
         s.phase = Phase::Active(Instant::now() + s.entry.duration);
         // A start that reached none of its targets (a clock fault on a server
@@ -461,7 +411,7 @@ impl Nemesis {
         };
         let s = &mut self.faults[i];
         let value = s.fault.stop(&mut scene).await?;
-        let (_, stop_f) = s.fault.ops();
+        let stop_f = s.entry.spec.kind().ops.end;
         s.phase = match (&mut s.slots, s.entry.interval) {
             (Some(slots), _) => slots
                 .pop_front()

@@ -37,14 +37,105 @@ pub use shim::{
 };
 pub use timens::{monotonic_hook, time_namespace};
 
+use super::duration::{Dur, SignedDur};
 use super::node::{self, NodeTarget};
+use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::{Fault, Scene, Target};
-use crate::history::f;
+use crate::cluster::Runtime;
+use crate::history::fault_ops;
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
+
+pub const KIND: Kind = Kind {
+    name: "clock",
+    keys: &["nodes", "target", "offset", "offset2", "period", "rate"],
+    instead: &[],
+    ops: &fault_ops::CLOCK,
+    read: ClockSpec::read,
+};
+
+/// `kind = "clock"`: whose clocks, and what happens to them: `rate`, `period`
+/// (a strobe between `offset` and `offset2`) or `offset` (a jump).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClockSpec {
+    pub clocks: Clocks,
+    pub change: ClockChange,
+}
+
+impl ClockSpec {
+    fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
+        let target = entry.target(setting)?;
+        let nodes = entry.take::<NodeTarget>("nodes")?;
+        let clocks = match (target, nodes) {
+            (Some(_), Some(_)) => {
+                return Err(entry.bad(
+                    "target",
+                    "a clock fault skews either a client's clock (`target`) or nodes' (`nodes`), not both",
+                ))
+            }
+            (Some(t), None) => Clocks::Client(t),
+            (None, n) => Clocks::Nodes(n.unwrap_or(NodeTarget::One)),
+        };
+        let offset = entry.take::<SignedDur>("offset")?;
+        let offset2 = entry.take::<SignedDur>("offset2")?;
+        let period = entry.take::<Dur>("period")?;
+        let rate = entry.take::<f64>("rate")?;
+        let change = match (rate, period, offset, offset2) {
+            (Some(rate), None, None, None) if rate.is_finite() && rate > 0.0 => {
+                ClockChange::Rate { rate }
+            }
+            (Some(rate), None, None, None) => {
+                return Err(entry.bad("rate", format!("expected a positive number, found {rate}")))
+            }
+            (None, Some(period), a, Some(b)) if !period.0.is_zero() => ClockChange::Strobe {
+                offset_ns: a.map_or(0, |a| a.0),
+                offset2_ns: b.0,
+                period: period.0,
+            },
+            (None, None, Some(a), None) => ClockChange::Jump { offset_ns: a.0 },
+            _ => {
+                return Err(entry.bad(
+                    "kind",
+                    "a clock fault takes `offset` (a jump), or `rate`, or `period` + `offset2` \
+                     (+ `offset`) for a strobe",
+                ))
+            }
+        };
+        Ok(Arc::new(ClockSpec { clocks, change }))
+    }
+}
+
+impl Spec for ClockSpec {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
+    fn fault(&self, _: Duration) -> Box<dyn Fault> {
+        Box::new(ClockFault::new(self.clocks.clone(), self.change))
+    }
+
+    fn needs(&self) -> Needs {
+        let of_client = matches!(self.clocks, Clocks::Client(_));
+        Needs {
+            node_clocks: !of_client,
+            client_clocks: of_client,
+            ..Needs::default()
+        }
+    }
+
+    fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
+        (runtime == Runtime::External).then(|| {
+            Refusal::kind(
+                &KIND,
+                runtime,
+                "a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start",
+            )
+        })
+    }
+}
 
 /// What a clock fault does to the clocks it hits.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -97,7 +188,7 @@ impl ClockChange {
 }
 
 /// Whose clocks a clock fault skews.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Clocks {
     Nodes(NodeTarget),
     /// A worker's own clock: its view of its lease (started under the interposer).
@@ -133,10 +224,6 @@ impl ClockFault {
 
 #[async_trait]
 impl Fault for ClockFault {
-    fn ops(&self) -> (&'static str, &'static str) {
-        (f::CLOCK_SKEW, f::CLOCK_RESET)
-    }
-
     fn target(&self) -> &Target {
         match &self.clocks {
             Clocks::Nodes(_) => &node::TIMED,

@@ -149,7 +149,6 @@
 //! duration = "4s"               #   default): every link
 //! ```
 
-mod duration;
 mod faults;
 mod located;
 mod plan;
@@ -158,27 +157,20 @@ mod raw;
 #[cfg(test)]
 mod tests;
 
-pub use duration::{Dur, SignedDur};
+pub use crate::fault::duration::{Dur, SignedDur};
+pub use faults::FaultEntry;
 pub use plan::PlannedFault;
 pub use preset::{Lease, LeasePreset, LEASE_PRESETS};
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::cluster::{NetworkKind, Runtime};
-use crate::fault::clock::ClockChange;
-use crate::fault::netns::NodeShape;
-use crate::fault::node::{NodeTarget, PauseMethod};
-use crate::fault::proxy::{Links, Mode as LinkMode};
 use crate::fault::schedule::Mix;
-use crate::fault::shape::Cut;
-use crate::fault::Target;
 use crate::resource::{self, Fence, Mode};
 use anyhow::{anyhow, bail, Result};
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use faults::{clock_change, freezer_refused, link_mode, node_shape, runtime_refuses};
 use located::{line_of, located};
 
 /// A workload, read and validated.
@@ -283,71 +275,6 @@ pub struct CriticalSection {
     pub think: Duration,
 }
 
-/// One `[[faults]]` entry: what to break, whom, and when.
-#[derive(Debug, Clone)]
-pub struct FaultEntry {
-    pub kind: FaultKind,
-    /// The client a client fault hits; `Random` (timed) for node faults, which
-    /// pick their nodes with `nodes`.
-    pub target: Target,
-    /// The server nodes a node fault (pause-node, kill, clock) hits.
-    pub nodes: NodeTarget,
-    /// Kill: restart the node with its data directory wiped.
-    pub wipe: bool,
-    /// Pause-node: SIGSTOP or the cgroup freezer.
-    pub pause_method: PauseMethod,
-    /// Clock: what happens to the clocks.
-    pub clock: Option<ClockChange>,
-    /// Clock: the clock of the `target` client's worker, not of server nodes.
-    pub clock_of_client: bool,
-    /// Partition, latency: what the links between the clients and the nodes do,
-    /// and which links.
-    pub link: Option<LinkMode>,
-    pub links: Option<Links>,
-    /// Partition-nodes: which node-to-node links, and how they are cut.
-    pub node_partition: Option<(NodeShape, Cut)>,
-    /// Latency-nodes: which node-to-node links are slowed (by `link`).
-    pub node_latency: Option<NodeShape>,
-    /// How long each occurrence lasts.
-    pub duration: Duration,
-    /// Quiet period from the start of the run to the first occurrence.
-    pub after: Duration,
-    /// Gap from the end of one occurrence to the start of the next; `None`: once.
-    pub interval: Option<Duration>,
-    /// Where the entry is in the workload's text, for errors that name a line.
-    pub span: std::ops::Range<usize>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultKind {
-    /// SIGSTOP / SIGCONT a client process.
-    Pause,
-    /// SIGSTOP / SIGCONT server nodes.
-    PauseNode,
-    /// Kill -9 server nodes, restart them when the fault ends.
-    Kill,
-    /// Skew the clocks of server nodes: jump, rate or strobe.
-    Clock,
-    /// Cut the links between the clients and server nodes (black hole or reset).
-    Partition,
-    /// Delay the bytes between the clients and server nodes.
-    Latency,
-    /// Cut the links between server nodes (in their network namespaces).
-    PartitionNodes,
-    /// Delay the bytes between server nodes (through proxies their namespaces
-    /// redirect them to).
-    LatencyNodes,
-}
-
-/// How a partition cuts a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CutKind {
-    Blackhole,
-    Reset,
-}
-
 impl Workload {
     pub fn load(path: &Path) -> Result<Workload> {
         let text = std::fs::read_to_string(path)
@@ -370,10 +297,11 @@ impl Workload {
         if nodes == 0 {
             bail!(bad("backend.nodes", "expected at least 1 node".into()));
         }
-        if kind == BackendKind::Redis && nodes != 1 {
+        let single = crate::cluster::recipe(kind).single_instance();
+        if let (Some(instead), true) = (single, nodes != 1) {
             bail!(bad(
                 "backend.nodes",
-                format!("redis is a single instance: expected 1, found {nodes} (use kind = \"redlock\" for several)")
+                format!("{kind} is a single instance: expected 1, found {nodes} ({instead})")
             ));
         }
         let fencing_token = raw.backend.fencing_token.unwrap_or(kind.token().is_some());
@@ -520,109 +448,12 @@ impl Workload {
                 format!("{kind} runs on loopback only (its server admits loopback clients); namespaces are for {}", able.join(", "))
             ));
         }
-        let mut faults = Vec::new();
-        let raw_timed: Vec<bool> = raw
-            .faults
-            .iter()
-            .map(|f| f.get_ref().after.is_some() || f.get_ref().interval.is_some())
-            .collect();
-        for (i, f) in raw.faults.into_iter().enumerate() {
-            let span = f.span();
-            let f = f.into_inner();
-            let key = |k: &str| format!("faults[{i}].{k}");
-            if f.kind == FaultKind::Pause && f.target.is_none() {
-                bail!(bad(
-                    &key("target"),
-                    "expected \"holder\", \"random\" or a client name like \"client-0\"".into()
-                ));
-            }
-            if let Some(Target::Client(c)) = f.target {
-                if c >= count {
-                    bail!(bad(
-                        &key("target"),
-                        format!(
-                            "there are {count} clients (client-0 .. client-{}): found {}",
-                            count - 1,
-                            Target::Client(c)
-                        )
-                    ));
-                }
-            }
-            if f.duration.0.is_zero() {
-                bail!(bad(
-                    &key("duration"),
-                    "expected a duration longer than 0".into()
-                ));
-            }
-            let link_fault = matches!(f.kind, FaultKind::Partition | FaultKind::Latency);
-            if link_fault && f.target.is_some() == f.nodes.is_some() {
-                bail!(bad(&key("nodes"), "a link fault cuts either a client off (`target`: \"holder\", \"random\", \"client-N\") or nodes off (`nodes`): give one of them".into()));
-            }
-            let client_fault = f.kind == FaultKind::Pause;
-            if client_fault && f.nodes.is_some() {
-                bail!(bad(
-                    &key("nodes"),
-                    "a client pause hits a client: use `target`, or kind = \"pause-node\"".into()
-                ));
-            }
-            let clock_of_client = f.kind == FaultKind::Clock && f.target.is_some();
-            if clock_of_client && f.nodes.is_some() {
-                bail!(bad(
-                    &key("target"),
-                    "a clock fault skews either a client's clock (`target`) or nodes' (`nodes`), not both".into()
-                ));
-            }
-            if !client_fault && !link_fault && !clock_of_client && f.target.is_some() {
-                bail!(bad(&key("target"), "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")".into()));
-            }
-            if f.kind != FaultKind::PauseNode && f.method.is_some() {
-                bail!(bad(
-                    &key("method"),
-                    "only a pause-node fault has a method (\"sigstop\" or \"freezer\")".into()
-                ));
-            }
-            if f.kind != FaultKind::Kill && f.wipe.is_some() {
-                bail!(bad(
-                    &key("wipe"),
-                    "only a kill restarts a node, wiped or not".into()
-                ));
-            }
-            let clock = clock_change(&f, &|k, what| bad(&key(k), what))?;
-            let link = link_mode(&f, &|k, what| bad(&key(k), what))?;
-            let node_shape = node_shape(&f, nodes, network, &|k, what| bad(&key(k), what))?;
-            let node_partition = node_shape
-                .clone()
-                .filter(|_| f.kind == FaultKind::PartitionNodes)
-                .map(|shape| {
-                    let cut = match f.cut.unwrap_or(CutKind::Blackhole) {
-                        CutKind::Blackhole => Cut::Blackhole,
-                        CutKind::Reset => Cut::Reset,
-                    };
-                    (shape, cut)
-                });
-            let node_latency = node_shape.filter(|_| f.kind == FaultKind::LatencyNodes);
-            let links = link_fault.then(|| match (&f.target, &f.nodes) {
-                (Some(t), _) => Links::FromClient(t.clone()),
-                (None, n) => Links::ToNodes(n.clone().unwrap_or(NodeTarget::One)),
-            });
-            faults.push(FaultEntry {
-                kind: f.kind,
-                target: f.target.unwrap_or(Target::Random),
-                nodes: f.nodes.unwrap_or(NodeTarget::One),
-                wipe: f.wipe.unwrap_or(false),
-                pause_method: f.method.unwrap_or_default(),
-                clock,
-                clock_of_client,
-                link,
-                links,
-                node_partition,
-                node_latency,
-                duration: f.duration.0,
-                after: f.after.map_or(Duration::from_secs(1), |d| d.0),
-                interval: f.interval.map(|d| d.0),
-                span,
-            });
-        }
+        let setting = crate::fault::spec::Setting {
+            clients: count,
+            nodes,
+            network,
+        };
+        let (faults, raw_timed) = faults::read(raw.faults, &setting, &file, text)?;
         if raw.duration.0.is_zero() {
             bail!(bad("duration", "expected a duration longer than 0".into()));
         }
@@ -734,9 +565,17 @@ impl Workload {
             Runtime::External if endpoints == 0 => bail!(
                 "{file}: backend.endpoints: the external runtime needs the servers' addresses, like [\"127.0.0.1:6379\"]"
             ),
-            Runtime::External if self.backend.kind == BackendKind::Redis && endpoints != 1 => bail!(
-                "{file}: backend.endpoints: redis is a single instance: expected 1 address, found {endpoints}"
-            ),
+            Runtime::External
+                if endpoints != 1
+                    && crate::cluster::recipe(self.backend.kind)
+                        .single_instance()
+                        .is_some() =>
+            {
+                bail!(
+                    "{file}: backend.endpoints: {} is a single instance: expected 1 address, found {endpoints}",
+                    self.backend.kind
+                )
+            }
             Runtime::External => self.backend.nodes = endpoints,
 
             _ if endpoints > 0 => bail!(
@@ -755,16 +594,8 @@ impl Workload {
             );
         }
         for (i, f) in self.faults.iter().enumerate() {
-            if let Some(why) = runtime_refuses(self.runtime, f.kind) {
-                bail!(
-                    "{file}: faults[{i}].kind: {} is unavailable under the {rt} runtime: {why}",
-                    f.kind.name()
-                );
-            }
-            if f.pause_method == PauseMethod::Freezer {
-                if let Some(why) = freezer_refused(self.runtime) {
-                    bail!("{file}: faults[{i}].method: the freezer is unavailable under the {rt} runtime: {why}");
-                }
+            if let Some(r) = f.spec.refused_by(self.runtime) {
+                bail!("{file}: faults[{i}].{}: {}", r.key, r.why);
             }
         }
         Ok(self)

@@ -55,7 +55,7 @@ impl Workload {
                         "duration",
                         format!(
                             "the [schedule] never starts this {} ({} long) in {}: quiet {}, final heal {}, seed {seed}; shorten it, or lengthen the run",
-                            f.kind.name(),
+                            f.name(),
                             secs(f.duration),
                             the_run,
                             secs(schedule.quiet),
@@ -71,7 +71,7 @@ impl Workload {
             }
             None => {
                 for (i, f) in self.faults.iter().enumerate() {
-                    let what = format!("this {} ({} long)", f.kind.name(), secs(f.duration));
+                    let what = format!("this {} ({} long)", f.name(), secs(f.duration));
                     if f.after >= run {
                         return Err(self.bad(
                             i,

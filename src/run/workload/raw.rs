@@ -1,12 +1,10 @@
 //! The file's shape, as serde reads it: every table denies unknown keys.
 
-use super::duration::DURATION_EXPECTED;
-use super::{CutKind, Dur, FaultKind, LeasePreset, SignedDur, LEASE_PRESETS};
+use super::{Dur, LeasePreset, SignedDur, LEASE_PRESETS};
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::cluster::{NetworkKind, Runtime};
-use crate::fault::node::{NodeTarget, PauseMethod};
-use crate::fault::Target;
+use crate::fault::duration::DURATION_EXPECTED;
 use crate::resource::{self, Fence, Mode};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
@@ -24,7 +22,7 @@ pub struct Workload {
     pub critical_section: CriticalSection,
     pub resource: Option<ResourceSpec>,
     #[serde(default)]
-    pub faults: Vec<toml::Spanned<Fault>>,
+    pub faults: Vec<toml::Spanned<FaultTable>>,
     pub runtime: Option<Runtime>,
     pub schedule: Option<Schedule>,
     pub client: Option<Client>,
@@ -94,17 +92,6 @@ pub struct Schedule {
     pub gap: Dur,
     pub quiet: Option<Dur>,
     pub heal: Option<Dur>,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum ShapeKind {
-    Isolate,
-    Halves,
-    MajoritiesRing,
-    Bridge,
-    Links,
-    All,
 }
 
 #[derive(Deserialize)]
@@ -179,33 +166,6 @@ pub struct CriticalSection {
     pub think: Option<Dur>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Fault {
-    pub kind: FaultKind,
-    pub target: Option<Target>,
-    pub nodes: Option<NodeTarget>,
-    pub wipe: Option<bool>,
-    /// Pause-node: `"sigstop"` (the default) or `"freezer"`.
-    pub method: Option<PauseMethod>,
-    /// Clock: a jump (`"+20s"`, `"-5s"`), or strobe's first offset.
-    pub offset: Option<SignedDur>,
-    /// Clock, strobe: the other offset, and how often it flips.
-    pub offset2: Option<SignedDur>,
-    pub period: Option<Dur>,
-    /// Clock: how fast it runs (2.0 = twice real speed).
-    pub rate: Option<f64>,
-    /// Partition: `"blackhole"` (the default) or `"reset"`.
-    pub cut: Option<CutKind>,
-    /// Partition-nodes: isolate (the default), halves, majorities-ring, bridge,
-    /// links.
-    pub shape: Option<ShapeKind>,
-    /// Partition-nodes with shape = "links": the pairs of nodes cut.
-    pub links: Option<Vec<(String, String)>>,
-    /// Latency: added to each chunk each way, plus or minus `jitter`.
-    pub delay: Option<Dur>,
-    pub jitter: Option<Dur>,
-    pub duration: Dur,
-    pub after: Option<Dur>,
-    pub interval: Option<Dur>,
-}
+/// A `[[faults]]` entry: its keys (with where they are) and their values, which
+/// its kind's spec reads (`fault::spec`).
+pub type FaultTable = std::collections::BTreeMap<toml::Spanned<String>, toml::Value>;

@@ -1,4 +1,22 @@
 use super::*;
+use crate::fault::clock::{ClockSpec, Clocks};
+use crate::fault::latency_nodes::NodeLatencySpec;
+use crate::fault::netns::NodeShape;
+use crate::fault::node::{NodeTarget, PauseMethod};
+use crate::fault::partition_nodes::NodePartitionSpec;
+use crate::fault::pause::PauseSpec;
+use crate::fault::pause_node::PauseNodeSpec;
+use crate::fault::shape::Cut;
+use crate::fault::spec::Spec;
+use crate::fault::Target;
+
+/// The spec of the workload's first fault, as a `T`.
+fn first<T: Spec>(w: &Workload) -> &T {
+    w.faults[0]
+        .spec
+        .downcast()
+        .unwrap_or_else(|| panic!("{:?}", w.faults[0].spec))
+}
 
 const GOOD: &str = r#"
 duration = "10s"
@@ -38,9 +56,17 @@ fn a_clock_fault_skews_a_client_or_nodes_not_both() {
         ))
     };
     let w = clock("target = \"holder\"").unwrap();
-    assert!(w.faults[0].clock_of_client);
-    assert_eq!(w.faults[0].target, Target::Holder);
-    assert!(!clock("nodes = \"all\"").unwrap().faults[0].clock_of_client);
+    assert_eq!(
+        first::<ClockSpec>(&w).clocks,
+        Clocks::Client(Target::Holder)
+    );
+    assert!(first::<ClockSpec>(&w).needs().client_clocks);
+    let w = clock("nodes = \"all\"").unwrap();
+    assert_eq!(
+        first::<ClockSpec>(&w).clocks,
+        Clocks::Nodes(NodeTarget::All)
+    );
+    assert!(!first::<ClockSpec>(&w).needs().client_clocks);
     let e = format!(
         "{:#}",
         clock("target = \"holder\"\nnodes = \"all\"").unwrap_err()
@@ -60,19 +86,19 @@ fn a_node_latency_needs_namespaces_a_delay_and_slows_every_link_by_default() {
     let ns = "network = \"namespaces\"";
     let slow = "kind = \"latency-nodes\"\ndelay = \"100ms\"\njitter = \"30ms\"";
     let w = etcd(ns, slow).unwrap();
-    assert_eq!(w.faults[0].node_latency, Some(NodeShape::All));
-    assert_eq!(w.faults[0].node_partition, None);
     assert_eq!(
-        w.faults[0].link,
-        Some(LinkMode::Latency {
+        first::<NodeLatencySpec>(&w),
+        &NodeLatencySpec {
+            shape: NodeShape::All,
             delay: Duration::from_millis(100),
             jitter: Duration::from_millis(30)
-        })
+        }
     );
+    assert!(first::<NodeLatencySpec>(&w).needs().node_links);
     let halves = format!("{slow}\nshape = \"halves\"");
     assert_eq!(
-        etcd(ns, &halves).unwrap().faults[0].node_latency,
-        Some(NodeShape::Halves)
+        first::<NodeLatencySpec>(&etcd(ns, &halves).unwrap()).shape,
+        NodeShape::Halves
     );
     let e = format!("{:#}", etcd("", slow).unwrap_err());
     assert!(
@@ -119,8 +145,11 @@ fn a_node_partition_needs_namespaces_and_a_shape_that_fits() {
     let w = etcd(ns, isolate).unwrap();
     assert_eq!(w.backend.network, NetworkKind::Namespaces);
     assert_eq!(
-        w.faults[0].node_partition,
-        Some((NodeShape::Isolate(NodeTarget::Primary), Cut::Blackhole))
+        first::<NodePartitionSpec>(&w),
+        &NodePartitionSpec {
+            shape: NodeShape::Isolate(NodeTarget::Primary),
+            cut: Cut::Blackhole
+        }
     );
     let e = format!("{:#}", etcd("", isolate).unwrap_err());
     assert!(
@@ -129,11 +158,11 @@ fn a_node_partition_needs_namespaces_and_a_shape_that_fits() {
     );
     let links = "kind = \"partition-nodes\"\nshape = \"links\"\nlinks = [[\"n1\", \"n3\"]]\ncut = \"reset\"";
     assert_eq!(
-        etcd(ns, links).unwrap().faults[0].node_partition,
-        Some((
-            NodeShape::Links(vec![("n1".into(), "n3".into())]),
-            Cut::Reset
-        ))
+        first::<NodePartitionSpec>(&etcd(ns, links).unwrap()),
+        &NodePartitionSpec {
+            shape: NodeShape::Links(vec![("n1".into(), "n3".into())]),
+            cut: Cut::Reset
+        }
     );
     let e = format!("{:#}", etcd(ns, &links.replace("n3", "n4")).unwrap_err());
     assert!(e.contains("faults[0].shape") && e.contains("n4"), "{e}");
@@ -182,7 +211,7 @@ fn a_node_partition_needs_namespaces_and_a_shape_that_fits() {
         etcd(ns, &format!("{isolate}\nshapes = \"x\"")).unwrap_err()
     );
     assert!(
-        e.contains("w/test.toml:") && e.contains("faults.shapes"),
+        e.contains("w/test.toml:23: faults[0].shapes: unknown key") && e.contains("shape"),
         "{e}"
     );
     let e = format!(
@@ -249,11 +278,11 @@ fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
         ))
     };
     assert_eq!(
-        pause("").unwrap().faults[0].pause_method,
+        first::<PauseNodeSpec>(&pause("").unwrap()).method,
         PauseMethod::Sigstop
     );
     let w = pause("method = \"freezer\"").unwrap();
-    assert_eq!(w.faults[0].pause_method, PauseMethod::Freezer);
+    assert_eq!(first::<PauseNodeSpec>(&w).method, PauseMethod::Freezer);
     // Docker pauses containers with the freezer whatever this machine allows.
     assert!(w.with_runtime(Runtime::Docker).is_ok());
     let e = format!("{:#}", pause("method = \"thaw\"").unwrap_err());
@@ -301,7 +330,12 @@ fn a_full_workload_reads_with_defaults_filled_in() {
     assert_eq!(w.resource.fence, Fence::NotBelow);
     assert_eq!(w.resource.kind, resource::Kind::Lockcheck);
     assert_eq!(w.allow, vec![AnomalyKind::DoubleHolder]);
-    assert_eq!(w.faults[0].target, Target::Holder);
+    assert_eq!(
+        first::<PauseSpec>(&w),
+        &PauseSpec {
+            target: Target::Holder
+        }
+    );
     assert_eq!(w.faults[0].after, Duration::from_secs(1));
     assert_eq!(w.faults[0].interval, Some(Duration::from_secs(2)));
 }
@@ -552,4 +586,38 @@ fn a_client_command_is_taken_from_the_workload_folder_and_library_self_fencing_n
     assert!(e.contains("program"), "{e}");
     let e = format!("{:#}", with("", "self_fencing = \"lease\"").unwrap_err());
     assert!(e.contains("library"), "{e}");
+}
+
+#[test]
+fn a_single_instance_backend_runs_one_node_whatever_the_runtime() {
+    let with = |backend: &str| {
+        parse(
+            &GOOD
+                .replace("kind = \"redis\"", backend)
+                .replace("resource = \"fenced\"", "resource = \"unfenced\""),
+        )
+    };
+    let e = format!("{:#}", with("kind = \"redis\"\nnodes = 2").unwrap_err());
+    assert!(
+        e.contains("backend.nodes: redis is a single instance: expected 1, found 2")
+            && e.contains("redlock"),
+        "{e}"
+    );
+    let w = with("kind = \"redlock\"\nnodes = 3\nfencing_token = false").unwrap();
+    assert_eq!(w.backend.nodes, 3, "redlock takes any number");
+    let e = format!(
+        "{:#}",
+        parse(&format!(
+            "runtime = \"external\"\n{}",
+            GOOD.replace(
+                "kind = \"redis\"",
+                "kind = \"redis\"\nendpoints = [\"127.0.0.1:1\", \"127.0.0.1:2\"]"
+            )
+        ))
+        .unwrap_err()
+    );
+    assert!(
+        e.contains("backend.endpoints: redis is a single instance: expected 1 address, found 2"),
+        "{e}"
+    );
 }

@@ -1,4 +1,6 @@
 //! Durations as workloads write them: with their unit, and signed for offsets.
+//! Here, under the faults whose entries take them, so that a fault's spec reads
+//! its own; the workload reads all of its other durations with them too.
 
 use serde::{Deserialize, Deserializer};
 use std::fmt;
@@ -27,7 +29,7 @@ impl<'de> Deserialize<'de> for SignedDur {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Dur(pub Duration);
 
-pub(super) const DURATION_EXPECTED: &str =
+pub const DURATION_EXPECTED: &str =
     "expected a duration with its unit, like \"500ms\", \"2s\" or \"1m\"";
 
 impl std::str::FromStr for Dur {

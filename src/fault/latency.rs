@@ -1,0 +1,70 @@
+//! `kind = "latency"`: the links between the clients and the nodes slowed, in the
+//! proxy every client reaches every node through (`fault::proxy`): each chunk
+//! delayed by `delay` ± `jitter`, each way. Recorded as nemesis `latency` / `heal`.
+
+use super::duration::Dur;
+use super::proxy::{LinkFault, Links, Mode};
+use super::spec::{Entry, Kind, Needs, Setting, Spec};
+use super::Fault;
+use crate::history::fault_ops;
+use anyhow::Result;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const KIND: Kind = Kind {
+    name: "latency",
+    keys: &["target", "nodes", "delay", "jitter"],
+    instead: &[],
+    ops: &fault_ops::LATENCY,
+    read: LatencySpec::read,
+};
+
+/// `kind = "latency"`: which links, and how slow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencySpec {
+    pub links: Links,
+    pub delay: Duration,
+    pub jitter: Duration,
+}
+
+impl LatencySpec {
+    fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
+        let links = Links::read(entry, setting)?;
+        let (delay, jitter) = read_delay(entry)?;
+        Ok(Arc::new(LatencySpec {
+            links,
+            delay,
+            jitter,
+        }))
+    }
+}
+
+/// A latency entry's `delay` (which it needs) and `jitter` (0 unless given).
+pub(super) fn read_delay(entry: &mut Entry<'_>) -> Result<(Duration, Duration)> {
+    let Some(Dur(delay)) = entry.take("delay")? else {
+        return Err(entry.bad("delay", "a latency fault needs its delay, like \"50ms\""));
+    };
+    let jitter = entry.take::<Dur>("jitter")?.map_or(Duration::ZERO, |j| j.0);
+    Ok((delay, jitter))
+}
+
+impl Spec for LatencySpec {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
+    fn fault(&self, _: Duration) -> Box<dyn Fault> {
+        let mode = Mode::Latency {
+            delay: self.delay,
+            jitter: self.jitter,
+        };
+        Box::new(LinkFault::new(self.links.clone(), mode))
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            client_links: true,
+            ..Needs::default()
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! `kind = "latency-nodes"`: the links between server nodes slowed, through the
+//! proxies their namespaces redirect peer connections to from the start
+//! (`fault::netns`), in the shapes of `partition-nodes` and `all` (the default):
+//! every link. Recorded as nemesis `latency` / `heal`.
+
+use super::latency::read_delay;
+use super::netns::{self, NodeLatency, NodeShape, ShapeKind};
+use super::node;
+use super::proxy::Mode;
+use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
+use super::Fault;
+use crate::cluster::Runtime;
+use crate::history::fault_ops;
+use anyhow::Result;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const KIND: Kind = Kind {
+    name: "latency-nodes",
+    keys: &["shape", "nodes", "links", "delay", "jitter"],
+    instead: &[("target", node::NOT_A_CLIENT)],
+    ops: &fault_ops::LATENCY,
+    read: NodeLatencySpec::read,
+};
+
+/// `kind = "latency-nodes"`: which node-to-node links, and how slow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLatencySpec {
+    pub shape: NodeShape,
+    pub delay: Duration,
+    pub jitter: Duration,
+}
+
+impl NodeLatencySpec {
+    fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
+        let shape = NodeShape::read(entry, setting, ShapeKind::All)?;
+        let (delay, jitter) = read_delay(entry)?;
+        Ok(Arc::new(NodeLatencySpec {
+            shape,
+            delay,
+            jitter,
+        }))
+    }
+}
+
+impl Spec for NodeLatencySpec {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
+    fn fault(&self, _: Duration) -> Box<dyn Fault> {
+        let mode = Mode::Latency {
+            delay: self.delay,
+            jitter: self.jitter,
+        };
+        Box::new(NodeLatency::new(self.shape.clone(), mode))
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            node_links: true,
+            ..Needs::default()
+        }
+    }
+
+    fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
+        netns::refused_by(&KIND, runtime)
+    }
+}

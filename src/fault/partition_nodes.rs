@@ -1,0 +1,53 @@
+//! `kind = "partition-nodes"`: the links between server nodes cut, by iptables
+//! rules in the nodes' network namespaces (`fault::netns`), in a shape: one node
+//! isolated (the default), halves, a majorities ring, a bridge, or named links.
+//! Recorded as nemesis `partition` / `heal`.
+
+use super::netns::{self, NodePartition, NodeShape, ShapeKind};
+use super::node;
+use super::shape::Cut;
+use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::Fault;
+use crate::cluster::Runtime;
+use crate::history::fault_ops;
+use anyhow::Result;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const KIND: Kind = Kind {
+    name: "partition-nodes",
+    keys: &["shape", "nodes", "links", "cut"],
+    instead: &[("target", node::NOT_A_CLIENT)],
+    ops: &fault_ops::PARTITION,
+    read: NodePartitionSpec::read,
+};
+
+/// `kind = "partition-nodes"`: which node-to-node links, and how they are cut.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePartitionSpec {
+    pub shape: NodeShape,
+    pub cut: Cut,
+}
+
+impl NodePartitionSpec {
+    fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
+        Ok(Arc::new(NodePartitionSpec {
+            shape: NodeShape::read(entry, setting, ShapeKind::Isolate)?,
+            cut: entry.take("cut")?.unwrap_or_default(),
+        }))
+    }
+}
+
+impl Spec for NodePartitionSpec {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
+    fn fault(&self, _: Duration) -> Box<dyn Fault> {
+        Box::new(NodePartition::new(self.shape.clone(), self.cut))
+    }
+
+    fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
+        netns::refused_by(&KIND, runtime)
+    }
+}

@@ -1,0 +1,171 @@
+//! `kind = "pause-node"`: server nodes stopped and resumed, as a GC pause or a
+//! stalled VM stops them: with SIGSTOP (the main process) or the cgroup freezer
+//! (every process of the node; `docker pause` for a container). Recorded as
+//! nemesis `pause` / `resume`, the method named in the `pause` value.
+
+use super::node::{self, pick, stop, targets, NodeTarget, PauseMethod, Stopped, TIMED};
+use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::{Fault, Scene, Target};
+use crate::cluster::Runtime;
+use crate::history::fault_ops;
+use crate::journal::Journal;
+use anyhow::{bail, Result};
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub const KIND: Kind = Kind {
+    name: "pause-node",
+    keys: &["nodes", "method"],
+    instead: &[("target", node::NOT_A_CLIENT)],
+    ops: &fault_ops::PAUSE,
+    read: PauseNodeSpec::read,
+};
+
+/// `kind = "pause-node"`: which nodes, and how they are stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseNodeSpec {
+    pub nodes: NodeTarget,
+    pub method: PauseMethod,
+}
+
+impl PauseNodeSpec {
+    fn read(entry: &mut Entry<'_>, _: &Setting) -> Result<Arc<dyn Spec>> {
+        Ok(Arc::new(PauseNodeSpec {
+            nodes: entry.take("nodes")?.unwrap_or(NodeTarget::One),
+            method: entry.take("method")?.unwrap_or_default(),
+        }))
+    }
+}
+
+impl Spec for PauseNodeSpec {
+    fn kind(&self) -> &'static Kind {
+        &KIND
+    }
+
+    fn fault(&self, duration: Duration) -> Box<dyn Fault> {
+        Box::new(PauseNodes::new(self.nodes.clone(), duration).method(self.method))
+    }
+
+    fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
+        if runtime == Runtime::External {
+            return Some(Refusal::kind(
+                &KIND,
+                runtime,
+                "pausing a server needs its process; lockcheck did not start these servers",
+            ));
+        }
+        // Docker pauses containers with the freezer whatever this machine allows.
+        let why = match (self.method, runtime) {
+            (PauseMethod::Freezer, Runtime::Local) => crate::cluster::freezer::unavailable(),
+            _ => None,
+        }?;
+        Some(Refusal {
+            key: "method",
+            why: format!(
+                "the freezer is unavailable under the {} runtime: {why}",
+                runtime.name()
+            ),
+        })
+    }
+}
+
+/// Pauses server nodes (the etcd leader, the Redis primary, a minority...) with
+/// SIGSTOP or the cgroup freezer ([`PauseMethod`]), and resumes them when it ends.
+/// Recorded as nemesis `pause` / `resume`, the method named in the `pause` value.
+pub struct PauseNodes {
+    nodes: NodeTarget,
+    duration: Duration,
+    method: PauseMethod,
+    stopped: Option<Stopped>,
+    /// The nodes frozen with the freezer; the cluster thaws any left at its stop.
+    frozen: Vec<String>,
+}
+
+impl PauseNodes {
+    /// Pauses with SIGSTOP; [`PauseNodes::method`] to choose.
+    pub fn new(nodes: NodeTarget, duration: Duration) -> PauseNodes {
+        PauseNodes {
+            nodes,
+            duration,
+            method: PauseMethod::Sigstop,
+            stopped: None,
+            frozen: Vec::new(),
+        }
+    }
+
+    pub fn method(self, method: PauseMethod) -> PauseNodes {
+        PauseNodes { method, ..self }
+    }
+}
+
+#[async_trait]
+impl Fault for PauseNodes {
+    fn target(&self) -> &Target {
+        &TIMED
+    }
+
+    async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<Value>> {
+        let Some((names, dir)) = pick(&self.nodes, scene).await? else {
+            return Ok(None);
+        };
+        let mut cluster = scene.cluster.expect("pick checked").lock().await;
+        // Only the nodes up: one killed by another fault is not paused.
+        let procs: Vec<(String, i32)> = names
+            .iter()
+            .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
+            .collect();
+        if procs.is_empty() {
+            return Ok(None); // all down: try later
+        }
+        let paused = match self.method {
+            PauseMethod::Sigstop => {
+                // Waits (spinning) until the kernel shows them stopped: off the
+                // runtime, whose clock times the clients' ops.
+                let journal = Journal::for_run(&dir)?;
+                let targets = procs.clone();
+                let stopped =
+                    tokio::task::spawn_blocking(move || stop(journal, &targets)).await??;
+                let names = stopped.names();
+                self.stopped = Some(stopped);
+                names
+            }
+            PauseMethod::Freezer => {
+                for (n, _) in &procs {
+                    cluster.freeze(n).await?;
+                    self.frozen.push(n.clone());
+                }
+                self.frozen.clone()
+            }
+        };
+        let mut value = targets(&paused);
+        value["duration_ms"] = json!(self.duration.as_millis() as u64);
+        value["method"] = json!(self.method.name());
+        Ok(Some(value))
+    }
+
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
+        if !self.frozen.is_empty() {
+            let Some(cluster) = scene.cluster else {
+                bail!("a node fault needs the run's cluster");
+            };
+            let mut cluster = cluster.lock().await;
+            let value = targets(&self.frozen);
+            // Try every node; report the first failure after all were tried.
+            let mut first = None;
+            for n in std::mem::take(&mut self.frozen) {
+                if let Err(e) = cluster.thaw(&n).await {
+                    first.get_or_insert(e);
+                }
+            }
+            return first.map_or(Ok(value), Err);
+        }
+        let Some(stopped) = self.stopped.take() else {
+            return Ok(targets(&[]));
+        };
+        let value = targets(&stopped.names());
+        stopped.resume()?;
+        Ok(value)
+    }
+}

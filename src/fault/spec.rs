@@ -1,0 +1,290 @@
+//! The fault catalogue: every kind of fault a workload may name, in one table
+//! ([`CATALOGUE`]) that the workload reader, the nemesis and the run's setup all
+//! read, and that points at the history's records of each (`history::fault_ops`,
+//! which the report draws from a run directory alone).
+//!
+//! A kind's own file (`fault/pause.rs`, `fault/kill.rs`, ...) holds its [`Kind`]
+//! (its name, its keys, its records) and its spec: a struct of its own fields,
+//! read and checked from its `[[faults]]` entry with errors that name the file,
+//! the line and the key, which builds the [`Fault`] the nemesis starts and stops
+//! and says what the run must set up for it and which runtimes cannot apply it.
+//! *When* a fault happens (`duration`, `after`, `interval`, a `[schedule]`) is the
+//! run's, read by the workload around the kind's own keys.
+
+use super::{clock, kill, latency, latency_nodes, partition, partition_nodes, pause, pause_node};
+use super::{Fault, Target};
+use crate::cluster::{NetworkKind, Runtime};
+use crate::history::FaultOps;
+use anyhow::Result;
+use serde::de::DeserializeOwned;
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Every kind of fault, in the order the docs list them.
+pub const CATALOGUE: &[&Kind] = &[
+    &pause::KIND,
+    &pause_node::KIND,
+    &kill::KIND,
+    &clock::KIND,
+    &partition::KIND,
+    &latency::KIND,
+    &partition_nodes::KIND,
+    &latency_nodes::KIND,
+];
+
+/// The kind a workload names `name`.
+pub fn kind(name: &str) -> Option<&'static Kind> {
+    CATALOGUE.iter().copied().find(|k| k.name == name)
+}
+
+/// One kind of fault, as the catalogue lists it.
+pub struct Kind {
+    /// As a workload spells it: `kind = "pause-node"`.
+    pub name: &'static str,
+    /// The keys of its `[[faults]]` entry, besides `kind` and the run's timing.
+    pub keys: &'static [&'static str],
+    /// What to say of a key it does not take, where that helps more than naming
+    /// the kinds that take it: (key, what to say).
+    pub instead: &'static [(&'static str, &'static str)],
+    /// The history records of its start and end, and the report's band for them.
+    pub ops: &'static FaultOps,
+    /// Reads and checks its entry's keys.
+    pub read: fn(&mut Entry<'_>, &Setting) -> Result<Arc<dyn Spec>>,
+}
+
+impl Kind {
+    /// Why an entry of this kind may not have `key`.
+    fn refusal(&self, key: &str, timing: &[&str]) -> String {
+        if let Some((_, what)) = self.instead.iter().find(|(k, _)| *k == key) {
+            return what.to_string();
+        }
+        let takers: Vec<&str> = CATALOGUE
+            .iter()
+            .filter(|k| k.keys.contains(&key))
+            .map(|k| k.name)
+            .collect();
+        if !takers.is_empty() {
+            return format!("only a {} fault takes it", takers.join(" or "));
+        }
+        let known: Vec<&str> = ["kind"]
+            .iter()
+            .chain(self.keys)
+            .chain(timing)
+            .copied()
+            .collect();
+        format!(
+            "unknown key: a {} fault takes {}",
+            self.name,
+            known.join(", ")
+        )
+    }
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// What an entry is checked against: the run's clients and servers.
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// Clients `client-0` .. `client-N-1`.
+    pub clients: usize,
+    /// Server nodes `n1` .. `nN`.
+    pub nodes: usize,
+    pub network: NetworkKind,
+}
+
+/// What the run must set up, before it starts, for a fault to have something to act on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// The server nodes start under the clock interposer (a clock fault on nodes).
+    pub node_clocks: bool,
+    /// The workers start under the clock interposer (a clock fault on a client).
+    pub client_clocks: bool,
+    /// Each client reaches each node through a proxy of its own (link faults).
+    pub client_links: bool,
+    /// The nodes reach each other through proxies from the start (latency-nodes).
+    pub node_links: bool,
+}
+
+impl Needs {
+    /// What every one of `specs` needs.
+    pub fn of<'a>(specs: impl IntoIterator<Item = &'a dyn Spec>) -> Needs {
+        specs.into_iter().fold(Needs::default(), |a, s| {
+            let b = s.needs();
+            Needs {
+                node_clocks: a.node_clocks || b.node_clocks,
+                client_clocks: a.client_clocks || b.client_clocks,
+                client_links: a.client_links || b.client_links,
+                node_links: a.node_links || b.node_links,
+            }
+        })
+    }
+}
+
+/// Why a runtime cannot apply a fault: the key it is about, and why in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub key: &'static str,
+    pub why: String,
+}
+
+impl Refusal {
+    /// The runtime cannot apply this kind at all.
+    pub fn kind(kind: &Kind, runtime: Runtime, why: &str) -> Refusal {
+        Refusal {
+            key: "kind",
+            why: format!(
+                "{} is unavailable under the {} runtime: {why}",
+                kind.name,
+                runtime.name()
+            ),
+        }
+    }
+}
+
+/// One `[[faults]]` entry, read and checked: the fields of its kind.
+pub trait Spec: Any + fmt::Debug + Send + Sync {
+    /// Its kind, in the catalogue.
+    fn kind(&self) -> &'static Kind;
+
+    /// The fault the nemesis starts and stops, each occurrence lasting `duration`.
+    fn fault(&self, duration: Duration) -> Box<dyn Fault>;
+
+    /// What the run sets up for it before the servers start.
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+
+    /// Why `runtime` cannot apply it, if it cannot.
+    fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
+        let _ = runtime;
+        None
+    }
+}
+
+impl dyn Spec {
+    /// The spec as its own type, when it is one.
+    pub fn downcast<T: Spec>(&self) -> Option<&T> {
+        (self as &dyn Any).downcast_ref()
+    }
+}
+
+/// The keys of one `[[faults]]` entry, as a kind's `read` takes them: each value
+/// read into its type, every error naming the key (the workload adds the file
+/// and the line).
+pub struct Entry<'a> {
+    kind: &'static Kind,
+    values: BTreeMap<String, toml::Value>,
+    bad: &'a dyn Fn(&str, String) -> anyhow::Error,
+}
+
+impl<'a> Entry<'a> {
+    /// The entry of these keys: its `kind` must be in the catalogue, and every
+    /// other key one of that kind's or of `timing` (the keys the run reads itself).
+    /// `bad(key, what)` makes the error about a key.
+    pub fn new(
+        mut values: BTreeMap<String, toml::Value>,
+        timing: &[&str],
+        bad: &'a dyn Fn(&str, String) -> anyhow::Error,
+    ) -> Result<Entry<'a>> {
+        let names: Vec<String> = CATALOGUE
+            .iter()
+            .map(|k| format!("\"{}\"", k.name))
+            .collect();
+        let expected = format!("expected one of {}", names.join(", "));
+        let kind = match values.remove("kind") {
+            Some(toml::Value::String(s)) => match kind(&s) {
+                Some(k) => k,
+                None => return Err(bad("kind", format!("{expected}, found \"{s}\""))),
+            },
+            Some(other) => return Err(bad("kind", format!("{expected}, found {other}"))),
+            None => return Err(bad("kind", format!("missing: {expected}"))),
+        };
+        if let Some(key) = values
+            .keys()
+            .find(|k| !timing.contains(&k.as_str()) && !kind.keys.contains(&k.as_str()))
+        {
+            return Err(bad(key, kind.refusal(key, timing)));
+        }
+        Ok(Entry { kind, values, bad })
+    }
+
+    pub fn kind(&self) -> &'static Kind {
+        self.kind
+    }
+
+    /// The value of `key`, if the entry has one, read as a `T`.
+    pub fn take<T: DeserializeOwned>(&mut self, key: &str) -> Result<Option<T>> {
+        let Some(value) = self.values.remove(key) else {
+            return Ok(None);
+        };
+        T::deserialize(value)
+            .map(Some)
+            .map_err(|e| (self.bad)(key, e.message().trim_end().to_string()))
+    }
+
+    /// Whether the entry has `key` (not taken yet).
+    pub fn has(&self, key: &str) -> bool {
+        self.values.contains_key(key)
+    }
+
+    /// The error about `key`: what is wrong with it, or what is missing.
+    pub fn bad(&self, key: &str, what: impl Into<String>) -> anyhow::Error {
+        (self.bad)(key, what.into())
+    }
+
+    /// `target`, a client of the run's: `holder`, `random` or `client-N`.
+    pub fn target(&mut self, setting: &Setting) -> Result<Option<Target>> {
+        let target = self.take::<Target>("target")?;
+        if let Some(Target::Client(c)) = target {
+            if c >= setting.clients {
+                return Err(self.bad(
+                    "target",
+                    format!(
+                        "there are {} clients (client-0 .. client-{}): found {}",
+                        setting.clients,
+                        setting.clients.saturating_sub(1),
+                        Target::Client(c)
+                    ),
+                ));
+            }
+        }
+        Ok(target)
+    }
+
+    /// Reads the spec of its kind. Every key must have been taken by then but the
+    /// run's own (which it takes first).
+    pub fn read(mut self, setting: &Setting) -> Result<Arc<dyn Spec>> {
+        let spec = (self.kind.read)(&mut self, setting)?;
+        match self.values.keys().next() {
+            Some(key) => Err(self.bad(key, "unknown key")),
+            None => Ok(spec),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_one_name_and_its_keys_once() {
+        for (i, k) in CATALOGUE.iter().enumerate() {
+            assert!(
+                CATALOGUE[..i].iter().all(|o| o.name != k.name),
+                "{} twice",
+                k.name
+            );
+            for (j, key) in k.keys.iter().enumerate() {
+                assert!(!k.keys[..j].contains(key), "{}: {key} twice", k.name);
+            }
+            assert_eq!(kind(k.name).map(|k| k.name), Some(k.name));
+        }
+    }
+}
