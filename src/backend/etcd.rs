@@ -15,6 +15,14 @@
 //! deleted and another client acquires; the first wakes up still believing it holds
 //! the lock. Fencing by revision at the resource stops its stale writes.
 //!
+//! **Election.** [`EtcdLock::connect_election`] gives the same client on etcd's own
+//! election API (the v3election service, which runs the `concurrency` package's
+//! `Election` on the server): acquire is `Campaign` (our value under the election's
+//! prefix, on our lease; it answers once every earlier candidate's key is gone),
+//! renew is the lease keep-alive, release is `Resign`. The token is the leader key's
+//! create revision, as with the lock. A campaign not won within the acquire timeout
+//! revokes its lease, which deletes the candidate key.
+//!
 //! etcd rounds a lease up to whole seconds and to its minimum (1.5 × election
 //! timeout); the grant reports the TTL the server actually gave.
 
@@ -22,7 +30,8 @@ use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_trait::async_trait;
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, PutOptions, ResponseHeader, Txn, TxnOp,
+    Client, Compare, CompareOp, ConnectOptions, LeaderKey, PutOptions, ResignOptions,
+    ResponseHeader, Txn, TxnOp,
 };
 use std::collections::HashMap;
 use std::future::Future;
@@ -34,6 +43,8 @@ struct Hold {
     value: String,
     lease: i64,
     token: Option<u64>,
+    /// The leader key, when this client campaigned (election) rather than locked.
+    leader: Option<LeaderKey>,
     /// The background keep-alive, while the lock is held.
     keeper: Option<JoinHandle<()>>,
 }
@@ -68,6 +79,8 @@ pub struct EtcdLock {
     members: HashMap<u64, String>,
     last_member: Option<u64>,
     held: Option<Hold>,
+    /// Campaign and resign through etcd's election API instead of the lock txn.
+    election: bool,
 }
 
 impl EtcdLock {
@@ -101,7 +114,15 @@ impl EtcdLock {
             members,
             last_member: None,
             held: None,
+            election: false,
         })
+    }
+
+    /// The same client, campaigning in etcd's election named after the lock.
+    pub async fn connect_election(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
+        let mut client = Self::connect(endpoints, cfg).await?;
+        client.election = true;
+        Ok(client)
     }
 
     /// Runs one request under the request timeout; any failure is `Err(words)`. A
@@ -200,6 +221,97 @@ impl EtcdLock {
         }
     }
 
+    /// Campaigns with `hold`'s lease until elected or `deadline`. Dropping the
+    /// campaign's call cancels it on the server, and the revoke deletes our candidate
+    /// key for certain, so a campaign given up on never wins later unseen.
+    async fn campaign(
+        &mut self,
+        mut hold: Hold,
+        ttl: i64,
+        deadline: Instant,
+    ) -> Result<Grant, LockError> {
+        let mut c = self.client.clone();
+        let (name, value, lease) = (self.cfg.name.clone(), hold.value.clone(), hold.lease);
+        let won = tokio::time::timeout_at(deadline.into(), c.campaign(name, value, lease)).await;
+        match won {
+            Ok(Ok(mut r)) => {
+                self.saw(r.header());
+                let leader = r.take_leader();
+                hold.token = leader.as_ref().map(|l| l.rev() as u64);
+                hold.leader = leader;
+                let grant = Self::grant(hold.token, ttl);
+                self.held = Some(hold);
+                Ok(grant)
+            }
+            Ok(Err(e)) if lease_not_found(&e) => Err(LockError::Denied(format!("campaign: {e}"))),
+            Ok(Err(e)) => {
+                // We may have been elected: the lease, no longer kept alive, ends it
+                // within its TTL; a release can still resign by our key.
+                hold.stop_keeper();
+                self.held = Some(hold);
+                Err(LockError::Indeterminate(format!("campaign: {e}")))
+            }
+            Err(_) => {
+                drop(hold);
+                self.revoke(lease).await;
+                Err(LockError::Denied(format!(
+                    "campaign: not elected within {}ms",
+                    self.cfg.acquire_timeout.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// Resigns the leadership `leader` (deletes our key if it is still there) and
+    /// revokes its lease. Denied when the key was already gone.
+    async fn resign(&mut self, hold: Hold, leader: LeaderKey) -> Result<(), LockError> {
+        let key = leader.key().to_vec();
+        let still = self
+            .ask("leader check", |mut c| {
+                let key = key.clone();
+                async move { c.get(key, None).await }
+            })
+            .await;
+        let ours = match still {
+            Ok(r) => {
+                self.saw(r.header());
+                !r.kvs().is_empty()
+            }
+            Err(f) => {
+                self.held = Some(hold);
+                return Err(LockError::Indeterminate(f.why));
+            }
+        };
+        let resigned = self
+            .ask("resign", |mut c| {
+                let leader = leader.clone();
+                async move {
+                    c.resign(Some(ResignOptions::new().with_leader(leader)))
+                        .await
+                }
+            })
+            .await;
+        match resigned {
+            Ok(r) => {
+                self.saw(r.header());
+                self.revoke(hold.lease).await;
+                match ours {
+                    true => Ok(()),
+                    false => Err(LockError::Denied(
+                        "not-held: the leader key is no longer ours".into(),
+                    )),
+                }
+            }
+            Err(f) if f.lease_gone || !ours => {
+                Err(LockError::Denied(format!("not-held: {}", f.why)))
+            }
+            Err(f) => {
+                self.held = Some(hold);
+                Err(LockError::Indeterminate(f.why))
+            }
+        }
+    }
+
     fn grant(token: Option<u64>, ttl_secs: i64) -> Grant {
         Grant {
             token,
@@ -277,6 +389,7 @@ impl LockClient for EtcdLock {
             value: holder_id(),
             lease,
             token: None,
+            leader: None,
             keeper: Some(tokio::spawn(keep_alive(
                 self.client.clone(),
                 lease,
@@ -284,6 +397,9 @@ impl LockClient for EtcdLock {
                 self.timeout,
             ))),
         };
+        if self.election {
+            return self.campaign(hold, ttl, deadline).await;
+        }
         let key = self.cfg.name.clone();
         let txn = Txn::new()
             .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
@@ -352,6 +468,18 @@ impl LockClient for EtcdLock {
             return Err(LockError::Denied("not-held: nothing to release".into()));
         };
         hold.stop_keeper();
+        if self.election {
+            return match hold.leader.clone() {
+                Some(leader) => self.resign(hold, leader).await,
+                // A campaign with no answer: revoking its lease deletes its key.
+                None => {
+                    self.revoke(hold.lease).await;
+                    Err(LockError::Denied(
+                        "not-held: a campaign without an answer; its lease revoked".into(),
+                    ))
+                }
+            };
+        }
         let key = self.cfg.name.clone();
         let txn = Txn::new()
             .when([Compare::value(

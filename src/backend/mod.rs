@@ -254,6 +254,41 @@ pub async fn connect(
     })
 }
 
+/// The backends a workload with `mode = "election"` can campaign on, each with its
+/// community's leader-election recipe.
+pub const ELECTION_BACKENDS: [BackendKind; 4] = [
+    BackendKind::Etcd,
+    BackendKind::Zookeeper,
+    BackendKind::Redis,
+    BackendKind::Nats,
+];
+
+/// Opens one candidate of a leader election on a lock service: acquire campaigns
+/// (answers once elected, or fails at the acquire timeout), renew keeps the
+/// leadership's lease, release resigns. The recipes:
+/// - `etcd`: the election API (`Campaign` / `Resign`, as etcd's `concurrency`
+///   package runs it), the leader key's create revision as the token;
+/// - `zookeeper`: ZooKeeper's leader-election recipe, which is its lock recipe
+///   (ephemeral sequential znodes, the lowest leads, each watches its predecessor);
+/// - `redis`: a lease key set only if absent, renewed only while it holds our value;
+/// - `nats`: a KV key created only if absent in a bucket whose max age is the lease,
+///   updated by expected revision (ripienaar/nats-kv-leader-elect's recipe).
+pub async fn connect_election(
+    kind: BackendKind,
+    endpoints: &[String],
+    cfg: &LockConfig,
+) -> anyhow::Result<Box<dyn LockClient>> {
+    match kind {
+        BackendKind::Etcd => Ok(Box::new(
+            self::etcd::EtcdLock::connect_election(endpoints, cfg).await?,
+        )),
+        BackendKind::Zookeeper | BackendKind::Redis | BackendKind::Nats => {
+            connect(kind, endpoints, cfg).await
+        }
+        _ => anyhow::bail!("the {kind} backend has no leader-election recipe"),
+    }
+}
+
 /// The one endpoint of a single-server backend.
 fn single(kind: BackendKind, endpoints: &[String]) -> anyhow::Result<&str> {
     match endpoints {

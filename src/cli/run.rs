@@ -207,8 +207,13 @@ fn print_report(r: &RunReport) {
             );
         }
     }
+    // An election's critical sections are leaderships, ended by a resignation.
+    let sections = match r.mode.as_deref() {
+        Some("election") => "leaderships resigned",
+        _ => "critical sections completed",
+    };
     println!(
-        "  {} critical sections completed, {} faults, {} stale writes rejected by the fence{}",
+        "  {} {sections}, {} faults, {} stale writes rejected by the fence{}",
         f.critical_sections,
         f.faults,
         f.writes_rejected_by_fence,

@@ -20,6 +20,10 @@ pub struct Analysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<super::library::LibraryBelief>,
     pub guidance: Guidance,
+    /// Present in an election (`mode = "election"`): the leaderships, and how long
+    /// deposed leaders went on acting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub election: Option<super::election::Leaderships>,
 }
 
 /// One deposed holder: another process acquired while it still believed it held the lock.
@@ -41,6 +45,10 @@ pub struct Zombie {
     pub writes_after: usize,
     pub writes_accepted_after: usize,
     pub writes_rejected_after: usize,
+    /// When its last write after the deposition was last seen (ns): the deposed
+    /// holder's last act (a leader's, in an election); none if it wrote nothing after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_act: Option<u64>,
     /// History indexes: the holder's acquire ok, the new holder's acquire ok, then
     /// the invokes of the deposed holder's ops counted in `ops_after`.
     pub indexes: Vec<u64>,
@@ -146,6 +154,7 @@ pub fn analyze(
     let library = super::library::belief(history, &zombies);
     Analysis {
         library,
+        election: None,
         zombies,
         fencing,
         self_fencing,
@@ -202,6 +211,7 @@ pub fn zombie_windows(history: &History, calls: &Calls) -> ZombieWindows {
             writes_rejected_after: writes()
                 .filter(|c| c.outcome == Outcome::StaleRejected)
                 .count(),
+            last_act: writes().map(|c| c.last_seen()).max(),
             indexes,
         });
     }
@@ -584,7 +594,7 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
 }
 
 /// "once", "2 times": counts in sentences.
-fn times(n: usize) -> String {
+pub fn times(n: usize) -> String {
     if n == 1 {
         "once".into()
     } else {

@@ -4,6 +4,7 @@
 //! the embedded columns (see `timeline`).
 
 use super::analysis::{self, Analysis, Guidance, Zombie};
+use super::election::{self, Leaderships};
 use super::sections::Calls;
 use super::summary::{summarize, validity_word, Summary};
 use super::timeline::{self, FaultBand};
@@ -29,12 +30,12 @@ fn nums(v: &[u64]) -> String {
 pub fn render(input: &Input<'_>) -> String {
     let calls = Calls::of_run(input.history, input.resource);
     let bands = timeline::fault_bands(input.history);
-    let analysis = analysis::analyze(
-        input.history,
-        &calls,
-        input.resource,
-        input.self_fencing_margin_ms(),
-    );
+    let analysis = input.analyze_calls(&calls);
+    // An election's critical sections are leaderships.
+    let section_word = match analysis.election {
+        Some(_) => "leadership",
+        None => "critical section",
+    };
     let summary = summarize(input.history, &calls, &bands);
     let data = timeline::build(input.history, &calls, &bands);
     // JSON can only hold `<` inside strings, where \u003c means the same: the data
@@ -73,10 +74,14 @@ pub fn render(input: &Input<'_>) -> String {
         dur = secs(summary.duration_ns),
         ops = summary.ops,
     );
-    page += &figures(&summary, v.anomalies.iter().filter(|a| !a.allowed).count());
+    page += &figures(
+        &summary,
+        v.anomalies.iter().filter(|a| !a.allowed).count(),
+        section_word,
+    );
     page += &guidance_panel(&analysis.guidance);
     page += &super::library::panel(input.run, analysis.library.as_ref());
-    page += &timeline_section(&bands);
+    page += &timeline_section(&bands, section_word);
     page += &cards(&v.anomalies);
     page += &analysis_panels(&analysis);
     page += &notes(input);
@@ -88,13 +93,13 @@ pub fn render(input: &Input<'_>) -> String {
     page
 }
 
-fn figures(s: &Summary, failing: usize) -> String {
+fn figures(s: &Summary, failing: usize, section_word: &str) -> String {
     let fig = |n: String, what: &str| {
         format!("<div class=\"figure\"><b>{n}</b><span>{what}</span></div>")
     };
     let mut out = String::from("<section class=\"figures\" id=\"lc-summary\">");
     out += &fig(s.processes.to_string(), "client processes");
-    out += &fig(s.critical_sections.to_string(), "critical sections");
+    out += &fig(s.critical_sections.to_string(), &format!("{section_word}s"));
     out += &fig(
         format!("{} / {}", s.acquires_ok, s.acquires_ok + s.acquires_failed),
         "acquires ok / tried",
@@ -132,6 +137,39 @@ fn zombie_row(z: &Zombie) -> String {
     )
 }
 
+/// An election's leaderships: how long each deposed leader went on acting after a
+/// new leader was elected.
+fn leaderships_panel(l: &Leaderships, deposed: &[Zombie]) -> String {
+    let mut out = format!(
+        "<div class=\"panel\" id=\"lc-leaderships\"><h2>Leaderships</h2><p>{}</p>",
+        escape(&l.sentence)
+    );
+    let mut acted: Vec<(&Zombie, u64)> = deposed
+        .iter()
+        .filter_map(|z| Some((z, election::acting_ns(z)?)))
+        .collect();
+    acted.sort_by_key(|&(_, ns)| std::cmp::Reverse(ns));
+    if !acted.is_empty() {
+        out += "<table class=\"zlist\"><tr><th>deposed leader</th><th>new leader</th><th>elected at</th><th>went on acting for</th><th>acts after</th></tr>";
+        for (z, ns) in acted.iter().take(MAX_ZOMBIE_ROWS) {
+            let _ = write!(
+                out,
+                "<tr data-ix=\"{}\"><td>p{}{}</td><td>p{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                ix_attr(&z.indexes),
+                z.process,
+                z.token.map_or(String::new(), |t| format!(" (t{t})")),
+                z.by_process,
+                z.by_token.map_or(String::new(), |t| format!(" (t{t})")),
+                secs(z.deposed_at),
+                secs(*ns),
+                z.writes_after
+            );
+        }
+        out += "</table>";
+    }
+    out + "</div>"
+}
+
 fn guidance_panel(g: &Guidance) -> String {
     let answer = serde_json::to_value(g.answer)
         .ok()
@@ -150,6 +188,9 @@ fn guidance_panel(g: &Guidance) -> String {
 
 fn analysis_panels(a: &Analysis) -> String {
     let mut out = String::from("<section class=\"row\">");
+    if let Some(l) = &a.election {
+        out += &leaderships_panel(l, &a.zombies.all);
+    }
     let z = &a.zombies;
     let _ = write!(
         out,
@@ -247,13 +288,13 @@ fn cards(anomalies: &[Anomaly]) -> String {
     out + "</section>\n"
 }
 
-fn timeline_section(bands: &[FaultBand]) -> String {
-    let mut out = String::from(
+fn timeline_section(bands: &[FaultBand], section_word: &str) -> String {
+    let mut out = format!(
         "<section class=\"tl\" id=\"lc-timeline-section\"><div class=\"controls\">\
          <b>Timeline</b><button id=\"lc-fit\">Fit</button><button id=\"lc-in\">Zoom in</button><button id=\"lc-out\">Zoom out</button>\
          <span id=\"lc-view\" class=\"muted\"></span><span class=\"legend\">\
          <span><i style=\"background:#bfdbfe\"></i>acquire / release window</span>\
-         <span><i style=\"background:#2563eb\"></i>critical section</span>\
+         <span><i style=\"background:#2563eb\"></i>{section_word}</span>\
          <span><i style=\"background:#ea580c\"></i>after being deposed</span>\
          <span><i style=\"background:#1e3a8a;height:2px\"></i>lease (server)</span>\
          <span><i style=\"background:#15803d;width:3px\"></i>write (token, seq)</span>\

@@ -5,6 +5,7 @@
 
 pub mod analysis;
 pub mod browser;
+pub mod election;
 pub mod html;
 pub mod junit;
 pub mod library;
@@ -58,15 +59,43 @@ impl Input<'_> {
         MissedFaults::of(self.run?)
     }
 
+    /// Whether the run was a leader election: `mode` in verdict.json, else the
+    /// workload's own top-level `mode`.
+    pub fn election(&self) -> bool {
+        let recorded = self.run.and_then(|r| r.get("mode")).and_then(Value::as_str);
+        let mode = match recorded {
+            Some(m) => Some(m.to_string()),
+            None => self
+                .workload
+                .and_then(|w| w.parse::<toml::Table>().ok())
+                .and_then(|w| w.get("mode")?.as_str().map(String::from)),
+        };
+        mode.as_deref() == Some("election")
+    }
+
+    /// An election's `on_lease_loss`, as verdict.json records it.
+    fn on_lease_loss(&self) -> Option<String> {
+        self.run?.get("on_lease_loss")?.as_str().map(String::from)
+    }
+
     /// Runs the analyses (zombie windows, fencing replay, guidance).
     pub fn analyze(&self) -> analysis::Analysis {
-        let calls = sections::Calls::of_run(self.history, self.resource);
-        analysis::analyze(
+        self.analyze_calls(&sections::Calls::of_run(self.history, self.resource))
+    }
+
+    /// The analyses over calls already read off the history; an election's in its
+    /// own words (leaderships, deposed leaders acting).
+    pub fn analyze_calls(&self, calls: &sections::Calls) -> analysis::Analysis {
+        let mut a = analysis::analyze(
             self.history,
-            &calls,
+            calls,
             self.resource,
             self.self_fencing_margin_ms(),
-        )
+        );
+        if self.election() {
+            election::apply(&mut a, calls, self.on_lease_loss());
+        }
+        a
     }
 }
 

@@ -70,6 +70,9 @@ pub fn analysis_text(a: &Analysis) -> String {
         secs(z.p90_ns),
         secs(z.max_ns)
     );
+    if let Some(l) = &a.election {
+        out += &format!("leaderships: {}\n", l.sentence);
+    }
     out += &format!("fencing: {}\n", a.fencing.sentence);
     if let Some(s) = &a.self_fencing {
         out += &format!("self-fencing: {}\n", s.sentence);

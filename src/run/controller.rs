@@ -7,7 +7,7 @@
 //! the old op is recognised by its request id and dropped.
 
 use super::worker::{self, Command, Reply};
-use super::workload::Workload;
+use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Workload};
 use super::Live;
 use crate::fault::{client_name, ClientProc};
 use crate::history::{HistoryWriter, Op, OpType, Process};
@@ -305,28 +305,25 @@ impl Slot {
         }
     }
 
-    /// Runs critical sections until `stop` turns true, then finishes the one under
-    /// way (its writes and its release) and closes the worker's stdin.
+    /// Runs critical sections (or, in an election, campaigns and leads) until `stop`
+    /// turns true, then finishes the turn under way (its writes and its release) and
+    /// closes the worker's stdin.
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) -> Result<()> {
-        let think = self.shared.workload.section.think;
+        let mode = self.shared.workload.mode.clone();
+        let think = match &mode {
+            ClientMode::Lock(s) => s.think,
+            ClientMode::Election(_) => Duration::ZERO,
+        };
         while self.alive && !*stop.borrow() {
             let acquired = self.call(Command::Acquire).await?;
             if acquired.kind == OpType::Ok {
                 let token = acquired.value.get("token").and_then(Value::as_u64);
                 self.shared.live.acquired(self.index);
-                let (ack, wait) = oneshot::channel();
-                if self
-                    .shared
-                    .acquired
-                    .send(Acquired {
-                        slot: self.index,
-                        ack,
-                    })
-                    .is_ok()
-                {
-                    let _ = wait.await;
+                self.announce_holder().await;
+                match &mode {
+                    ClientMode::Lock(s) => self.section(s, token).await?,
+                    ClientMode::Election(e) => self.lead(e, token, &mut stop).await?,
                 }
-                self.section(token).await?;
                 self.shared.live.release(self.index);
             }
             tokio::select! {
@@ -337,19 +334,87 @@ impl Slot {
         Ok(())
     }
 
+    /// Tells the nemesis that this slot holds the lock and waits for its ack, so that
+    /// a fault armed for the holder lands before the slot's next op.
+    async fn announce_holder(&mut self) {
+        let (ack, wait) = oneshot::channel();
+        if self
+            .shared
+            .acquired
+            .send(Acquired {
+                slot: self.index,
+                ack,
+            })
+            .is_ok()
+        {
+            let _ = wait.await;
+        }
+    }
+
+    /// Leads until the run ends or, with `on_lease_loss = "exit"`, until it learns
+    /// that its lease is gone: renews every `renew_every`, acts (writes with its
+    /// token) every `act_every`, announcing itself to the nemesis before each act (a
+    /// fault armed for the holder hits the leader there), then resigns. With
+    /// `"ignore"`, a failed renewal changes nothing: the leader goes on acting.
+    /// Ends early when the process id is retired (an `info`).
+    async fn lead(
+        &mut self,
+        e: &Election,
+        mut token: Option<u64>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<()> {
+        let process = self.process;
+        let exit = e.on_lease_loss == OnLeaseLoss::Exit;
+        let mut renewed = Instant::now();
+        let mut lease_lost = false;
+        while !*stop.borrow() {
+            if renewed.elapsed() >= e.renew_every {
+                let r = self.call(Command::Renew { token }).await?;
+                if self.process != process || !self.alive {
+                    return Ok(());
+                }
+                renewed = Instant::now();
+                if r.kind == OpType::Ok {
+                    token = r.value.get("token").and_then(Value::as_u64).or(token);
+                } else if exit {
+                    lease_lost = true;
+                    break;
+                }
+            }
+            self.announce_holder().await;
+            self.writes += 1;
+            let data = format!("{}:{}", self.process, self.writes);
+            let acted = self.call(Command::Write { token, data }).await?;
+            if self.process != process || !self.alive {
+                return Ok(());
+            }
+            if exit && acted.error.as_deref() == Some(worker::SELF_FENCED) {
+                // Its own deadline passed: the leader stops acting at once.
+                lease_lost = true;
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(e.act_every) => {}
+                _ = super::stopped(stop) => {}
+            }
+        }
+        self.call(Command::Release { token, lease_lost }).await?;
+        Ok(())
+    }
+
     /// Reads, writes with the token (renewing when the lease needs it), releases. Ends
     /// early when the process id is retired (an `info`): the new id holds nothing.
-    async fn section(&mut self, mut token: Option<u64>) -> Result<()> {
+    async fn section(&mut self, s: &CriticalSection, mut token: Option<u64>) -> Result<()> {
         let w = self.shared.workload.clone();
         let process = self.process;
-        let pause = w.section.hold / w.section.writes;
+        let pause = s.hold / s.writes;
         let mut granted = Instant::now();
         // A holder reads what it is about to change, as a read-modify-write client does.
         self.call(Command::Read).await?;
         if self.process != process || !self.alive {
             return Ok(());
         }
-        for _ in 0..w.section.writes {
+        for _ in 0..s.writes {
             if w.backend
                 .lease
                 .renew_every
@@ -388,7 +453,11 @@ impl Slot {
             }
             tokio::time::sleep(pause).await;
         }
-        self.call(Command::Release { token }).await?;
+        self.call(Command::Release {
+            token,
+            lease_lost: false,
+        })
+        .await?;
         Ok(())
     }
 
@@ -397,7 +466,13 @@ impl Slot {
         let w = &self.shared.workload;
         let invoke_value = match &cmd {
             Command::Acquire => json!({ "lock": super::LOCK_NAME }),
-            Command::Renew { token } | Command::Release { token } => json!({ "token": token }),
+            Command::Renew { token } => json!({ "token": token }),
+            // A leader that resigns on losing its lease says so (docs/election.md).
+            Command::Release {
+                token,
+                lease_lost: true,
+            } => json!({ "token": token, "lease_lost": true }),
+            Command::Release { token, .. } => json!({ "token": token }),
             Command::Write { token, data } => json!({ "token": token, "data": data }),
             Command::Read | Command::Held => Value::Null,
         };

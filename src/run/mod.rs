@@ -76,6 +76,13 @@ pub struct RunReport {
     /// report shows the window this leaves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing_margin_ms: Option<u64>,
+    /// `"election"` when the clients campaigned (`mode = "election"`): the report
+    /// then names leaderships and how long a deposed leader went on acting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// An election's `[clients] on_lease_loss` (`"ignore"` or `"exit"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_lease_loss: Option<workload::OnLeaseLoss>,
     /// The lock client under test, when it is an adapter program (`[client]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientInfo>,
@@ -289,6 +296,14 @@ fn judge(
         fence: w.resource.fence,
         run_dir: dir.to_path_buf(),
         self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+        mode: match &w.mode {
+            workload::ClientMode::Lock(_) => None,
+            m @ workload::ClientMode::Election(_) => Some(m.name().to_string()),
+        },
+        on_lease_loss: match &w.mode {
+            workload::ClientMode::Lock(_) => None,
+            workload::ClientMode::Election(e) => Some(e.on_lease_loss),
+        },
         missed_faults: faults.failed(),
         faults,
         client,
@@ -391,6 +406,7 @@ async fn execute(
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+            election: matches!(w.mode, workload::ClientMode::Election(_)),
             adapter: w.client.as_ref().map(|program| adapter::Spec {
                 program: program.clone(),
                 client: client_name(i),
@@ -493,7 +509,7 @@ async fn execute(
     });
     // Clients finish the section under way. A stuck worker costs at most an acquire
     // and one more op timing out (then its id is retired and the section ends).
-    let finish = w.section.hold + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
+    let finish = w.mode.finishing() + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
     let failure = supervise(&mut tasks, duration, &stop, finish).await;
     if let Some(status) = status {
         status.abort();

@@ -32,6 +32,10 @@ pub struct Config {
     /// means the worker writes whatever its lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub self_fencing_margin_ms: Option<u64>,
+    /// `mode = "election"`: the client campaigns (the backend's election recipe)
+    /// instead of taking the lock.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub election: bool,
     /// The workload's `[client]`: an adapter program instead of the built-in recipe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<adapter::Spec>,
@@ -87,6 +91,10 @@ pub enum Command {
     },
     Release {
         token: Option<u64>,
+        /// The holder resigns because it learned that its lease is gone (a leader
+        /// with `on_lease_loss = "exit"`): the history's release says so.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lease_lost: bool,
     },
     Write {
         token: Option<u64>,
@@ -177,6 +185,12 @@ pub async fn serve(config: Config) -> Result<()> {
                 let hello = serde_json::to_value(a.hello())?;
                 (Box::new(a), hello)
             }
+            None if config.election => (
+                backend::connect_election(config.backend, &config.endpoints, &config.lock)
+                    .await
+                    .context("connecting to the lock service's election")?,
+                Value::Null,
+            ),
             None => (
                 backend::connect(config.backend, &config.endpoints, &config.lock)
                     .await

@@ -74,6 +74,11 @@ pub fn how_it_ended(h: &Ops, s: &Section) -> String {
             "never released (its last op as holder ended {}), so it holds to the end of the history",
             at(h, last)
         ),
+        End::Lost { last, noticed, .. } => format!(
+            "learned its lease was gone and resigned {}; it last acted as holder {}",
+            at(h, noticed),
+            at(h, last)
+        ),
     }
 }
 

@@ -204,7 +204,10 @@ pub fn critical_sections(
                 acquire: h.ops[sec.acquire_invoke].index,
                 begin: h.ops[sec.begin].index,
                 release: match sec.end {
-                    sections::End::Released { invoke, .. } => Some(h.ops[invoke].index),
+                    sections::End::Released { invoke, .. }
+                    | sections::End::Lost {
+                        noticed: invoke, ..
+                    } => Some(h.ops[invoke].index),
                     _ => None,
                 },
                 end: h.ops[end].index,

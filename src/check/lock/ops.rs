@@ -65,6 +65,9 @@ pub struct LockOp {
     pub data: Option<u64>,
     /// `error`, as a name id.
     pub error: Option<u32>,
+    /// A `release` whose value has `"lease_lost": true`: the holder resigns because
+    /// it learned that its lease was gone (an election's `on_lease_loss = "exit"`).
+    pub lease_lost: bool,
 }
 
 /// A fault the injector started or ended, for the sentences: `pause of client-0`.
@@ -163,6 +166,7 @@ impl Ops {
             lock,
             data: value.data,
             error,
+            lease_lost: value.lease_lost,
         });
     }
 
@@ -201,6 +205,7 @@ struct Picked<'a> {
     number: Option<u64>,
     lock: Option<Cow<'a, str>>,
     data: Option<u64>,
+    lease_lost: bool,
 }
 
 impl<'a> Picked<'a> {
@@ -212,6 +217,7 @@ impl<'a> Picked<'a> {
             number: v.as_u64(),
             lock: v.get("lock").and_then(Value::as_str).map(Cow::Borrowed),
             data: v.get("data").and_then(Value::as_str).map(data_hash),
+            lease_lost: v.get("lease_lost").and_then(Value::as_bool) == Some(true),
         }
     }
 
@@ -227,6 +233,8 @@ impl<'a> Picked<'a> {
             lock: Option<&'a RawValue>,
             #[serde(borrow)]
             data: Option<&'a RawValue>,
+            #[serde(borrow)]
+            lease_lost: Option<&'a RawValue>,
         }
         if !raw.get().starts_with('{') {
             return Picked {
@@ -241,6 +249,7 @@ impl<'a> Picked<'a> {
                 number: None,
                 lock: f.lock.and_then(raw_str),
                 data: f.data.and_then(raw_str).map(|d| data_hash(&d)),
+                lease_lost: f.lease_lost.is_some_and(|v| v.get() == "true"),
             },
             // A key given twice: the whole parse keeps the last, as an `Op` has it.
             Err(_) => {

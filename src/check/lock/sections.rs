@@ -23,6 +23,11 @@
 //!   replaces the old one for the fencing checks (a `Regrant`). A `renew` ok that
 //!   carries a token is a regrant too; one that fails changes nothing (the client
 //!   holds in its own mind until it releases).
+//! - a `release` invoked with `"lease_lost": true` (a leader that resigns because it
+//!   learned its lease was gone, docs/election.md) ends its section at its last act:
+//!   the completion of its last write that was not refused (`fail`), or its grant if
+//!   it wrote nothing. It stopped acting as holder there, whenever it noticed; so two
+//!   such sections overlap only if both leaders acted at once.
 //! - a process retired by an `info` completion (or an invoke never answered) while
 //!   holding holds to the end of the history: the lease may have expired in the
 //!   service, but nothing tells the retired client so. The last op at which it was
@@ -63,6 +68,14 @@ pub enum End {
     },
     /// The history ends with the process holding; its last op completed at `last`.
     Stopped { last: usize },
+    /// The holder resigned on learning its lease was gone (a release invoked at
+    /// `noticed` with `lease_lost`); it last acted as holder at `last`.
+    Lost {
+        last: usize,
+        noticed: usize,
+        completion: Option<usize>,
+        kind: OpType,
+    },
 }
 
 /// A grant the holder got again while holding: a re-acquire ok, or a renew ok with a
@@ -96,6 +109,8 @@ impl Section {
     pub fn held_until(&self) -> Option<usize> {
         match self.end {
             End::Released { invoke, .. } => Some(invoke),
+            // A leader that resigned on a lost lease held until its last act.
+            End::Lost { last, .. } => Some(last),
             End::Retired { .. } | End::Landed { .. } | End::Stopped { .. } => None,
         }
     }
@@ -108,7 +123,7 @@ impl Section {
             End::Released { invoke, .. } => invoke,
             End::Retired { at } => at,
             End::Landed { after, .. } => after,
-            End::Stopped { last } => last,
+            End::Stopped { last } | End::Lost { last, .. } => last,
         }
     }
 
@@ -122,6 +137,15 @@ impl Section {
                 kind,
             } => Some((
                 invoke,
+                completion.filter(|_| matches!(kind, OpType::Ok | OpType::Fail)),
+            )),
+            End::Lost {
+                last,
+                completion,
+                kind,
+                ..
+            } => Some((
+                last,
                 completion.filter(|_| matches!(kind, OpType::Ok | OpType::Fail)),
             )),
             End::Retired { .. } | End::Landed { .. } | End::Stopped { .. } => None,
@@ -194,6 +218,8 @@ struct ProcState {
 
 pub fn build(h: &Ops) -> Sections {
     let mut out = Sections::default();
+    // Each section's last act as holder: the completion of a write not refused.
+    let mut last_act: Vec<Option<usize>> = Vec::new();
     let mut lock_ids: FxHashMap<Option<u32>, u32> = FxHashMap::default();
     let mut procs: FxHashMap<u64, ProcState> = FxHashMap::default();
     for (pos, op) in h.ops.iter().enumerate() {
@@ -221,10 +247,19 @@ pub fn build(h: &Ops) -> Sections {
                 F::Release => {
                     if let Some(k) = target(&out, &lock_ids, &st.open, op) {
                         let s = st.open.remove(k);
-                        out.sections[s as usize].end = End::Released {
-                            invoke: pos,
-                            completion: None,
-                            kind: OpType::Info,
+                        let sec = &mut out.sections[s as usize];
+                        sec.end = match op.lease_lost {
+                            true => End::Lost {
+                                last: last_act[s as usize].unwrap_or(sec.begin),
+                                noticed: pos,
+                                completion: None,
+                                kind: OpType::Info,
+                            },
+                            false => End::Released {
+                                invoke: pos,
+                                completion: None,
+                                kind: OpType::Info,
+                            },
                         };
                         st.inflight_target = Some(s as usize);
                     }
@@ -263,6 +298,7 @@ pub fn build(h: &Ops) -> Sections {
                 (OpType::Ok, None) => {
                     let lock = lock_id(h, &mut out.locks, &mut lock_ids, h.ops[invoke].lock);
                     st.open.push(out.sections.len() as u32);
+                    last_act.push(None);
                     out.sections.push(Section {
                         lock,
                         process: p,
@@ -287,19 +323,30 @@ pub fn build(h: &Ops) -> Sections {
                 }
             }
             F::Release => match target {
-                Some(s) => {
-                    out.sections[s].end = End::Released {
-                        invoke,
-                        completion: Some(pos),
-                        kind: op.kind,
+                Some(s) => match &mut out.sections[s].end {
+                    End::Lost {
+                        completion, kind, ..
+                    } => {
+                        *completion = Some(pos);
+                        *kind = op.kind;
                     }
-                }
+                    end => {
+                        *end = End::Released {
+                            invoke,
+                            completion: Some(pos),
+                            kind: op.kind,
+                        }
+                    }
+                },
                 None if op.kind == OpType::Ok => out.foreign_releases.push(pos),
                 None => {}
             },
             F::Write => {
                 if let Some(w) = target {
                     out.writes[w].completion = Some(pos);
+                    if let (Some(sec), false) = (out.writes[w].section, op.kind == OpType::Fail) {
+                        last_act[sec as usize] = Some(pos);
+                    }
                 }
             }
             F::Read => {

@@ -10,6 +10,9 @@
 //!
 //! ```toml
 //! name = "redis-pause"          # optional: the file's stem; names the run directory
+//! mode = "lock"                 # optional: lock | election (leaders campaign and
+//!                               #   act; see election.rs for [leader] and
+//!                               #   [clients] on_lease_loss)
 //! duration = "6s"
 //! seed = 1                      # optional, 0: the fault schedule's random choices
 //! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
@@ -57,7 +60,8 @@
 //! command = ["python3", "lock.py"] #   adapter program (docs/clients.md); relative
 //!                               #   paths are the workload file's folder's
 //!
-//! [critical_section]
+//! [critical_section]             # mode = "lock" (the default); an election
+//!                               #   workload has [leader] instead (election.rs)
 //! hold = "300ms"                # acquire to release, spread after each write
 //! writes = 3
 //! think = "50ms"                # optional, 0: between release and next acquire
@@ -149,6 +153,7 @@
 //! duration = "4s"               #   default): every link
 //! ```
 
+mod election;
 mod faults;
 mod located;
 mod plan;
@@ -158,6 +163,7 @@ mod raw;
 mod tests;
 
 pub use crate::fault::duration::{Dur, SignedDur};
+pub use election::{ClientMode, Election, OnLeaseLoss};
 pub use faults::FaultEntry;
 pub use plan::PlannedFault;
 pub use preset::{Lease, LeasePreset, LEASE_PRESETS};
@@ -186,7 +192,8 @@ pub struct Workload {
     pub allow: Vec<AnomalyKind>,
     pub backend: Backend,
     pub clients: Clients,
-    pub section: CriticalSection,
+    /// Critical sections (`mode = "lock"`), or a leader election.
+    pub mode: ClientMode,
     pub resource: resource::Spec,
     pub faults: Vec<FaultEntry>,
     /// Where the servers run: lockcheck's own processes (default), its own
@@ -429,12 +436,19 @@ impl Workload {
                     .into()
             ));
         }
-        if raw.critical_section.writes == 0 {
-            bail!(bad(
-                "critical_section.writes",
-                "expected at least 1 write per critical section".into()
-            ));
-        }
+        let mode = election::mode(
+            &file,
+            text,
+            election::RawMode {
+                mode: raw.mode,
+                critical_section: raw.critical_section,
+                leader: raw.leader,
+                on_lease_loss: raw.clients.on_lease_loss,
+                adapter: client.is_some(),
+            },
+            kind,
+            &lease,
+        )?;
         let network = raw.backend.network.unwrap_or_default();
         // Their servers, as lockcheck sets them up, let in loopback clients only.
         if network == NetworkKind::Namespaces && !crate::cluster::recipe(kind).namespaces() {
@@ -532,11 +546,7 @@ impl Workload {
                 self_fencing_margin,
                 self_fencing_library,
             },
-            section: CriticalSection {
-                hold: raw.critical_section.hold.0,
-                writes: raw.critical_section.writes,
-                think: raw.critical_section.think.map_or(Duration::ZERO, |d| d.0),
-            },
+            mode,
             resource,
             faults,
             schedule,

@@ -17,9 +17,11 @@ pub struct Workload {
     pub seed: Option<u64>,
     #[serde(default)]
     pub allow: Vec<AnomalyKind>,
+    pub mode: Option<toml::Spanned<super::election::ModeKind>>,
     pub backend: Backend,
     pub clients: Clients,
-    pub critical_section: CriticalSection,
+    pub critical_section: Option<toml::Spanned<CriticalSection>>,
+    pub leader: Option<toml::Spanned<super::election::LeaderTable>>,
     pub resource: Option<ResourceSpec>,
     #[serde(default)]
     pub faults: Vec<toml::Spanned<FaultTable>>,
@@ -156,6 +158,7 @@ pub struct Clients {
     pub op_timeout: Option<Dur>,
     pub self_fencing_margin: Option<Dur>,
     pub self_fencing: Option<SelfFencing>,
+    pub on_lease_loss: Option<toml::Spanned<super::election::OnLeaseLoss>>,
 }
 
 #[derive(Deserialize)]
