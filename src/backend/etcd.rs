@@ -230,11 +230,23 @@ impl EtcdLock {
         ttl: i64,
         deadline: Instant,
     ) -> Result<Grant, LockError> {
-        let mut c = self.client.clone();
         let (name, value, lease) = (self.cfg.name.clone(), hold.value.clone(), hold.lease);
-        let won = tokio::time::timeout_at(deadline.into(), c.campaign(name, value, lease)).await;
+        // `None`: not elected by the deadline.
+        let won = loop {
+            let mut c = self.client.clone();
+            let wait = c.campaign(name.clone(), value.clone(), lease);
+            match tokio::time::timeout_at(deadline.into(), wait).await {
+                // The client's request timeout ended this wait, and the server's
+                // campaign with it (which deletes our key): campaign again until the
+                // acquire's own deadline.
+                Ok(Err(e)) if request_timed_out(&e) && Instant::now() < deadline => {}
+                Ok(Err(e)) if request_timed_out(&e) => break None,
+                Ok(answer) => break Some(answer),
+                Err(_) => break None,
+            }
+        };
         match won {
-            Ok(Ok(mut r)) => {
+            Some(Ok(mut r)) => {
                 self.saw(r.header());
                 let leader = r.take_leader();
                 hold.token = leader.as_ref().map(|l| l.rev() as u64);
@@ -243,15 +255,15 @@ impl EtcdLock {
                 self.held = Some(hold);
                 Ok(grant)
             }
-            Ok(Err(e)) if lease_not_found(&e) => Err(LockError::Denied(format!("campaign: {e}"))),
-            Ok(Err(e)) => {
+            Some(Err(e)) if lease_not_found(&e) => Err(LockError::Denied(format!("campaign: {e}"))),
+            Some(Err(e)) => {
                 // We may have been elected: the lease, no longer kept alive, ends it
                 // within its TTL; a release can still resign by our key.
                 hold.stop_keeper();
                 self.held = Some(hold);
                 Err(LockError::Indeterminate(format!("campaign: {e}")))
             }
-            Err(_) => {
+            None => {
                 drop(hold);
                 self.revoke(lease).await;
                 Err(LockError::Denied(format!(
@@ -337,6 +349,12 @@ fn never_sent(e: &etcd_client::Error) -> bool {
         cause = c.source();
     }
     false
+}
+
+/// Whether the client's own request timeout ended the request (tonic's transport
+/// timeout): nothing the server answered.
+fn request_timed_out(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message() == "Timeout expired")
 }
 
 /// Whether etcd said the lease does not exist (expired or revoked): a definite answer.

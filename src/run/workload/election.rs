@@ -186,12 +186,9 @@ pub(super) fn mode(
     let renew_every = lease.renew_every.unwrap_or(lease.ttl / 3);
     if renew_every >= lease.ttl {
         return Err(anyhow!(
-            "{file}: backend.renew_every: {}",
-            format!(
-                "a leader renews within its lease: expected less than {} ms, found {} ms",
-                lease.ttl.as_millis(),
-                renew_every.as_millis()
-            ),
+            "{file}: backend.renew_every: a leader renews within its lease: expected less than {} ms, found {} ms",
+            lease.ttl.as_millis(),
+            renew_every.as_millis()
         ));
     }
     let act_every = match raw.leader.and_then(|l| l.into_inner().act_every) {
