@@ -231,20 +231,19 @@ impl EtcdLock {
         deadline: Instant,
     ) -> Result<Grant, LockError> {
         let (name, value, lease) = (self.cfg.name.clone(), hold.value.clone(), hold.lease);
-        // `None`: not elected by the deadline.
-        let won = loop {
-            let mut c = self.client.clone();
-            let wait = c.campaign(name.clone(), value.clone(), lease);
-            match tokio::time::timeout_at(deadline.into(), wait).await {
-                // The client's request timeout ended this wait, and the server's
-                // campaign with it (which deletes our key): campaign again until the
-                // acquire's own deadline.
-                Ok(Err(e)) if request_timed_out(&e) && Instant::now() < deadline => {}
-                Ok(Err(e)) if request_timed_out(&e) => break None,
-                Ok(answer) => break Some(answer),
-                Err(_) => break None,
-            }
-        };
+        // `None`: not elected within the acquire timeout, or the client's request
+        // timeout ended the wait. Never campaign again with the same lease: the
+        // server cleans up a cancelled campaign (deletes its key) when it gets to it,
+        // and a new campaign that found the key still there would go on with a key
+        // that is about to vanish, elected beside the next candidate. The lease is
+        // revoked instead, and the next acquire campaigns with a fresh one.
+        let mut c = self.client.clone();
+        let won =
+            match tokio::time::timeout_at(deadline.into(), c.campaign(name, value, lease)).await {
+                Ok(Err(e)) if request_timed_out(&e) => None,
+                Ok(answer) => Some(answer),
+                Err(_) => None,
+            };
         match won {
             Some(Ok(mut r)) => {
                 self.saw(r.header());
@@ -267,8 +266,8 @@ impl EtcdLock {
                 drop(hold);
                 self.revoke(lease).await;
                 Err(LockError::Denied(format!(
-                    "campaign: not elected within {}ms",
-                    self.cfg.acquire_timeout.as_millis()
+                    "campaign: not elected within {}ms; its lease revoked",
+                    self.cfg.acquire_timeout.min(self.timeout).as_millis()
                 )))
             }
         }
