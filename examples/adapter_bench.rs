@@ -90,6 +90,7 @@ async fn main() -> Result<()> {
         lease: Duration::from_secs(10),
         acquire_timeout: Duration::from_secs(1),
         fencing_token: false,
+        replica_acks: None,
     };
     println!(
         "acquire/release cycles per second, one client, no contention, {} s each:",

@@ -31,6 +31,10 @@ fn an_etcd_leader_paused_past_its_lease_keeps_acting_and_is_flagged() {
     reports_leaderships(&r);
     let html = std::fs::read_to_string(r.run_dir().join("report.html")).unwrap();
     assert!(html.contains("went on acting for"), "no acting window");
+    assert!(
+        html.contains("This run replays catalogue entry 2"),
+        "the guidance does not name the incident"
+    );
     // The doubled leaders are the paused one and the one elected over it.
     let pause = r.first_op("pause");
     let paused: u64 = pause.value["targets"][0]

@@ -353,3 +353,43 @@ fn lock_fixtures_render_and_zombies_match_double_holders() {
     }
     assert!(seen >= 15, "only {seen} fixtures");
 }
+
+#[test]
+fn the_guidance_names_the_incident_a_run_replays_from_the_run_dir_alone() {
+    let run = copy_run("unfenced-pause");
+    let workload = run.path().join("workload.toml");
+    let text = std::fs::read_to_string(&workload).unwrap();
+    std::fs::write(
+        &workload,
+        format!("{text}\n[incident]\nsource = \"a vendor page\"\nrule = \"fence by token\"\n"),
+    )
+    .unwrap();
+    let out = lockcheck(&["report", s(run.path())]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(run.path().join("report.html")).unwrap();
+    assert!(
+        html.contains(
+            "This run replays a vendor page; the design rule that prevents it: fence by token."
+        ),
+        "the workload's [incident] is not in the guidance"
+    );
+    // verdict.json's record (what `lockcheck run` writes) comes first.
+    let path = run.path().join("verdict.json");
+    let mut verdict: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    verdict["incident"] = serde_json::json!({"source": "the runner", "rule": "its rule"});
+    std::fs::write(&path, verdict.to_string()).unwrap();
+    let out = lockcheck(&["analyze", s(run.path()), "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sentence = doc["analysis"]["guidance"]["sentence"].as_str().unwrap();
+    assert!(
+        sentence.starts_with(
+            "This run replays the runner; the design rule that prevents it: its rule. "
+        ),
+        "{sentence}"
+    );
+}

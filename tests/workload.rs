@@ -16,6 +16,14 @@ fn every_shipped_workload_reads() {
         let path = e.path();
         if path.extension().is_some_and(|x| x == "toml") {
             let w = Workload::load(&path).unwrap_or_else(|e| panic!("{e:#}"));
+            // A catalogue entry names the failure it replays and the rule against it.
+            let entry = path.parent().is_some_and(|p| p.ends_with("incidents"));
+            assert_eq!(
+                w.incident.is_some(),
+                entry,
+                "{}: [incident]",
+                path.display()
+            );
             // Short enough for tests and the demo.
             assert!(w.duration.as_secs() <= 15, "{}", path.display());
             names.push(w.name);

@@ -5,6 +5,7 @@
 //! | backend | recipe | token | known break |
 //! |---|---|---|---|
 //! | [`redis`] | `SET key holder NX PX ttl` on one server | `INCR` of a counter in the same script, or none | a holder paused past its TTL wakes up still "holding" while another holds |
+//! | [`redis_sentinel`] | the same on the primary Sentinel names (asked at each acquire), optionally `WAIT` for replicas | the same `INCR`, on the primary | a primary cut off from its replicas and Sentinels goes on renewing while a promoted replica's copy of the key runs out |
 //! | [`redlock`] | the same on 5 independent servers, quorum 3, validity = TTL − elapsed − drift | none (Redlock has none) | the same pause; also a clock jump on a majority of servers |
 //! | [`etcd`] | lease + key created only if absent, kept alive while held | the key's create revision | a holder paused past its lease: the lease expires, the key goes |
 //! | [`postgres`] advisory | `pg_try_advisory_lock` in one session, retried | none | a holder paused past `idle_session_timeout`: its session ends, the lock with it |
@@ -22,6 +23,7 @@ pub mod mariadb;
 pub mod nats;
 pub mod postgres;
 pub mod redis;
+pub mod redis_sentinel;
 pub mod redlock;
 pub mod zookeeper;
 
@@ -34,6 +36,9 @@ use std::time::Duration;
 #[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
     Redis,
+    /// Redis with Sentinel: a primary, two replicas, three Sentinels; clients find
+    /// the primary through Sentinel.
+    RedisSentinel,
     Redlock,
     Etcd,
     /// PostgreSQL session advisory lock (`pg_try_advisory_lock`).
@@ -49,8 +54,9 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 8] = [
+    pub const ALL: [BackendKind; 9] = [
         BackendKind::Redis,
+        BackendKind::RedisSentinel,
         BackendKind::Redlock,
         BackendKind::Etcd,
         BackendKind::PostgresAdvisory,
@@ -96,6 +102,15 @@ impl BackendKind {
                 known_break: "a holder paused past its TTL: the key expires, another client sets it",
                 shown_by: &["redis-pause-unfenced", "redis-kill-restart"],
                 fenced_by: Some("redis-pause-fenced"),
+            },
+            BackendKind::RedisSentinel => About {
+                name: "redis-sentinel",
+                token: Some("INCR of a counter key on the primary, replicated asynchronously like the key"),
+                known_break: "a primary cut off from its replicas and Sentinels goes on granting and renewing; \
+                     the Sentinels promote a replica the renewals never reached, its copy of the key runs out, \
+                     and another client acquires there (Redis's distributed-lock page)",
+                shown_by: &["incidents/redis-sentinel-failover"],
+                fenced_by: Some("incidents/redis-sentinel-failover-fenced"),
             },
             BackendKind::Redlock => About {
                 name: "redlock",
@@ -204,6 +219,10 @@ pub struct LockConfig {
     pub acquire_timeout: Duration,
     /// Whether acquire asks the backend for a fencing token.
     pub fencing_token: bool,
+    /// `redis-sentinel`: a grant or renewal counts only once this many replicas
+    /// acknowledged it (`WAIT`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica_acks: Option<u32>,
 }
 
 impl LockConfig {
@@ -237,6 +256,9 @@ pub async fn connect(
                 endpoints.len()
             );
             Box::new(self::redis::RedisLock::connect(&endpoints[0], cfg)?)
+        }
+        BackendKind::RedisSentinel => {
+            Box::new(self::redis::RedisLock::through_sentinels(endpoints, cfg)?)
         }
         BackendKind::Redlock => Box::new(self::redlock::Redlock::connect(endpoints, cfg)?),
         BackendKind::Etcd => Box::new(self::etcd::EtcdLock::connect(endpoints, cfg).await?),

@@ -14,6 +14,7 @@
 //!
 //! `Instance` (one server, its scripts, error mapping) is shared with Redlock.
 
+use super::redis_sentinel::Sentinels;
 use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
@@ -92,6 +93,11 @@ impl Instance {
         })
     }
 
+    /// The server's address, as the client dials it.
+    pub(crate) fn addr(&self) -> &str {
+        &self.addr
+    }
+
     pub(crate) async fn try_lock(
         &self,
         key: &str,
@@ -139,7 +145,24 @@ impl Instance {
     /// Runs a script with the request timeout around everything (reconnecting too).
     async fn call<T: FromRedisValue>(&self, inv: ScriptInvocation<'_>) -> Result<T, LockError> {
         let mut conn = self.conn.clone();
-        match tokio::time::timeout(self.timeout, inv.invoke_async(&mut conn)).await {
+        self.timed(inv.invoke_async(&mut conn)).await
+    }
+
+    /// Sends one command (`WAIT`, `SENTINEL ...`) with the request timeout around it.
+    pub(crate) async fn query<T: FromRedisValue>(
+        &self,
+        cmd: &::redis::Cmd,
+    ) -> Result<T, LockError> {
+        let mut conn = self.conn.clone();
+        self.timed(cmd.query_async(&mut conn)).await
+    }
+
+    /// The reply of `request`, or why there is none, in the history's words.
+    async fn timed<T>(
+        &self,
+        request: impl std::future::Future<Output = ::redis::RedisResult<T>>,
+    ) -> Result<T, LockError> {
+        match tokio::time::timeout(self.timeout, request).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(classify(&self.addr, e)),
             Err(_) => Err(LockError::Indeterminate(format!(
@@ -168,15 +191,43 @@ pub(crate) fn ttl_ms(ttl: Duration) -> u64 {
     (ttl.as_millis() as u64).max(1)
 }
 
-/// What this client holds (or may hold, after an acquire with no reply).
+/// What this client holds (or may hold, after an acquire with no reply), and the
+/// server that granted it: renew and release go there.
 struct Hold {
     value: String,
     token: Option<u64>,
+    server: Instance,
 }
 
-/// A client of the single-instance Redis lock.
+/// Where the lock is: the one server, or the primary the Sentinels name now.
+enum Primary {
+    One(Instance),
+    Sentinel(Sentinels),
+}
+
+impl Primary {
+    /// The server to acquire on now; why there is none.
+    async fn server(&mut self) -> Result<Instance, String> {
+        match self {
+            Primary::One(server) => Ok(server.clone()),
+            Primary::Sentinel(s) => s.primary().await,
+        }
+    }
+
+    /// Whether what `server` just did counts (with Sentinel's `replica_acks`: once
+    /// enough replicas acknowledged it).
+    async fn acknowledged(&self, server: &Instance) -> Result<(), String> {
+        match self {
+            Primary::One(_) => Ok(()),
+            Primary::Sentinel(s) => s.acknowledged(server).await,
+        }
+    }
+}
+
+/// A client of the Redis lock: on one server (`redis`), or on the primary of a
+/// Sentinel-watched group (`redis-sentinel`).
 pub struct RedisLock {
-    server: Instance,
+    primary: Primary,
     cfg: LockConfig,
     fence_key: Option<String>,
     held: Option<Hold>,
@@ -184,12 +235,24 @@ pub struct RedisLock {
 
 impl RedisLock {
     pub fn connect(endpoint: &str, cfg: &LockConfig) -> anyhow::Result<Self> {
-        Ok(RedisLock {
-            server: Instance::new(endpoint, cfg.request_timeout())?,
+        let server = Instance::new(endpoint, cfg.request_timeout())?;
+        Ok(Self::on(Primary::One(server), cfg))
+    }
+
+    /// A client that asks the Sentinels for the primary (`endpoints`: the servers,
+    /// then the Sentinels).
+    pub fn through_sentinels(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
+        let sentinels = Sentinels::new(endpoints, cfg.request_timeout(), cfg.replica_acks)?;
+        Ok(Self::on(Primary::Sentinel(sentinels), cfg))
+    }
+
+    fn on(primary: Primary, cfg: &LockConfig) -> Self {
+        RedisLock {
+            primary,
             fence_key: cfg.fencing_token.then(|| format!("{}:token", cfg.name)),
             cfg: cfg.clone(),
             held: None,
-        })
+        }
     }
 
     fn grant(&self, token: Option<u64>) -> Grant {
@@ -206,27 +269,50 @@ impl LockClient for RedisLock {
         let value = holder_id();
         let deadline = Instant::now() + self.cfg.acquire_timeout;
         loop {
-            let outcome = self
-                .server
-                .try_lock(
-                    &self.cfg.name,
-                    &value,
-                    self.cfg.lease,
-                    self.fence_key.as_deref(),
-                )
-                .await;
-            let why = match outcome {
-                Ok(SetOutcome::Taken { token }) => {
-                    self.held = Some(Hold { value, token });
-                    return Ok(self.grant(token));
-                }
-                Ok(SetOutcome::HeldByOther) => "held by another client".to_string(),
-                // Unreachable: the server may be restarting; keep trying until the deadline.
-                Err(LockError::Denied(e)) => e,
-                Err(e @ LockError::Indeterminate(_)) => {
-                    // The key may be ours: keep its value so that a release can clean up.
-                    self.held = Some(Hold { value, token: None });
-                    return Err(e);
+            let why = match self.primary.server().await {
+                Err(why) => why,
+                Ok(server) => {
+                    let outcome = server
+                        .try_lock(
+                            &self.cfg.name,
+                            &value,
+                            self.cfg.lease,
+                            self.fence_key.as_deref(),
+                        )
+                        .await;
+                    match outcome {
+                        Ok(SetOutcome::Taken { token }) => {
+                            match self.primary.acknowledged(&server).await {
+                                Ok(()) => {
+                                    self.held = Some(Hold {
+                                        value,
+                                        token,
+                                        server,
+                                    });
+                                    return Ok(self.grant(token));
+                                }
+                                // Not counted: the key goes again (or runs out), unused.
+                                Err(why) => {
+                                    let _ = server.unlock(&self.cfg.name, &value).await;
+                                    why
+                                }
+                            }
+                        }
+                        Ok(SetOutcome::HeldByOther) => "held by another client".to_string(),
+                        // Unreachable: the server may be restarting; keep trying until
+                        // the deadline.
+                        Err(LockError::Denied(e)) => e,
+                        Err(e @ LockError::Indeterminate(_)) => {
+                            // The key may be ours: keep its value so that a release can
+                            // clean up.
+                            self.held = Some(Hold {
+                                value,
+                                token: None,
+                                server,
+                            });
+                            return Err(e);
+                        }
+                    }
                 }
             };
             if Instant::now() >= deadline {
@@ -241,18 +327,22 @@ impl LockClient for RedisLock {
             .held
             .as_ref()
             .ok_or_else(|| LockError::Denied("not-held: nothing to renew".into()))?;
-        if self
+        if !hold
             .server
             .extend(&self.cfg.name, &hold.value, self.cfg.lease)
             .await?
         {
-            Ok(self.grant(hold.token))
-        } else {
             self.held = None;
-            Err(LockError::Denied(
+            return Err(LockError::Denied(
                 "not-held: the lock is no longer ours".into(),
-            ))
+            ));
         }
+        // Not counted: the holder goes by the lease it was last granted.
+        self.primary
+            .acknowledged(&hold.server)
+            .await
+            .map_err(|why| LockError::Denied(format!("the renewal does not count: {why}")))?;
+        Ok(self.grant(hold.token))
     }
 
     async fn release(&mut self) -> Result<(), LockError> {
@@ -260,7 +350,7 @@ impl LockClient for RedisLock {
             .held
             .take()
             .ok_or_else(|| LockError::Denied("not-held: nothing to release".into()))?;
-        match self.server.unlock(&self.cfg.name, &hold.value).await {
+        match hold.server.unlock(&self.cfg.name, &hold.value).await {
             Ok(true) => Ok(()),
             Ok(false) => Err(LockError::Denied(
                 "not-held: the lock is no longer ours".into(),
@@ -274,6 +364,9 @@ impl LockClient for RedisLock {
     }
 
     fn node(&self) -> Option<String> {
-        Some("n1".into())
+        match &self.primary {
+            Primary::One(_) => Some("n1".into()),
+            Primary::Sentinel(s) => s.node(),
+        }
     }
 }

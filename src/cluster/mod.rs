@@ -22,6 +22,7 @@ mod nats;
 pub mod netns;
 pub mod postgres;
 mod redis;
+mod redis_sentinel;
 mod setup;
 mod zookeeper;
 
@@ -224,6 +225,11 @@ pub trait ServerRecipe: Send + Sync {
     fn single_instance(&self) -> Option<&'static str> {
         None
     }
+    /// Where the backend runs a fixed number of nodes ([`ServerRecipe::default_nodes`]),
+    /// what they are, in words; `None`: as many as the workload asks.
+    fn fixed_nodes(&self) -> Option<&'static str> {
+        None
+    }
     /// The ports a node of a cluster of `nodes` listens on, and which addresses
     /// it has besides the client one.
     fn ports(&self, nodes: usize) -> Ports;
@@ -332,6 +338,7 @@ pub const DATA_DIR: &str = "data";
 pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
     match kind {
         BackendKind::Redis => &redis::REDIS,
+        BackendKind::RedisSentinel => &redis_sentinel::RedisSentinel,
         BackendKind::Redlock => &redis::REDLOCK,
         BackendKind::Etcd => &etcd::Etcd,
         BackendKind::PostgresAdvisory | BackendKind::PostgresLease => &postgres::Postgres,

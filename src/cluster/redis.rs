@@ -2,11 +2,32 @@
 //! its own port, without persistence, so that a killed instance comes back empty,
 //! as the Redis-docs setup the Redlock debate assumes.
 
-use super::{answers, ClusterPlan, Ports, ServerBinary, ServerRecipe};
+use super::{answers, ClusterPlan, NodeSpec, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::Command;
+
+/// `redis-server` for one node, without persistence; the Sentinel recipe adds its
+/// replication to it.
+pub(super) fn server_command(program: &Path, node: &NodeSpec) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.arg("--port")
+        .arg(node.client_listen.port().to_string())
+        .arg("--bind")
+        .arg(node.client_listen.ip().to_string())
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(&node.data_dir);
+    // Protected mode refuses every client not on loopback; a node in its
+    // namespace, or in a container (clients arrive through Docker's port
+    // forwarding), is reached from outside its loopback.
+    if !node.client_listen.ip().is_loopback() {
+        cmd.args(["--protected-mode", "no"]);
+    }
+    cmd
+}
 
 /// One recipe for both: they differ in how many instances run and whether one
 /// of them leads.
@@ -47,22 +68,7 @@ impl ServerRecipe for Redis {
     }
 
     fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
-        let node = &plan.nodes[i];
-        let mut cmd = Command::new(&plan.binary);
-        cmd.arg("--port")
-            .arg(node.client_listen.port().to_string())
-            .arg("--bind")
-            .arg(node.client_listen.ip().to_string())
-            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
-            .arg("--dir")
-            .arg(&node.data_dir);
-        // Protected mode refuses every client not on loopback; a node in its
-        // namespace, or in a container (clients arrive through Docker's port
-        // forwarding), is reached from outside its loopback.
-        if !node.client_listen.ip().is_loopback() {
-            cmd.args(["--protected-mode", "no"]);
-        }
-        Ok(cmd)
+        Ok(server_command(&plan.binary, &plan.nodes[i]))
     }
 
     /// One server, or Redlock's independent instances: none leads the others.

@@ -16,6 +16,7 @@ pub mod timeline;
 use crate::check::{lock, AnomalyKind, Limits, Verdict};
 use crate::history::{read_jsonl, AppliedWrite, History};
 use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -73,6 +74,16 @@ impl Input<'_> {
         mode.as_deref() == Some("election")
     }
 
+    /// The incident the run replays: `incident` in verdict.json, else the
+    /// workload's own `[incident]` table.
+    pub fn incident(&self) -> Option<Incident> {
+        if let Some(i) = self.run.and_then(|r| r.get("incident")) {
+            return serde_json::from_value(i.clone()).ok();
+        }
+        let w: toml::Table = self.workload?.parse().ok()?;
+        w.get("incident")?.clone().try_into().ok()
+    }
+
     /// An election's `on_lease_loss`, as verdict.json records it.
     fn on_lease_loss(&self) -> Option<String> {
         self.run?.get("on_lease_loss")?.as_str().map(String::from)
@@ -95,7 +106,33 @@ impl Input<'_> {
         if self.election() {
             election::apply(&mut a, calls, self.on_lease_loss());
         }
+        if let Some(i) = self.incident() {
+            a.guidance.sentence = format!("{} {}", i.sentence(), a.guidance.sentence);
+        }
         a
+    }
+}
+
+/// A workload's `[incident]`: the published failure it replays (catalogue entries,
+/// `workloads/incidents/`) and the design rule that prevents it; the guidance
+/// names both.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Incident {
+    /// Where the failure was published: an issue, a vendor's page.
+    pub source: String,
+    /// The design rule that prevents it.
+    pub rule: String,
+}
+
+impl Incident {
+    /// How the guidance opens for a run that replays it.
+    pub fn sentence(&self) -> String {
+        format!(
+            "This run replays {}; the design rule that prevents it: {}.",
+            self.source.trim_end_matches('.'),
+            self.rule.trim_end_matches('.')
+        )
     }
 }
 

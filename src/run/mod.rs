@@ -83,6 +83,9 @@ pub struct RunReport {
     /// An election's `[clients] on_lease_loss` (`"ignore"` or `"exit"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_lease_loss: Option<workload::OnLeaseLoss>,
+    /// The workload's `[incident]`: the failure it replays and the rule that prevents it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incident: Option<crate::report::Incident>,
     /// The lock client under test, when it is an adapter program (`[client]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientInfo>,
@@ -307,6 +310,7 @@ fn judge(
         missed_faults: faults.failed(),
         faults,
         client,
+        incident: w.incident.clone(),
     })
 }
 
@@ -403,6 +407,7 @@ async fn execute(
                 lease: w.backend.lease.ttl,
                 acquire_timeout: w.backend.acquire_timeout,
                 fencing_token: w.backend.fencing_token,
+                replica_acks: w.backend.replica_acks,
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),

@@ -20,10 +20,12 @@
 //! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
 //!
 //! [backend]
-//! kind = "redis"                # redis | redlock | etcd | zookeeper | nats |
-//!                               #   postgres-advisory | postgres-lease | mariadb
+//! kind = "redis"                # redis | redis-sentinel | redlock | etcd |
+//!                               #   zookeeper | nats | postgres-advisory |
+//!                               #   postgres-lease | mariadb
 //! nodes = 1                     # optional: redlock 5; etcd, zookeeper, nats 3;
-//!                               #   the others 1
+//!                               #   redis-sentinel 6 (3 servers, 3 Sentinels,
+//!                               #   no other); the others 1
 //! lease = "1s"                  # or a preset (LEASE_PRESETS): client-go and consul
 //!                               #   on any backend; etcd-session, curator,
 //!                               #   redis-docs, pglock, postgres-keepalive,
@@ -37,6 +39,9 @@
 //!                               #   each node in a network namespace of its own,
 //!                               #   so `partition-nodes` can cut node links and
 //!                               #   `latency-nodes` slow them)
+//! # replica_acks = 2            # optional, redis-sentinel only: a grant or
+//!                               #   renewal counts once this many replicas
+//!                               #   acknowledged it (WAIT); else it is refused
 //! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a
 //!                               #   time namespace whose CLOCK_MONOTONIC and
 //!                               #   CLOCK_BOOTTIME are this far off the machine's
@@ -72,6 +77,10 @@
 //! duration = "2500ms"
 //! after = "1s"                  # optional, 1s: quiet period at the start
 //! interval = "1s"               # optional: gap between occurrences; none = once
+//!
+//! [incident]                    # optional: the published failure this workload
+//! source = "etcd issue 15247"   #   replays, and the design rule that prevents it;
+//! rule = "fence by token"       #   the report's guidance names both
 //! ```
 //!
 //! The resource as a table instead, to choose which resource and its fence:
@@ -205,6 +214,10 @@ pub struct Workload {
     /// `[client] command`: the adapter program each worker runs instead of the
     /// built-in recipe of `backend.kind`.
     pub client: Option<crate::backend::adapter::Program>,
+    /// `[incident]`: the published failure this workload replays and the design
+    /// rule that prevents it (recorded in verdict.json; the report's guidance
+    /// names both).
+    pub incident: Option<crate::report::Incident>,
 }
 
 /// How the faults follow one another when a `[schedule]` table is given.
@@ -248,6 +261,9 @@ pub struct Backend {
     /// `monotonic_offset`: (node, offset in ns) for each node started in a time
     /// namespace with its monotonic and boot-time clocks shifted, in node order.
     pub monotonic_offsets: Vec<(String, i64)>,
+    /// `redis-sentinel`: a grant or renewal counts once this many replicas
+    /// acknowledged it (`WAIT`).
+    pub replica_acks: Option<u32>,
 }
 
 #[derive(Debug, Clone)]
@@ -310,6 +326,15 @@ impl Workload {
                 "backend.nodes",
                 format!("{kind} is a single instance: expected 1, found {nodes} ({instead})")
             ));
+        }
+        if let Some(what) = crate::cluster::recipe(kind).fixed_nodes() {
+            let fixed = crate::cluster::default_nodes(kind);
+            if nodes != fixed {
+                bail!(bad(
+                    "backend.nodes",
+                    format!("{kind} is {what}: expected {fixed}, found {nodes}")
+                ));
+            }
         }
         let fencing_token = raw.backend.fencing_token.unwrap_or(kind.token().is_some());
         if kind.token().is_none() && fencing_token {
@@ -408,6 +433,22 @@ impl Workload {
                 v.into_iter().map(|(_, n, d)| (n, d)).collect()
             }
         };
+        let replica_acks = raw.backend.replica_acks;
+        if let Some(n) = replica_acks {
+            let replicas = crate::backend::redis_sentinel::SERVERS - 1;
+            if kind != BackendKind::RedisSentinel {
+                bail!(bad(
+                    "backend.replica_acks",
+                    format!("only redis-sentinel waits for its replicas (WAIT); {kind} has none")
+                ));
+            }
+            if n == 0 || n as usize > replicas {
+                bail!(bad(
+                    "backend.replica_acks",
+                    format!("expected 1 to {replicas} (the replicas), found {n}")
+                ));
+            }
+        }
         let count = raw.clients.count;
         if count == 0 {
             bail!(bad("clients.count", "expected at least 1 client".into()));
@@ -516,7 +557,24 @@ impl Workload {
                 Some(schedule)
             }
         };
+        let incident = match raw.incident {
+            None => None,
+            Some(i) => {
+                let i = i.into_inner();
+                for (key, value) in [("source", &i.source), ("rule", &i.rule)] {
+                    if value.get_ref().trim().is_empty() {
+                        let line = line_of(text, value.span().start);
+                        bail!("{file}:{line}: incident.{key}: expected some words, found an empty string");
+                    }
+                }
+                Some(crate::report::Incident {
+                    source: i.source.into_inner(),
+                    rule: i.rule.into_inner(),
+                })
+            }
+        };
         let w = Workload {
+            incident,
             name,
             path: path.to_path_buf(),
             text: text.to_string(),
@@ -536,6 +594,7 @@ impl Workload {
                 image: raw.backend.image,
                 network,
                 monotonic_offsets,
+                replica_acks,
             },
             clients: Clients {
                 count,
@@ -586,7 +645,16 @@ impl Workload {
                     self.backend.kind
                 )
             }
-            Runtime::External => self.backend.nodes = endpoints,
+            Runtime::External => {
+                let kind = self.backend.kind;
+                let fixed = crate::cluster::default_nodes(kind);
+                if let Some(what) = crate::cluster::recipe(kind).fixed_nodes() {
+                    if endpoints != fixed {
+                        bail!("{file}: backend.endpoints: {kind} is {what}: expected {fixed} addresses (the servers, then the Sentinels), found {endpoints}");
+                    }
+                }
+                self.backend.nodes = endpoints
+            }
 
             _ if endpoints > 0 => bail!(
                 "{file}: backend.endpoints: only for runtime = \"external\"; under the {rt} runtime lockcheck starts its own servers"

@@ -80,7 +80,11 @@ pub const LEASE_PRESETS: &[LeasePreset] = &[
         ttl: Duration::from_secs(30),
         renew_every: None,
         source: "Redis documentation: SET key value NX PX 30000",
-        backends: &[BackendKind::Redis, BackendKind::Redlock],
+        backends: &[
+            BackendKind::Redis,
+            BackendKind::RedisSentinel,
+            BackendKind::Redlock,
+        ],
     },
     // cirello.io/pglock (github.com/cirello-io/pglock, client.go):
     // defaultLeaseDuration = 20 * time.Second, defaultHeartbeatFrequency =

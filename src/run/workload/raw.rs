@@ -28,6 +28,15 @@ pub struct Workload {
     pub runtime: Option<Runtime>,
     pub schedule: Option<Schedule>,
     pub client: Option<Client>,
+    pub incident: Option<toml::Spanned<Incident>>,
+}
+
+/// `[incident]`: the published failure the workload replays.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Incident {
+    pub source: toml::Spanned<String>,
+    pub rule: toml::Spanned<String>,
 }
 
 /// `[client]`: the adapter program.
@@ -116,6 +125,7 @@ pub struct Backend {
     pub image: Option<String>,
     pub network: Option<NetworkKind>,
     pub monotonic_offset: Option<MonotonicOffset>,
+    pub replica_acks: Option<u32>,
 }
 
 /// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.

@@ -411,10 +411,13 @@ fn presets_are_usable_by_name() {
 fn a_preset_fits_only_the_backends_its_users_run_it_on() {
     for preset in LEASE_PRESETS {
         for kind in BackendKind::ALL {
-            // Only the lease is under test: one node, the backend's own token
-            // setting, a resource that needs none.
+            // Only the lease is under test: one node (or the backend's fixed
+            // number), the backend's own token setting, a resource that needs none.
+            let nodes = crate::cluster::recipe(kind)
+                .fixed_nodes()
+                .map_or(1, |_| crate::cluster::default_nodes(kind));
             let backend = format!(
-                "[backend]\nnodes = 1\nfencing_token = {}\nkind = \"{}\"",
+                "[backend]\nnodes = {nodes}\nfencing_token = {}\nkind = \"{}\"",
                 kind.token().is_some(),
                 kind.name()
             );
@@ -618,6 +621,53 @@ fn a_single_instance_backend_runs_one_node_whatever_the_runtime() {
     );
     assert!(
         e.contains("backend.endpoints: redis is a single instance: expected 1 address, found 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_incident_names_its_source_and_rule_and_nothing_else() {
+    let w = parse(&format!(
+        "{GOOD}\n[incident]\nsource = \"a vendor page\"\nrule = \"fence by token\"\n"
+    ))
+    .unwrap();
+    assert_eq!(
+        w.incident,
+        Some(crate::report::Incident {
+            source: "a vendor page".into(),
+            rule: "fence by token".into(),
+        })
+    );
+    assert_eq!(parse(GOOD).unwrap().incident, None);
+    let lines = GOOD.lines().count();
+    let e = format!(
+        "{:#}",
+        parse(&format!(
+            "{GOOD}[incident]\nsource = \"a page\"\nrule = \"r\"\nseverity = \"high\"\n"
+        ))
+        .unwrap_err()
+    );
+    assert!(
+        e.starts_with(&format!(
+            "w/test.toml:{}: incident.severity: unknown field",
+            lines + 4
+        )),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        parse(&format!("{GOOD}[incident]\nsource = \"a page\"\n")).unwrap_err()
+    );
+    assert!(e.contains("[incident]") && e.contains("rule"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse(&format!("{GOOD}[incident]\nsource = \" \"\nrule = \"r\"\n")).unwrap_err()
+    );
+    assert!(
+        e.starts_with(&format!(
+            "w/test.toml:{}: incident.source: expected some words",
+            lines + 2
+        )),
         "{e}"
     );
 }

@@ -1,0 +1,158 @@
+//! Redis with Sentinel: n1 .. n3 run `redis-server` without persistence (n1 the
+//! first primary, n2 and n3 its replicas), n4 .. n6 run `redis-sentinel`, each
+//! watching the primary (quorum 2) and each told from the start of the replicas and
+//! of the other Sentinels (their ids are fixed), so that a failover can happen from
+//! the run's first second rather than after Sentinel's 10-second discovery. Sentinel
+//! finds the primary down after `down-after-milliseconds` (1 s: a run lasts seconds)
+//! and promotes a replica. A node is ready once it plays its part: the primary
+//! serves, a replica's link to its primary is up, a Sentinel knows both replicas and
+//! both other Sentinels.
+
+use super::redis::server_command;
+use super::{answers, server_binary, ClusterPlan, NodeSpec, Ports, ServerBinary, ServerRecipe};
+use crate::backend::redis::Instance;
+use crate::backend::redis_sentinel::{primary_named_by, MASTER_NAME, SENTINELS, SERVERS};
+use crate::backend::BackendKind;
+use anyhow::{Context, Result};
+use async_trait::async_trait;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+/// How long the Sentinels wait before they find an unanswering primary down.
+const DOWN_AFTER_MS: u64 = 1000;
+/// How long a failover may take before another Sentinel tries again.
+const FAILOVER_TIMEOUT_MS: u64 = 3000;
+
+pub(super) struct RedisSentinel;
+
+/// Sentinel `i`'s id (`sentinel myid`), known to the others from the start.
+fn sentinel_id(i: usize) -> String {
+    format!("{:040x}", i + 1)
+}
+
+/// The configuration file of Sentinel node `i` (which Sentinel rewrites with what
+/// it learns: a restarted Sentinel keeps it).
+fn sentinel_config(plan: &ClusterPlan, i: usize) -> String {
+    let node = &plan.nodes[i];
+    let addr = |n: &NodeSpec| format!("{} {}", n.client_listen.ip(), n.client_listen.port());
+    let mut conf = format!(
+        "port {}\nbind {}\ndir {}\nsentinel myid {}\n",
+        node.client_listen.port(),
+        node.client_listen.ip(),
+        node.data_dir.display(),
+        sentinel_id(i)
+    );
+    if !node.client_listen.ip().is_loopback() {
+        conf += "protected-mode no\n";
+    }
+    let _ = writeln!(
+        conf,
+        "sentinel monitor {MASTER_NAME} {} 2",
+        addr(&plan.nodes[0])
+    );
+    let _ = writeln!(
+        conf,
+        "sentinel down-after-milliseconds {MASTER_NAME} {DOWN_AFTER_MS}"
+    );
+    let _ = writeln!(
+        conf,
+        "sentinel failover-timeout {MASTER_NAME} {FAILOVER_TIMEOUT_MS}"
+    );
+    for replica in &plan.nodes[1..SERVERS] {
+        let _ = writeln!(
+            conf,
+            "sentinel known-replica {MASTER_NAME} {}",
+            addr(replica)
+        );
+    }
+    for j in (SERVERS..SERVERS + SENTINELS).filter(|&j| j != i) {
+        let _ = writeln!(
+            conf,
+            "sentinel known-sentinel {MASTER_NAME} {} {}",
+            addr(&plan.nodes[j]),
+            sentinel_id(j)
+        );
+    }
+    conf
+}
+
+#[async_trait]
+impl ServerRecipe for RedisSentinel {
+    fn binary(&self) -> ServerBinary {
+        ServerBinary {
+            name: "redis-sentinel",
+            package: "redis-sentinel",
+            env: "LOCKCHECK_REDIS_SENTINEL",
+        }
+    }
+
+    fn default_nodes(&self) -> usize {
+        SERVERS + SENTINELS
+    }
+
+    fn fixed_nodes(&self) -> Option<&'static str> {
+        Some("3 Redis servers (a primary and its 2 replicas) and 3 Sentinels")
+    }
+
+    fn ports(&self, _nodes: usize) -> Ports {
+        // Each node alone in its namespace: the servers and the Sentinels alike.
+        Ports::client(6379)
+    }
+
+    fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
+        let node = &plan.nodes[i];
+        if i < SERVERS {
+            let redis = server_binary(BackendKind::Redis).resolve(None)?;
+            let mut cmd = server_command(&redis, node);
+            // A replica's first sync at once, not after diskless sync's 5 s delay.
+            cmd.args(["--repl-diskless-sync-delay", "0"]);
+            if i > 0 {
+                let primary = plan.nodes[0].client_listen;
+                cmd.arg("--replicaof")
+                    .arg(primary.ip().to_string())
+                    .arg(primary.port().to_string());
+            }
+            return Ok(cmd);
+        }
+        let conf = node.data_dir.join("sentinel.conf");
+        if !conf.exists() {
+            std::fs::write(&conf, sentinel_config(plan, i))
+                .with_context(|| format!("writing {}", conf.display()))?;
+        }
+        let mut cmd = Command::new(&plan.binary);
+        cmd.arg(&conf);
+        Ok(cmd)
+    }
+
+    /// The primary serves; a replica's link is up; a Sentinel knows its group.
+    async fn ready(&self, addr: SocketAddr) -> bool {
+        const INFO: &[u8] = b"INFO\r\nQUIT\r\n";
+        let sentinel = format!("slaves={},sentinels={}", SERVERS - 1, SENTINELS);
+        answers(addr, INFO, "role:master").await
+            || answers(addr, INFO, "master_link_status:up").await
+            || answers(addr, INFO, &sentinel).await
+    }
+
+    /// The server the first running Sentinel that answers names as primary.
+    async fn leader(&self, plan: &ClusterPlan, running: &[(String, SocketAddr)]) -> Option<String> {
+        let sentinels = &plan.nodes[SERVERS..];
+        for (name, addr) in running {
+            if !sentinels.iter().any(|s| s.name == *name) {
+                continue;
+            }
+            let Ok(sentinel) = Instance::new(&addr.to_string(), Duration::from_millis(500)) else {
+                continue;
+            };
+            if let Ok(Some(named)) = primary_named_by(&sentinel).await {
+                let named: Option<SocketAddr> = named.parse().ok();
+                return plan.nodes[..SERVERS]
+                    .iter()
+                    .find(|n| Some(n.client_listen) == named)
+                    .map(|n| n.name.clone());
+            }
+        }
+        None
+    }
+}
