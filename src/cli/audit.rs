@@ -22,7 +22,8 @@ pub struct Args {
     #[arg(long, value_parser = backend)]
     pub backend: BackendKind,
     /// Audit this lock client adapter instead of the built-in client: its command
-    /// line, split at spaces (docs/clients.md); adds library self-fencing scenarios.
+    /// line, split into words as a POSIX shell splits them (quotes and backslashes,
+    /// no expansion) (docs/clients.md); adds library self-fencing scenarios.
     #[arg(long, value_name = "CMD")]
     pub client: Option<String>,
     /// Runs of each scenario, with seeds --seed .. --seed+N-1.
@@ -79,10 +80,16 @@ fn budget(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A `--client` command line: relative paths that exist here are made absolute,
-/// since the scenarios' workloads live in the audit's own directory.
+/// A `--client` command line, split into words as a POSIX shell splits them
+/// (`python3 "my lock.py" --name 'a b'`: quotes and backslashes, no expansion);
+/// relative paths that exist here are made absolute, since the scenarios'
+/// workloads live in the audit's own directory.
 fn client_command(line: &str) -> Result<Vec<String>> {
-    let words: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    let words = shlex::split(line).ok_or_else(|| {
+        Exit::usage(format!(
+            "--client: cannot split {line:?} into words: an unclosed quote or a trailing backslash"
+        ))
+    })?;
     if words.is_empty() {
         return Err(Exit::usage(
             "--client: expected a command line, found nothing",
@@ -203,5 +210,44 @@ pub fn main(args: Args) -> Result<u8> {
             Ok(exit::ANOMALIES)
         }
         _ => Ok(exit::VALID),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_command;
+
+    #[test]
+    fn a_client_command_line_is_split_as_a_shell_splits_it() {
+        let words = client_command(r#"python3 "my lock.py" --name 'a b' c\ d  -v"#).unwrap();
+        assert_eq!(
+            words,
+            ["python3", "my lock.py", "--name", "a b", "c d", "-v"]
+        );
+        // An empty quoted argument is a word, as in a shell.
+        assert_eq!(client_command("lock ''").unwrap(), ["lock", ""]);
+    }
+
+    #[test]
+    fn a_relative_path_that_exists_here_is_made_absolute() {
+        // Tests run in the package's folder.
+        let words = client_command("python3 'src/cli/audit.rs' --flag x/y").unwrap();
+        let here = std::path::Path::new("src/cli/audit.rs")
+            .canonicalize()
+            .unwrap();
+        assert_eq!(
+            words,
+            ["python3", &here.display().to_string(), "--flag", "x/y"]
+        );
+    }
+
+    #[test]
+    fn a_client_command_line_that_does_not_split_is_a_usage_error() {
+        for line in ["", "   ", "python3 'lock.py", "lock \\"] {
+            let e = client_command(line).unwrap_err();
+            let exit = e.downcast_ref::<crate::exit::Exit>();
+            assert!(exit.is_some(), "{line:?}: {e:#}");
+            assert!(format!("{e:#}").contains("--client"), "{line:?}: {e:#}");
+        }
     }
 }
