@@ -1,7 +1,8 @@
 //! Starting, watching and stopping the servers of a backend, behind one small
-//! [`Cluster`] trait with three runtimes: local processes on loopback (the default,
+//! [`Cluster`] trait with four runtimes: local processes on loopback (the default,
 //! [`local`]), one Docker container per node on a network made for the run
-//! ([`docker`]), and servers someone else runs ([`external`]), which lockcheck only
+//! ([`docker`]), servers on other hosts reached with the system's OpenSSH client
+//! ([`ssh`]), and servers someone else runs ([`external`]), which lockcheck only
 //! talks to.
 //!
 //! What differs between backends is one [`ServerRecipe`] per backend, in a file of
@@ -24,11 +25,13 @@ pub mod postgres;
 mod redis;
 mod redis_sentinel;
 mod setup;
+pub mod ssh;
 mod zookeeper;
 
 pub use docker::DockerCluster;
 pub use external::ExternalCluster;
 pub use local::{ClusterPlan, ClusterSpec, LocalCluster, NodeSpec, Prepare};
+pub use ssh::{SshCluster, SshSpec};
 
 use crate::backend::BackendKind;
 use anyhow::{Context, Result};
@@ -52,6 +55,9 @@ pub enum Runtime {
     Docker,
     /// Servers lockcheck did not start: it only connects to them.
     External,
+    /// One server per host of `backend.hosts`, reached over SSH: started and
+    /// stopped there by lockcheck.
+    Ssh,
 }
 
 impl Runtime {
@@ -60,7 +66,14 @@ impl Runtime {
             Runtime::Local => "local",
             Runtime::Docker => "docker",
             Runtime::External => "external",
+            Runtime::Ssh => "ssh",
         }
+    }
+
+    /// Whether the servers' processes run on other machines: a fault then acts on
+    /// them through the cluster ([`Cluster::sigstop`]), never by a local pid.
+    pub fn remote(self) -> bool {
+        self == Runtime::Ssh
     }
 }
 
@@ -96,6 +109,11 @@ pub trait Cluster: Send + Sync {
     /// The process id, on this machine, of a running node's server (a container's
     /// main process for Docker); none for a node that is down or not ours.
     fn pid(&self, node: &str) -> Option<u32>;
+    /// Whether a node's server is up (running or stopped), as far as the cluster
+    /// knows: one killed by a fault is not.
+    fn is_up(&self, node: &str) -> bool {
+        self.pid(node).is_some()
+    }
     /// Kills a node as a crash would (SIGKILL), keeping its data.
     async fn kill(&mut self, node: &str) -> Result<()>;
     /// Starts a node that is down again, same addresses and data; waits until it serves.
@@ -126,6 +144,23 @@ pub trait Cluster: Send + Sync {
     async fn thaw(&mut self, node: &str) -> Result<()> {
         anyhow::bail!(
             "node {node}: the cgroup freezer is unavailable under the {} runtime",
+            self.runtime().name()
+        )
+    }
+    /// Stops a running node's server with SIGSTOP where it runs, for a runtime
+    /// whose processes are on other machines ([`Runtime::remote`]); journaled,
+    /// and undone by [`Cluster::sigcont`] and by `stop`. Elsewhere a fault
+    /// signals [`Cluster::pid`] itself.
+    async fn sigstop(&mut self, node: &str) -> Result<()> {
+        anyhow::bail!(
+            "node {node}: the {} runtime's servers are signalled by their pid on this machine",
+            self.runtime().name()
+        )
+    }
+    /// Resumes a node [`Cluster::sigstop`] stopped; one killed meanwhile is left alone.
+    async fn sigcont(&mut self, node: &str) -> Result<()> {
+        anyhow::bail!(
+            "node {node}: the {} runtime's servers are signalled by their pid on this machine",
             self.runtime().name()
         )
     }

@@ -46,13 +46,20 @@ impl Spec for KillSpec {
     }
 
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
-        (runtime == Runtime::External).then(|| {
-            Refusal::kind(
+        match runtime {
+            Runtime::External => Some(Refusal::kind(
                 &KIND,
                 runtime,
                 "killing and restarting a server needs its process; lockcheck did not start these servers",
-            )
-        })
+            )),
+            Runtime::Ssh if self.wipe => Some(Refusal {
+                key: "wipe",
+                why: "a kill with wipe is not available under the ssh runtime yet: \
+                      only a restart on the node's data"
+                    .into(),
+            }),
+            _ => None,
+        }
     }
 }
 
@@ -87,7 +94,7 @@ impl Fault for KillNodes {
         };
         let mut cluster = scene.cluster.expect("pick checked").lock().await;
         for n in names {
-            if cluster.pid(&n).is_none() {
+            if !cluster.is_up(&n) {
                 continue; // already down
             }
             cluster.kill(&n).await?;

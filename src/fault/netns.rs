@@ -190,13 +190,12 @@ impl NodeShape {
 
 /// Why `runtime` cannot reach the links between nodes, if it cannot.
 pub(super) fn refused_by(kind: &super::spec::Kind, runtime: Runtime) -> Option<Refusal> {
-    (runtime != Runtime::Local).then(|| {
-        Refusal::kind(
-            kind,
-            runtime,
-            "links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in",
-        )
-    })
+    let why = "links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in";
+    match runtime {
+        Runtime::Local => None,
+        Runtime::Ssh => Some(Refusal::not_yet(kind, runtime, why)),
+        _ => Some(Refusal::kind(kind, runtime, why)),
+    }
 }
 
 /// Where a node fault on links between nodes lands, at the moment it starts.

@@ -59,6 +59,14 @@ impl Spec for PauseNodeSpec {
         // Docker pauses containers with the freezer whatever this machine allows.
         let why = match (self.method, runtime) {
             (PauseMethod::Freezer, Runtime::Local) => crate::cluster::freezer::unavailable(),
+            (PauseMethod::Freezer, Runtime::Ssh) => {
+                return Some(Refusal {
+                    key: "method",
+                    why: "the freezer is not available under the ssh runtime yet: \
+                          use method = \"sigstop\" (SIGSTOP of the server's process on its host)"
+                        .into(),
+                })
+            }
             _ => None,
         }?;
         Some(Refusal {
@@ -81,6 +89,9 @@ pub struct PauseNodes {
     stopped: Option<Stopped>,
     /// The nodes frozen with the freezer; the cluster thaws any left at its stop.
     frozen: Vec<String>,
+    /// The nodes stopped on other hosts through the cluster ([`Runtime::remote`]);
+    /// the cluster resumes any left at its stop.
+    remote: Vec<String>,
 }
 
 impl PauseNodes {
@@ -92,6 +103,7 @@ impl PauseNodes {
             method: PauseMethod::Sigstop,
             stopped: None,
             frozen: Vec::new(),
+            remote: Vec::new(),
         }
     }
 
@@ -112,15 +124,24 @@ impl Fault for PauseNodes {
         };
         let mut cluster = scene.cluster.expect("pick checked").lock().await;
         // Only the nodes up: one killed by another fault is not paused.
-        let procs: Vec<(String, i32)> = names
-            .iter()
-            .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
-            .collect();
-        if procs.is_empty() {
+        let up: Vec<String> = names.into_iter().filter(|n| cluster.is_up(n)).collect();
+        if up.is_empty() {
             return Ok(None); // all down: try later
         }
         let paused = match self.method {
+            // Signalled where they run, by the cluster, which journals it.
+            PauseMethod::Sigstop if cluster.runtime().remote() => {
+                for n in &up {
+                    cluster.sigstop(n).await?;
+                    self.remote.push(n.clone());
+                }
+                self.remote.clone()
+            }
             PauseMethod::Sigstop => {
+                let procs: Vec<(String, i32)> = up
+                    .iter()
+                    .filter_map(|n| Some((n.clone(), cluster.pid(n)? as i32)))
+                    .collect();
                 // Waits (spinning) until the kernel shows them stopped: off the
                 // runtime, whose clock times the clients' ops.
                 let journal = Journal::for_run(&dir)?;
@@ -132,7 +153,7 @@ impl Fault for PauseNodes {
                 names
             }
             PauseMethod::Freezer => {
-                for (n, _) in &procs {
+                for n in &up {
                     cluster.freeze(n).await?;
                     self.frozen.push(n.clone());
                 }
@@ -146,16 +167,21 @@ impl Fault for PauseNodes {
     }
 
     async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
-        if !self.frozen.is_empty() {
+        if !self.frozen.is_empty() || !self.remote.is_empty() {
             let Some(cluster) = scene.cluster else {
                 bail!("a node fault needs the run's cluster");
             };
             let mut cluster = cluster.lock().await;
-            let value = targets(&self.frozen);
+            let value = targets(&[self.frozen.clone(), self.remote.clone()].concat());
             // Try every node; report the first failure after all were tried.
             let mut first = None;
             for n in std::mem::take(&mut self.frozen) {
                 if let Err(e) = cluster.thaw(&n).await {
+                    first.get_or_insert(e);
+                }
+            }
+            for n in std::mem::take(&mut self.remote) {
+                if let Err(e) = cluster.sigcont(&n).await {
                     first.get_or_insert(e);
                 }
             }

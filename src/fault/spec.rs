@@ -148,6 +148,20 @@ impl Refusal {
     }
 }
 
+impl Refusal {
+    /// The runtime could apply this kind, but lockcheck does not do it there yet.
+    pub fn not_yet(kind: &Kind, runtime: Runtime, why: &str) -> Refusal {
+        Refusal {
+            key: "kind",
+            why: format!(
+                "{} is not available under the {} runtime yet: {why}",
+                kind.name,
+                runtime.name()
+            ),
+        }
+    }
+}
+
 /// One `[[faults]]` entry, read and checked: the fields of its kind.
 pub trait Spec: Any + fmt::Debug + Send + Sync {
     /// Its kind, in the catalogue.

@@ -115,6 +115,24 @@ pub enum Effect {
     /// directory was out of their reach for, and the link to it there: undone by
     /// removing both.
     StandIn { dir: PathBuf, link: PathBuf },
+    /// A server the run started on another host over SSH (the `ssh` runtime):
+    /// undone by killing it there, if it is still that process.
+    RemoteProcess { host: RemoteHost, proc: Proc },
+    /// A process on another host stopped with SIGSTOP: undone by SIGCONT there.
+    RemoteStopped { host: RemoteHost, proc: Proc },
+    /// The directory of the run's server data and logs on another host: undone
+    /// by removing it.
+    RemoteDir { host: RemoteHost, dir: PathBuf },
+}
+
+/// A host reached over SSH, as the run reached it: its name as the user's SSH
+/// configuration knows it, and the configuration file the run was given instead
+/// of the user's own, if one was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteHost {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssh_config: Option<PathBuf>,
 }
 
 impl Effect {
@@ -135,6 +153,21 @@ impl Effect {
             Effect::Frozen { node, cgroup } => format!("frozen {node} ({})", cgroup.display()),
             Effect::StandIn { dir, link } => {
                 format!("data directory {} ({})", dir.display(), link.display())
+            }
+            Effect::RemoteProcess { host, proc } => {
+                format!(
+                    "process {} (pid {}) on host {}",
+                    proc.name, proc.pid, host.name
+                )
+            }
+            Effect::RemoteStopped { host, proc } => {
+                format!(
+                    "stopped {} (pid {}) on host {}",
+                    proc.name, proc.pid, host.name
+                )
+            }
+            Effect::RemoteDir { host, dir } => {
+                format!("directory {} on host {}", dir.display(), host.name)
             }
         }
     }

@@ -9,6 +9,7 @@
 //! pid and start time, so one that ended (and whose pid the kernel reused) is
 //! "already gone", never signalled.
 
+use crate::cluster::ssh::host::{Host, Unreachable};
 use crate::cluster::{docker, freezer, home, netns};
 use crate::fault::clock;
 use crate::journal::{pending, Effect, Journal, Pending};
@@ -45,11 +46,20 @@ pub fn undo_pending(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
     // Resume, reset and heal first; then kill; the namespaces last, so that
     // they go at once, with no process left in them.
     order.sort_by_key(|(_, e)| match e {
-        Effect::Process(_) => 1,
-        Effect::Network { .. } => 2,
+        Effect::Process(_) | Effect::RemoteProcess { .. } => 1,
+        Effect::Network { .. } | Effect::RemoteDir { .. } => 2,
         _ => 0,
     });
+    // A host found unreachable is tried once: each of its effects is named.
+    let mut unreachable: Vec<String> = Vec::new();
     for (id, effect) in order {
+        if let Some(host) = remote_host(effect).filter(|h| unreachable.iter().any(|u| u == h)) {
+            warnings.push(format!(
+                "{}: not undone: host {host} is unreachable over SSH",
+                effect.describe()
+            ));
+            continue;
+        }
         match undo(effect) {
             Ok(action) => {
                 journal.undone(*id)?;
@@ -59,10 +69,25 @@ pub fn undo_pending(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
                     action,
                 });
             }
-            Err(e) => warnings.push(format!("{}: {e:#}", effect.describe())),
+            Err(e) => {
+                if let Some(u) = e.downcast_ref::<Unreachable>() {
+                    unreachable.push(u.host.clone());
+                }
+                warnings.push(format!("{}: {e:#}", effect.describe()))
+            }
         }
     }
     Ok((done, warnings))
+}
+
+/// The host an effect was made on, when it is not this machine.
+fn remote_host(effect: &Effect) -> Option<&str> {
+    match effect {
+        Effect::RemoteProcess { host, .. }
+        | Effect::RemoteStopped { host, .. }
+        | Effect::RemoteDir { host, .. } => Some(&host.name),
+        _ => None,
+    }
 }
 
 /// Undoes one effect; says what it did.
@@ -102,6 +127,22 @@ pub fn undo(effect: &Effect) -> Result<String> {
         Effect::StandIn { dir, link } => match home::remove(dir, link)? {
             true => "removed".into(),
             false => ALREADY_GONE.into(),
+        },
+        Effect::RemoteProcess { host, proc } => {
+            match Host::new(host.clone()).signal(proc, "KILL")? {
+                true => "killed".into(),
+                false => ALREADY_GONE.into(),
+            }
+        }
+        Effect::RemoteStopped { host, proc } => {
+            match Host::new(host.clone()).signal(proc, "CONT")? {
+                true => "resumed".into(),
+                false => ALREADY_GONE.into(),
+            }
+        }
+        Effect::RemoteDir { host, dir } => match Host::new(host.clone()).remove_dir(dir)? {
+            true => "removed".into(),
+            false => "nothing left".into(),
         },
         Effect::Network { id } => {
             let r = netns::remove_run(id)?;

@@ -623,6 +623,27 @@ async fn start_cluster(
                 .unwrap_or(cluster::docker::default_image(w.backend.kind));
             Box::new(cluster::DockerCluster::start(spec, image).await?)
         }
+        Runtime::Ssh => {
+            let mut ssh = w
+                .backend
+                .ssh
+                .clone()
+                .context("the ssh runtime needs backend.hosts")?;
+            // The workload's file first, else $LOCKCHECK_SSH_CONFIG, else the user's own.
+            if ssh.ssh_config.is_none() {
+                ssh.ssh_config = std::env::var_os("LOCKCHECK_SSH_CONFIG")
+                    .filter(|v| !v.is_empty())
+                    .map(std::path::PathBuf::from);
+            }
+            // Absolute, as the journal keeps it for `lockcheck recover`.
+            if let Some(cfg) = &ssh.ssh_config {
+                ssh.ssh_config = Some(
+                    std::fs::canonicalize(cfg)
+                        .with_context(|| format!("the SSH configuration {}", cfg.display()))?,
+                );
+            }
+            Box::new(cluster::SshCluster::start(spec, ssh).await?)
+        }
         Runtime::External => Box::new(cluster::ExternalCluster::new(
             w.backend.kind,
             spec.dir,

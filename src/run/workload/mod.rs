@@ -18,6 +18,8 @@
 //! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
 //!                               #   (or a [resource] table, below)
 //! allow = ["double-holder"]     # optional: anomaly kinds the design tolerates
+//! runtime = "local"             # optional: local | docker | ssh | external
+//!                               #   (docs/runtimes.md); --runtime wins
 //!
 //! [backend]
 //! kind = "redis"                # redis | redis-sentinel | redlock | etcd |
@@ -51,6 +53,13 @@
 //!                               #   which ignore the clock interposer. Realtime is
 //!                               #   untouched; a negative offset may not take the
 //!                               #   clock below 0 (the machine's uptime).
+//! # hosts = ["db1"]             # runtime = "ssh" only: one node per host, as the
+//!                               #   SSH configuration names them (redis, redlock,
+//!                               #   etcd); it also gives the number of nodes
+//! # ssh_config = "ssh_config"   # optional, ssh: instead of ~/.ssh/config (or
+//!                               #   $LOCKCHECK_SSH_CONFIG); relative to this file
+//! # program = "/usr/bin/redis-server" # optional, ssh: the server on the hosts
+//! # remote_dir = "/tmp"         # optional, ssh: where the nodes' data go there
 //!
 //! [clients]
 //! count = 3
@@ -256,6 +265,9 @@ pub struct Backend {
     pub endpoints: Vec<String>,
     /// The image under the docker runtime, instead of the backend's official one.
     pub image: Option<String>,
+    /// The hosts under the ssh runtime (`hosts`, `ssh_config`, `program`,
+    /// `remote_dir`); none without `hosts`.
+    pub ssh: Option<crate::cluster::SshSpec>,
     /// Where the local runtime's nodes listen: loopback, or network namespaces.
     pub network: NetworkKind,
     /// `monotonic_offset`: (node, offset in ns) for each node started in a time
@@ -313,9 +325,19 @@ impl Workload {
         let bad = |key: &str, what: String| anyhow!("{file}: {key}: {what}");
 
         let kind = raw.backend.kind;
+        let hosts = raw.backend.hosts.clone().unwrap_or_default();
+        if let (Some(n), false) = (raw.backend.nodes, hosts.is_empty()) {
+            if n != hosts.len() {
+                bail!(bad(
+                    "backend.nodes",
+                    format!("the ssh runtime runs one node per host: {n} nodes, {} hosts (leave nodes out)", hosts.len())
+                ));
+            }
+        }
         let nodes = raw
             .backend
             .nodes
+            .or((!hosts.is_empty()).then_some(hosts.len()))
             .unwrap_or(crate::cluster::default_nodes(kind));
         if nodes == 0 {
             bail!(bad("backend.nodes", "expected at least 1 node".into()));
@@ -592,6 +614,16 @@ impl Workload {
                     .map_or(Duration::from_secs(1), |d| d.0),
                 endpoints: raw.backend.endpoints.unwrap_or_default(),
                 image: raw.backend.image,
+                ssh: (!hosts.is_empty()).then(|| crate::cluster::SshSpec {
+                    hosts,
+                    // Relative to the workload's own directory.
+                    ssh_config: raw
+                        .backend
+                        .ssh_config
+                        .map(|p| path.parent().unwrap_or(Path::new("")).join(p)),
+                    program: raw.backend.program,
+                    remote_dir: raw.backend.remote_dir.unwrap_or_else(|| "/tmp".into()),
+                }),
                 network,
                 monotonic_offsets,
                 replica_acks,
@@ -660,6 +692,26 @@ impl Workload {
                 "{file}: backend.endpoints: only for runtime = \"external\"; under the {rt} runtime lockcheck starts its own servers"
             ),
             _ => {}
+        }
+        match (&self.backend.ssh, self.runtime) {
+            (None, Runtime::Ssh) => bail!(
+                "{file}: backend.hosts: the ssh runtime needs the hosts to run the servers on, one per node, like [\"db1\", \"db2\", \"db3\"]"
+            ),
+            (Some(_), Runtime::Ssh) if !crate::cluster::ssh::BACKENDS.contains(&self.backend.kind) => bail!(
+                "{file}: backend.kind: {} is not available under the ssh runtime yet (it runs {})",
+                self.backend.kind,
+                crate::cluster::ssh::BACKENDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+            ),
+            (Some(ssh), Runtime::Ssh) => {
+                if let Some(h) = ssh.hosts.iter().enumerate().find_map(|(i, h)| ssh.hosts[..i].contains(h).then_some(h)) {
+                    bail!("{file}: backend.hosts: {h} twice: each node runs on a host of its own (the backend's usual ports)");
+                }
+            }
+            (Some(_), _) => bail!(
+                "{file}: backend.hosts: only for runtime = \"ssh\"; under the {rt} runtime the servers run {}",
+                if self.runtime == Runtime::External { "where backend.endpoints say" } else { "on this machine" }
+            ),
+            (None, _) => {}
         }
         if self.runtime != Runtime::Local && !self.backend.monotonic_offsets.is_empty() {
             bail!(

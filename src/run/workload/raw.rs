@@ -126,6 +126,10 @@ pub struct Backend {
     pub network: Option<NetworkKind>,
     pub monotonic_offset: Option<MonotonicOffset>,
     pub replica_acks: Option<u32>,
+    pub hosts: Option<Vec<String>>,
+    pub ssh_config: Option<std::path::PathBuf>,
+    pub program: Option<std::path::PathBuf>,
+    pub remote_dir: Option<std::path::PathBuf>,
 }
 
 /// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.

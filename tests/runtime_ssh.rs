@@ -1,0 +1,306 @@
+//! The ssh runtime against hosts the test makes (network namespaces, each with
+//! its own address and sshd, `ssh_support`): the Redis and etcd pause workloads
+//! flagged as under the local runtime, with the servers started on the hosts
+//! over SSH and their logs brought back; an etcd leader stopped with SIGSTOP on
+//! its host and killed and restarted there; `lockcheck recover` after a
+//! controller killed with -9 reaching the hosts, naming one it cannot reach and
+//! failing, then undoing it all once it can; and the faults the runtime does
+//! not apply yet refused when the workload is read.
+
+mod run_support;
+mod ssh_support;
+
+use lockcheck::journal::{self, Effect};
+use run_support::{wait_for, workload, write_workload, Finished};
+use ssh_support::Hosts;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+/// `lockcheck run WORKLOAD --json` on the hosts; waits for its end.
+fn run_on(hosts: &Hosts, workload: &Path, args: &[&str]) -> Finished {
+    let results = tempfile::tempdir().unwrap();
+    let out = hosts
+        .lockcheck()
+        .arg("run")
+        .arg(workload)
+        .arg("--json")
+        .arg("--results")
+        .arg(results.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
+    Finished {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stderr,
+        results,
+    }
+}
+
+/// A shipped workload moved onto the first `n` hosts.
+fn shipped_on(hosts: &Hosts, name: &str, n: usize) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(workload(name)).unwrap();
+    write_workload(hosts.dir.path(), name, &hosts.workload(&text, n))
+}
+
+#[test]
+fn the_redis_and_etcd_pause_workloads_are_flagged_over_ssh() {
+    let hosts = Hosts::new(3);
+    let redis = shipped_on(&hosts, "redis-pause-unfenced.toml", 1);
+    let etcd = shipped_on(&hosts, "etcd-pause-unfenced.toml", 3);
+    // Both at once: their ports differ, and the test takes half the time.
+    let (r, e) = std::thread::scope(|s| {
+        let r = s.spawn(|| run_on(&hosts, &redis, &[]));
+        let e = s.spawn(|| run_on(&hosts, &etcd, &[]));
+        (r.join().unwrap(), e.join().unwrap())
+    });
+    for (f, nodes, says) in [
+        (&r, &["n1"][..], "Ready to accept connections"),
+        (&e, &["n1", "n2", "n3"][..], "etcd"),
+    ] {
+        f.assert_flagged(&["double-holder", "stale-write-accepted"]);
+        // The logs came back from the hosts.
+        for n in nodes {
+            let log = std::fs::read_to_string(f.run_dir().join(format!("nodes/{n}.log"))).unwrap();
+            assert!(log.contains(says), "{n}: {log}");
+        }
+        // The clients dialled the hosts' addresses.
+        let w = std::fs::read_to_string(f.run_dir().join("workload.toml")).unwrap();
+        assert!(w.contains("runtime = \"ssh\""), "{w}");
+        let left: Vec<_> = journal::pending(&f.run_dir())
+            .unwrap()
+            .effects
+            .into_iter()
+            .filter(|(_, e)| {
+                matches!(
+                    e,
+                    Effect::RemoteProcess { .. }
+                        | Effect::RemoteStopped { .. }
+                        | Effect::RemoteDir { .. }
+                )
+            })
+            .collect();
+        assert!(
+            left.is_empty(),
+            "a clean end leaves nothing on the hosts: {left:?}"
+        );
+    }
+    hosts.assert_clean();
+}
+
+/// What an etcd member logs as it starts.
+const STARTS: &str = "etcd Version";
+
+#[test]
+fn an_etcd_leader_is_paused_and_killed_on_its_host() {
+    let hosts = Hosts::new(3);
+    let text = hosts.workload(
+        r#"duration = "7s"
+seed = 3
+resource = "fenced"
+
+[backend]
+kind = "etcd"
+lease = "2s"
+acquire_timeout = "1s"
+
+[clients]
+count = 2
+
+[critical_section]
+hold = "200ms"
+writes = 2
+think = "50ms"
+
+[[faults]]
+kind = "pause-node"
+nodes = "primary"
+duration = "1500ms"
+after = "1s"
+
+[[faults]]
+kind = "kill"
+nodes = "primary"
+duration = "500ms"
+after = "4s"
+"#,
+        3,
+    );
+    let w = write_workload(hosts.dir.path(), "etcd-leader-ssh.toml", &text);
+    let f = run_on(&hosts, &w, &[]);
+    assert_eq!(
+        f.code, 0,
+        "fenced, every fault started: {}\n{}",
+        f.json, f.stderr
+    );
+    let pause = f.first_op("pause");
+    let value = &pause.value;
+    assert_eq!(value["method"], "sigstop", "{value}");
+    let target = value["targets"][0].as_str().unwrap().to_string();
+    let resume = f.first_op("resume");
+    assert_eq!(resume.value["targets"][0], target.as_str());
+    let kill = f.first_op("kill");
+    let start = f.first_op("start");
+    assert!(kill.time < start.time);
+    // The killed member came back on its host and wrote on in its log.
+    let killed = kill.value["targets"][0].as_str().unwrap().to_string();
+    let log = std::fs::read_to_string(f.run_dir().join(format!("nodes/{killed}.log"))).unwrap();
+    assert!(
+        log.matches(STARTS).count() >= 2,
+        "{killed} started twice: {log}"
+    );
+    hosts.assert_clean();
+}
+
+#[test]
+fn recover_reaches_the_hosts_and_names_one_it_cannot() {
+    let mut hosts = Hosts::new(1);
+    let text = hosts.workload(
+        r#"duration = "60s"
+seed = 1
+resource = "unfenced"
+
+[backend]
+kind = "redis"
+lease = "1s"
+
+[clients]
+count = 1
+
+[critical_section]
+hold = "100ms"
+writes = 1
+think = "50ms"
+
+[[faults]]
+kind = "pause-node"
+nodes = "n1"
+duration = "50s"
+after = "500ms"
+"#,
+        1,
+    );
+    let w = write_workload(hosts.dir.path(), "redis-stopped-ssh.toml", &text);
+    let results = tempfile::tempdir().unwrap();
+    let mut controller = hosts
+        .lockcheck()
+        .arg("run")
+        .arg(&w)
+        .arg("--results")
+        .arg(results.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (run_dir, pid) = wait_for(
+        "the server stopped on its host, journaled",
+        Duration::from_secs(20),
+        || {
+            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
+            let pending = journal::pending(&dir).ok()?;
+            pending.effects.iter().find_map(|(_, e)| match e {
+                Effect::RemoteStopped { host, proc } if host.name == "h1" => {
+                    journal::is_stopped(proc.pid).then_some((dir.clone(), proc.pid))
+                }
+                _ => None,
+            })
+        },
+    );
+    controller.kill().unwrap(); // SIGKILL: nothing of it runs on
+    controller.wait().unwrap();
+    assert!(journal::is_stopped(pid), "the server is left stopped");
+
+    // Its host unreachable: named, and a failure.
+    hosts.stop_sshd(0);
+    let out = hosts
+        .lockcheck()
+        .arg("recover")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("host h1 is unreachable over SSH"),
+        "{stderr}"
+    );
+    assert!(journal::is_stopped(pid), "nothing was done on h1");
+
+    // Reachable again: resumed, killed, removed; a second recover finds nothing.
+    hosts.start_sshd(0);
+    let out = hosts
+        .lockcheck()
+        .arg("recover")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("on host h1: resumed"), "{said}");
+    assert!(said.contains("on host h1: killed"), "{said}");
+    hosts.assert_clean();
+    assert!(journal::pending(&run_dir).unwrap().effects.is_empty());
+}
+
+#[test]
+fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "runtime = \"ssh\"\nduration = \"2s\"\n\n[backend]\nkind = \"redis\"\nlease = \"1s\"\nhosts = [\"h1\"]\n\n[clients]\ncount = 1\n\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n\n";
+    for (fault, says) in [
+        (
+            "kind = \"clock\"\nnodes = \"n1\"\noffset = \"+5s\"",
+            "faults[0].kind: clock is not available under the ssh runtime yet",
+        ),
+        (
+            "kind = \"pause-node\"\nmethod = \"freezer\"",
+            "faults[0].method: the freezer is not available under the ssh runtime yet",
+        ),
+        (
+            "kind = \"kill\"\nwipe = true",
+            "faults[0].wipe: a kill with wipe is not available under the ssh runtime yet",
+        ),
+    ] {
+        let w = write_workload(
+            dir.path(),
+            "w.toml",
+            &format!("{base}[[faults]]\n{fault}\nduration = \"1s\"\n"),
+        );
+        let out = run_support::lockcheck()
+            .arg("run")
+            .arg(&w)
+            .arg("--results")
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    // Without hosts, the runtime says what it needs.
+    let w = write_workload(
+        dir.path(),
+        "w.toml",
+        "duration = \"2s\"\n[backend]\nkind = \"etcd\"\nlease = \"1s\"\n[clients]\ncount = 1\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n",
+    );
+    let out = run_support::lockcheck()
+        .arg("run")
+        .arg(&w)
+        .args(["--runtime", "ssh"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("backend.hosts: the ssh runtime needs the hosts"),
+        "{stderr}"
+    );
+}
