@@ -158,15 +158,74 @@ after = "4s"
 }
 
 #[test]
+fn etcd_partitions_over_ssh_as_locally() {
+    let hosts = Hosts::new(6);
+    // The holder cut off from its member (the proxy on this machine), on h1..h3.
+    let holder_text = std::fs::read_to_string(workload("etcd-partition-leader.toml")).unwrap();
+    let holder = write_workload(
+        hosts.dir.path(),
+        "holder.toml",
+        &hosts.workload_on(&holder_text, &hosts.names[..3]),
+    );
+    // The leader cut off from its peers, by chains on h4..h6 (no namespaces of
+    // lockcheck's: each member is a host of its own).
+    let leader_text = std::fs::read_to_string(workload("etcd-partition-isolate-leader.toml"))
+        .unwrap()
+        .replace("network = \"namespaces\"\n", "");
+    let leader = write_workload(
+        hosts.dir.path(),
+        "leader.toml",
+        &hosts.workload_on(&leader_text, &hosts.names[3..]),
+    );
+    let (h, l) = std::thread::scope(|s| {
+        let h = s.spawn(|| run_on(&hosts, &holder, &[]));
+        let l = s.spawn(|| run_on(&hosts, &leader, &[]));
+        (h.join().unwrap(), l.join().unwrap())
+    });
+    h.assert_flagged(&["double-holder"]);
+    l.assert_valid();
+    let cut = l.first_op("partition");
+    assert_eq!(cut.value["between"], "nodes", "{}", cut.value);
+    assert_eq!(
+        cut.value["links"].as_array().unwrap().len(),
+        4,
+        "{}",
+        cut.value
+    );
+    let journal = std::fs::read_to_string(l.run_dir().join("journal.jsonl")).unwrap();
+    assert!(journal.contains("\"remote-chain\""), "{journal}");
+    // The leader was cut off: acquires failed or went unanswered during the cuts.
+    let history = lockcheck::history::read_jsonl(&l.run_dir().join("history.jsonl")).unwrap();
+    let unsure = history
+        .ops
+        .iter()
+        .filter(|o| {
+            o.f == "acquire"
+                && o.kind != lockcheck::history::OpType::Ok
+                && o.kind != lockcheck::history::OpType::Invoke
+        })
+        .count();
+    assert!(unsure > 0, "no acquire failed during the cuts");
+    for name in &hosts.names {
+        assert!(
+            hosts.chains(name).is_empty(),
+            "{name}: {:?}",
+            hosts.chains(name)
+        );
+    }
+    hosts.assert_clean();
+}
+
+#[test]
 fn recover_reaches_the_hosts_and_names_one_it_cannot() {
-    let mut hosts = Hosts::new(1);
+    let mut hosts = Hosts::new(2);
     let text = hosts.workload(
         r#"duration = "60s"
 seed = 1
 resource = "unfenced"
 
 [backend]
-kind = "redis"
+kind = "redlock"
 lease = "1s"
 
 [clients]
@@ -182,10 +241,17 @@ kind = "pause-node"
 nodes = "n1"
 duration = "50s"
 after = "500ms"
+
+[[faults]]
+kind = "partition-nodes"
+shape = "isolate"
+nodes = "n2"
+duration = "50s"
+after = "500ms"
 "#,
-        1,
+        2,
     );
-    let w = write_workload(hosts.dir.path(), "redis-stopped-ssh.toml", &text);
+    let w = write_workload(hosts.dir.path(), "redlock-stopped-cut-ssh.toml", &text);
     let results = tempfile::tempdir().unwrap();
     let mut controller = hosts
         .lockcheck()
@@ -198,22 +264,28 @@ after = "500ms"
         .spawn()
         .unwrap();
     let (run_dir, pid) = wait_for(
-        "the server stopped on its host, journaled",
+        "the server stopped on h1 and the links of h2 cut, journaled",
         Duration::from_secs(20),
         || {
             let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
             let pending = journal::pending(&dir).ok()?;
-            pending.effects.iter().find_map(|(_, e)| match e {
+            let cut = pending
+                .effects
+                .iter()
+                .any(|(_, e)| matches!(e, Effect::RemoteChain { host, .. } if host.name == "h2"));
+            let stopped = pending.effects.iter().find_map(|(_, e)| match e {
                 Effect::RemoteStopped { host, proc } if host.name == "h1" => {
                     journal::is_stopped(proc.pid).then_some((dir.clone(), proc.pid))
                 }
                 _ => None,
-            })
+            });
+            stopped.filter(|_| cut && !hosts.chains("h2").is_empty())
         },
     );
     controller.kill().unwrap(); // SIGKILL: nothing of it runs on
     controller.wait().unwrap();
     assert!(journal::is_stopped(pid), "the server is left stopped");
+    assert!(!hosts.chains("h2").is_empty(), "the cut is left in force");
 
     // Its host unreachable: named, and a failure.
     hosts.stop_sshd(0);
@@ -230,6 +302,7 @@ after = "500ms"
         "{stderr}"
     );
     assert!(journal::is_stopped(pid), "nothing was done on h1");
+    assert!(hosts.chains("h2").is_empty(), "h2, reachable, was healed");
 
     // Reachable again: resumed, killed, removed; a second recover finds nothing.
     hosts.start_sshd(0);
@@ -248,13 +321,20 @@ after = "500ms"
     assert!(said.contains("on host h1: resumed"), "{said}");
     assert!(said.contains("on host h1: killed"), "{said}");
     hosts.assert_clean();
+    for name in &hosts.names {
+        assert!(
+            hosts.chains(name).is_empty(),
+            "{name}: {:?}",
+            hosts.chains(name)
+        );
+    }
     assert!(journal::pending(&run_dir).unwrap().effects.is_empty());
 }
 
 #[test]
 fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let base = "runtime = \"ssh\"\nduration = \"2s\"\n\n[backend]\nkind = \"redis\"\nlease = \"1s\"\nhosts = [\"h1\"]\n\n[clients]\ncount = 1\n\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n\n";
+    let base = "runtime = \"ssh\"\nduration = \"2s\"\n\n[backend]\nkind = \"redlock\"\nlease = \"1s\"\nhosts = [\"h1\", \"h2\"]\n\n[clients]\ncount = 1\n\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n\n";
     for (fault, says) in [
         (
             "kind = \"clock\"\nnodes = \"n1\"\noffset = \"+5s\"",
@@ -263,6 +343,10 @@ fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
         (
             "kind = \"pause-node\"\nmethod = \"freezer\"",
             "faults[0].method: the freezer is not available under the ssh runtime yet",
+        ),
+        (
+            "kind = \"latency-nodes\"\ndelay = \"50ms\"",
+            "faults[0].kind: latency-nodes is not available under the ssh runtime yet",
         ),
         (
             "kind = \"kill\"\nwipe = true",
@@ -281,6 +365,22 @@ fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
             .arg(dir.path())
             .output()
             .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    // What the runtime does not do yet, by name.
+    for (key, says) in [
+        ("[backend]\nmanage = false\n", "backend.manage: servers already running (manage = false) are not available under the ssh runtime yet"),
+        ("[clients]\nclients_on = \"hosts\"\n", "clients.clients_on: \"hosts\" is not available under the ssh runtime yet"),
+    ] {
+        let (table, line) = key.split_once('\n').unwrap();
+        let w = write_workload(
+            dir.path(),
+            "w.toml",
+            &base.replacen(&format!("{table}\n"), &format!("{table}\n{line}"), 1),
+        );
+        let out = run_support::lockcheck().arg("run").arg(&w).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");

@@ -164,6 +164,28 @@ pub trait Cluster: Send + Sync {
             self.runtime().name()
         )
     }
+    /// The address a node's peers reach it at, where it is a host of its own
+    /// (ssh); none elsewhere (namespaced nodes have theirs in [`Cluster::network`]).
+    fn node_addr(&self, _node: &str) -> Option<std::net::IpAddr> {
+        None
+    }
+    /// Adds packet-filter rules for what `node` sends (iptables matches and
+    /// target, like `-d 10.0.0.2 -j DROP`), in a chain of lockcheck's own on its
+    /// host, journaled; where the node is a host of its own (ssh). Returns the
+    /// handle [`Cluster::unfilter`] takes; `stop` removes any left.
+    async fn filter(&mut self, node: &str, _rules: &[String]) -> Result<u64> {
+        anyhow::bail!(
+            "node {node}: packet filters on the nodes' hosts are the ssh runtime's, not the {} runtime's",
+            self.runtime().name()
+        )
+    }
+    /// Removes the rules [`Cluster::filter`] added.
+    async fn unfilter(&mut self, _filter: u64) -> Result<()> {
+        anyhow::bail!(
+            "packet filters on the nodes' hosts are the ssh runtime's, not the {} runtime's",
+            self.runtime().name()
+        )
+    }
     /// The node that leads now, where the backend has one.
     async fn leader(&self) -> Option<String>;
     /// Stops every node and removes what the cluster made; also what drop does.

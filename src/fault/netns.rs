@@ -44,6 +44,12 @@
 //! address conntrack remembers from before DNAT (`--ctorigdst`), on what a
 //! sends and on what the proxy hands back to it (see `rules`).
 //!
+//! Under the ssh runtime each node is a host of its own: the same rules (what
+//! a node sends to a peer cut off from it) go into an iptables chain of
+//! lockcheck's on the node's host, made and removed by the cluster
+//! (`Cluster::filter`, journaled there with its host), which the heal asks to
+//! remove; no namespace is involved.
+//!
 //! Which links a fault hits is [`cuts`] of the shape, the same function the
 //! client-link proxy uses; `leader` / `primary` isolation asks the cluster who
 //! leads at the moment the fault starts. A partition's rules are journaled
@@ -146,7 +152,7 @@ impl NodeShape {
         setting: &Setting,
         default: ShapeKind,
     ) -> Result<NodeShape> {
-        if setting.network != NetworkKind::Namespaces {
+        if setting.network != NetworkKind::Namespaces && !setting.hosts {
             return Err(entry.bad(
                 "kind",
                 "links between nodes are cut or slowed inside their network namespaces: set [backend] network = \"namespaces\"",
@@ -200,7 +206,9 @@ pub(super) fn refused_by(kind: &super::spec::Kind, runtime: Runtime) -> Option<R
 
 /// Where a node fault on links between nodes lands, at the moment it starts.
 struct Aim {
-    network: Arc<Network>,
+    /// The nodes' namespaces; none where each node is a host of its own (ssh),
+    /// whose links are cut on the hosts through the cluster.
+    network: Option<Arc<Network>>,
     /// The nodes, shuffled with the seed where the shape splits them.
     nodes: Vec<String>,
     shape: Shape,
@@ -219,9 +227,10 @@ async fn aim(shape: &NodeShape, scene: &mut Scene<'_>) -> Result<Option<Aim>> {
     };
     let (network, mut nodes, dir) = {
         let c = cluster.lock().await;
-        let network = c.network().context(
-            "a fault between nodes needs the nodes in namespaces: set [backend] network = \"namespaces\"",
-        )?;
+        let network = c.network();
+        if network.is_none() && !c.runtime().remote() {
+            bail!("a fault between nodes needs the nodes in namespaces: set [backend] network = \"namespaces\"");
+        }
         (network, c.node_names(), c.dir().to_path_buf())
     };
     let shape = match shape {
@@ -348,6 +357,9 @@ pub struct NodePartition {
     shape: NodeShape,
     cut: Cut,
     active: Vec<Applied>,
+    /// The cluster's filters in force on the nodes' hosts (ssh); the cluster
+    /// removes any left when it stops.
+    filters: Vec<u64>,
     links: Vec<String>,
     journal: Option<Arc<Journal>>,
 }
@@ -358,6 +370,7 @@ impl NodePartition {
             shape,
             cut,
             active: Vec::new(),
+            filters: Vec::new(),
             links: Vec::new(),
             journal: None,
         }
@@ -403,9 +416,24 @@ impl Fault for NodePartition {
             return Ok(None);
         };
         let cut = cuts(&shape, &nodes)?;
+        let mode = match self.cut {
+            Cut::Blackhole => "blackhole",
+            Cut::Reset => "reset",
+        };
+        self.links = cut.iter().map(|(a, b)| format!("{a}->{b}")).collect();
+        let value = json!({
+            "targets": targets,
+            "between": "nodes",
+            "shape": self.shape.name(),
+            "links": self.links,
+            "mode": mode,
+        });
+        let Some(network) = network else {
+            self.cut_on_hosts(&cut, scene).await?;
+            return Ok(Some(value));
+        };
         let proxied = Proxies::registered(&dir, Between::Nodes).is_some();
         let mut per_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        self.links.clear();
         for (from, to) in &cut {
             let ns = network
                 .namespace_of(from)
@@ -417,7 +445,6 @@ impl Fault for NodePartition {
                 .entry(ns)
                 .or_default()
                 .extend(rules(self.cut, addr, proxied));
-            self.links.push(format!("{from}->{to}"));
         }
         let journal = Journal::for_run(&dir)?;
         self.journal = Some(journal.clone());
@@ -442,24 +469,64 @@ impl Fault for NodePartition {
                 journal_id,
             });
         }
-        let mode = match self.cut {
-            Cut::Blackhole => "blackhole",
-            Cut::Reset => "reset",
-        };
-        Ok(Some(json!({
-            "targets": targets,
-            "between": "nodes",
-            "shape": self.shape.name(),
-            "links": self.links,
-            "mode": mode,
-        })))
+        Ok(Some(value))
     }
 
-    async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
+    async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
         let value = json!({ "between": "nodes", "links": std::mem::take(&mut self.links) });
+        if !self.filters.is_empty() {
+            let Some(cluster) = scene.cluster else {
+                bail!("a fault between nodes needs the run's cluster");
+            };
+            let mut cluster = cluster.lock().await;
+            // Try every host; report the first failure after all were tried.
+            let mut first = None;
+            for f in std::mem::take(&mut self.filters) {
+                if let Err(e) = cluster.unfilter(f).await {
+                    first.get_or_insert(e);
+                }
+            }
+            return first.map_or(Ok(value), Err);
+        }
         let (active, journal) = (std::mem::take(&mut self.active), self.journal.clone());
         tokio::task::spawn_blocking(move || heal(active, journal.as_deref())).await??;
         Ok(value)
+    }
+}
+
+impl NodePartition {
+    /// Cuts `cut` on the nodes' own hosts (ssh): for each node, a chain of
+    /// lockcheck's in its host's packet filter dropping (or resetting) what it
+    /// sends to the nodes cut off from it, through the cluster, which journals it.
+    async fn cut_on_hosts(
+        &mut self,
+        cut: &std::collections::BTreeSet<(String, String)>,
+        scene: &mut Scene<'_>,
+    ) -> Result<()> {
+        let Some(cluster) = scene.cluster else {
+            bail!("a fault between nodes needs the run's cluster");
+        };
+        let mut cluster = cluster.lock().await;
+        let mut per_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for (from, to) in cut {
+            let addr = match cluster.node_addr(to) {
+                Some(std::net::IpAddr::V4(a)) => a,
+                Some(other) => {
+                    bail!("node {to} is at {other}: links between nodes are cut over IPv4 only")
+                }
+                None => bail!("node {to} has no address"),
+            };
+            let host_rules = rules(self.cut, addr, false)
+                .into_iter()
+                .map(|r| r.strip_prefix("OUTPUT ").map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .context("a cut on a host is of what it sends")?;
+            per_node.entry(from).or_default().extend(host_rules);
+        }
+        for (node, rules) in per_node {
+            self.filters.push(cluster.filter(node, &rules).await?);
+        }
+        Ok(())
     }
 }
 

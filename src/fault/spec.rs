@@ -97,6 +97,9 @@ pub struct Setting {
     /// Server nodes `n1` .. `nN`.
     pub nodes: usize,
     pub network: NetworkKind,
+    /// Each node on a host of its own (`backend.hosts`, the ssh runtime): links
+    /// between nodes are cut on the hosts, without namespaces of lockcheck's.
+    pub hosts: bool,
 }
 
 /// What the run must set up, before it starts, for a fault to have something to act on.

@@ -123,6 +123,9 @@ pub enum Effect {
     /// The directory of the run's server data and logs on another host: undone
     /// by removing it.
     RemoteDir { host: RemoteHost, dir: PathBuf },
+    /// An iptables chain of lockcheck's on another host (cutting links between
+    /// nodes), jumped to from its OUTPUT chain: undone by removing both.
+    RemoteChain { host: RemoteHost, chain: String },
 }
 
 /// A host reached over SSH, as the run reached it: its name as the user's SSH
@@ -168,6 +171,9 @@ impl Effect {
             }
             Effect::RemoteDir { host, dir } => {
                 format!("directory {} on host {}", dir.display(), host.name)
+            }
+            Effect::RemoteChain { host, chain } => {
+                format!("iptables chain {chain} on host {}", host.name)
             }
         }
     }

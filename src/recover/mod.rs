@@ -85,7 +85,8 @@ fn remote_host(effect: &Effect) -> Option<&str> {
     match effect {
         Effect::RemoteProcess { host, .. }
         | Effect::RemoteStopped { host, .. }
-        | Effect::RemoteDir { host, .. } => Some(&host.name),
+        | Effect::RemoteDir { host, .. }
+        | Effect::RemoteChain { host, .. } => Some(&host.name),
         _ => None,
     }
 }
@@ -140,6 +141,10 @@ pub fn undo(effect: &Effect) -> Result<String> {
                 false => ALREADY_GONE.into(),
             }
         }
+        Effect::RemoteChain { host, chain } => match Host::new(host.clone()).remove_chain(chain)? {
+            true => "removed".into(),
+            false => "nothing left".into(),
+        },
         Effect::RemoteDir { host, dir } => match Host::new(host.clone()).remove_dir(dir)? {
             true => "removed".into(),
             false => "nothing left".into(),

@@ -143,7 +143,12 @@ impl Hosts {
     /// `text` (a workload) run on these hosts: `runtime = "ssh"`, and its
     /// `[backend]` given the first `n` hosts and the test's `remote_dir`.
     pub fn workload(&self, text: &str, n: usize) -> String {
-        let hosts: Vec<String> = self.names[..n].iter().map(|h| format!("{h:?}")).collect();
+        self.workload_on(text, &self.names[..n])
+    }
+
+    /// [`Hosts::workload`] on the hosts `names`.
+    pub fn workload_on(&self, text: &str, names: &[String]) -> String {
+        let hosts: Vec<String> = names.iter().map(|h| format!("{h:?}")).collect();
         let backend = format!(
             "[backend]\nhosts = [{}]\nremote_dir = {:?}\n",
             hosts.join(", "),
@@ -184,6 +189,15 @@ impl Hosts {
             .map(|e| e.path())
             .collect();
         assert!(dirs.is_empty(), "directories left on the hosts: {dirs:?}");
+    }
+
+    /// The iptables chains of lockcheck's on host `name`.
+    pub fn chains(&self, name: &str) -> Vec<String> {
+        self.ssh(name, "iptables -w -S")
+            .lines()
+            .filter(|l| l.contains("lockcheck-"))
+            .map(str::to_string)
+            .collect()
     }
 
     pub fn ssh_config(&self) -> &Path {

@@ -317,6 +317,42 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Makes iptables chain `chain` holding `rules` (matches and target, for
+    /// what the host sends) and jumps to it first thing from OUTPUT, in one
+    /// `iptables-restore` that leaves every other rule alone.
+    pub fn add_chain(&self, chain: &str, rules: &[String]) -> Result<()> {
+        let mut input = format!("*filter\n:{chain} - [0:0]\n");
+        for r in rules {
+            input.push_str(&format!("-A {chain} {r}\n"));
+        }
+        input.push_str(&format!("-I OUTPUT 1 -j {chain}\nCOMMIT\n"));
+        self.run(&format!(
+            "iptables-restore -w --noflush <<'LOCKCHECK_RULES'\n{input}LOCKCHECK_RULES"
+        ))
+        .map(|_| ())
+        .with_context(|| format!("cutting links on host {} (iptables, as root)", self.name()))
+    }
+
+    /// Removes chain `chain` and the jumps to it; says whether it was there.
+    pub fn remove_chain(&self, chain: &str) -> Result<bool> {
+        if !chain.starts_with("lockcheck-")
+            || chain.contains(|c: char| !c.is_ascii_alphanumeric() && c != '-')
+        {
+            bail!(
+                "{chain} on host {} is no chain lockcheck made: left alone",
+                self.name()
+            );
+        }
+        let out = self.run(&format!(
+            "if iptables -w -n -L {chain} >/dev/null 2>&1; then\n\
+             while iptables -w -D OUTPUT -j {chain} 2>/dev/null; do :; done\n\
+             iptables -w -F {chain} && iptables -w -X {chain} && echo removed\nelse echo gone; fi"
+        ))?;
+        Ok(out.trim() == "removed")
+    }
+}
+
 /// The run's open connection to a host (`ssh -N` as `ControlMaster`), journaled
 /// as a process of the run; closed when dropped.
 pub struct Master {

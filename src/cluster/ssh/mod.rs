@@ -66,6 +66,8 @@ pub struct SshCluster {
     journal: Arc<Journal>,
     /// The masters' sockets' directory, removed once they are closed.
     control: Option<ControlDir>,
+    /// The iptables chains in force, by journal entry: node and chain.
+    chains: std::collections::BTreeMap<u64, (usize, String)>,
 }
 
 impl SshCluster {
@@ -174,6 +176,7 @@ impl SshCluster {
             dirs,
             journal,
             control: Some(control),
+            chains: Default::default(),
         };
         let all: Vec<usize> = (0..n).collect();
         let started = async {
@@ -358,8 +361,16 @@ impl SshCluster {
         } else {
             self.plan.spec.stop_grace
         };
+        let mut chains: Vec<Vec<(String, u64)>> = vec![Vec::new(); hosts];
+        for (id, (i, chain)) in std::mem::take(&mut self.chains) {
+            if let Some(c) = chains.get_mut(i) {
+                c.push((chain, id));
+            }
+        }
         let nodes = (0..hosts)
-            .map(|i| NodeTeardown {
+            .zip(chains)
+            .map(|(i, chains)| NodeTeardown {
+                chains,
                 host: self.hosts[i].clone(),
                 proc: self.procs[i].take(),
                 stopped: self.stopped[i].take(),
@@ -390,6 +401,8 @@ struct Teardown {
 
 struct NodeTeardown {
     host: Host,
+    /// Chains still in force, and their journal entries: removed first.
+    chains: Vec<(String, u64)>,
     proc: Option<(Proc, u64)>,
     stopped: Option<u64>,
     remote_log: PathBuf,
@@ -399,6 +412,9 @@ struct NodeTeardown {
 
 impl NodeTeardown {
     fn run(&self, grace: Duration) -> Result<()> {
+        for (chain, _) in &self.chains {
+            self.host.remove_chain(chain)?;
+        }
         let procs: Vec<&Proc> = self.proc.iter().map(|(p, _)| p).collect();
         self.host.end(&procs, grace)?;
         copy_log(&self.host, &self.remote_log, &self.log)?;
@@ -427,7 +443,8 @@ impl Teardown {
             match result {
                 Ok(()) => {
                     let ids = [n.proc.as_ref().map(|(_, id)| *id), n.stopped, Some(n.dir.1)];
-                    for id in ids.into_iter().flatten() {
+                    let chains = n.chains.iter().map(|(_, id)| *id);
+                    for id in ids.into_iter().flatten().chain(chains) {
                         if let Err(e) = self.journal.undone(id) {
                             tracing::warn!("{e:#}");
                         }
@@ -573,6 +590,31 @@ impl Cluster for SshCluster {
                 .with_context(|| format!("resuming node {node}"))?;
         }
         self.journal.undone(id)
+    }
+    fn node_addr(&self, node: &str) -> Option<std::net::IpAddr> {
+        let i = self.index(node).ok()?;
+        Some(self.plan.nodes[i].client_listen.ip())
+    }
+    async fn filter(&mut self, node: &str, rules: &[String]) -> Result<u64> {
+        let i = self.index(node)?;
+        let chain = format!("lockcheck-{:08x}", rand::random::<u32>());
+        // Written down first: a controller killed right after still has it removed.
+        let id = self.journal.record(Effect::RemoteChain {
+            host: self.hosts[i].remote.clone(),
+            chain: chain.clone(),
+        })?;
+        self.chains.insert(id, (i, chain.clone()));
+        let (host, rules) = (self.hosts[i].clone(), rules.to_vec());
+        tokio::task::spawn_blocking(move || host.add_chain(&chain, &rules)).await??;
+        Ok(id)
+    }
+    async fn unfilter(&mut self, filter: u64) -> Result<()> {
+        let Some((i, chain)) = self.chains.remove(&filter) else {
+            return Ok(());
+        };
+        let host = self.hosts[i].clone();
+        tokio::task::spawn_blocking(move || host.remove_chain(&chain)).await??;
+        self.journal.undone(filter)
     }
     async fn leader(&self) -> Option<String> {
         let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())

@@ -325,6 +325,24 @@ impl Workload {
         let bad = |key: &str, what: String| anyhow!("{file}: {key}: {what}");
 
         let kind = raw.backend.kind;
+        // Keys of the ssh runtime's that name what it does not do yet.
+        if raw.backend.manage == Some(false) {
+            bail!(bad(
+                "backend.manage",
+                "servers already running (manage = false) are not available under the ssh runtime yet: lockcheck starts its own on the hosts".into()
+            ));
+        }
+        match raw.clients.clients_on.as_deref() {
+            None | Some("controller") => {}
+            Some("hosts") => bail!(bad(
+                "clients.clients_on",
+                "\"hosts\" is not available under the ssh runtime yet: the clients run on this machine (\"controller\")".into()
+            )),
+            Some(other) => bail!(bad(
+                "clients.clients_on",
+                format!("expected \"controller\" (the clients run on this machine), found \"{other}\"")
+            )),
+        }
         let hosts = raw.backend.hosts.clone().unwrap_or_default();
         if let (Some(n), false) = (raw.backend.nodes, hosts.is_empty()) {
             if n != hosts.len() {
@@ -529,6 +547,7 @@ impl Workload {
             clients: count,
             nodes,
             network,
+            hosts: !hosts.is_empty(),
         };
         let (faults, raw_timed) = faults::read(raw.faults, &setting, &file, text)?;
         if raw.duration.0.is_zero() {

@@ -130,6 +130,7 @@ pub struct Backend {
     pub ssh_config: Option<std::path::PathBuf>,
     pub program: Option<std::path::PathBuf>,
     pub remote_dir: Option<std::path::PathBuf>,
+    pub manage: Option<bool>,
 }
 
 /// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.
@@ -173,6 +174,7 @@ pub struct Clients {
     pub self_fencing_margin: Option<Dur>,
     pub self_fencing: Option<SelfFencing>,
     pub on_lease_loss: Option<toml::Spanned<super::election::OnLeaseLoss>>,
+    pub clients_on: Option<String>,
 }
 
 #[derive(Deserialize)]
