@@ -91,6 +91,7 @@ async fn main() -> Result<()> {
         acquire_timeout: Duration::from_secs(1),
         fencing_token: false,
         replica_acks: None,
+        primary_check: Default::default(),
     };
     println!(
         "acquire/release cycles per second, one client, no contention, {} s each:",

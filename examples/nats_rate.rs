@@ -38,6 +38,7 @@ async fn main() -> Result<()> {
             acquire_timeout: Duration::from_secs(1),
             fencing_token: true,
             replica_acks: None,
+            primary_check: Default::default(),
         };
         let mut c = connect(BackendKind::Nats, &cluster.endpoints(), &cfg).await?;
         let t = Instant::now();

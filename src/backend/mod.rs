@@ -12,6 +12,7 @@
 //! | [`postgres`] lease | one conditional `UPDATE` of a lease row (`locked_until`, token + 1) | the row's token | a holder paused past `locked_until` |
 //! | [`zookeeper`] | ephemeral sequential znode under the lock node; the lowest holds; the others watch their predecessor | the znode's czxid | a holder paused past its session timeout: its znode goes with the session |
 //! | [`mariadb`] | `GET_LOCK(name, timeout)` in one session, `RELEASE_LOCK` | none | a holder paused past `wait_timeout`: its session ends, the lock with it |
+//! | [`patroni`] | no lock: the primary role Patroni's agents hand out through a leader key with a TTL in etcd; a client leads while its own node accepts writes | the node's PostgreSQL timeline | the primary's Patroni paused past the leader key's TTL: a replica is promoted while the old primary still commits writes |
 //! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision; the bucket on every node of a cluster | the key's revision at create | a holder paused past the max age; on a cluster before nats-server 2.9.21, two concurrent creates both win |
 //!
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
@@ -21,6 +22,7 @@ pub mod adapter;
 pub mod etcd;
 pub mod mariadb;
 pub mod nats;
+pub mod patroni;
 pub mod postgres;
 pub mod redis;
 pub mod redis_sentinel;
@@ -51,10 +53,12 @@ pub enum BackendKind {
     Zookeeper,
     /// MariaDB `GET_LOCK` / `RELEASE_LOCK` (session-scoped).
     Mariadb,
+    /// PostgreSQL nodes managed by Patroni: the primary role is the lock.
+    Patroni,
 }
 
 impl BackendKind {
-    pub const ALL: [BackendKind; 9] = [
+    pub const ALL: [BackendKind; 10] = [
         BackendKind::Redis,
         BackendKind::RedisSentinel,
         BackendKind::Redlock,
@@ -64,6 +68,7 @@ impl BackendKind {
         BackendKind::Nats,
         BackendKind::Zookeeper,
         BackendKind::Mariadb,
+        BackendKind::Patroni,
     ];
 
     /// The backend as a workload's `backend.kind` names it (`postgres-lease`):
@@ -91,6 +96,18 @@ impl BackendKind {
     /// resource safe (none without a token).
     pub fn fenced_by(self) -> Option<&'static str> {
         self.about().fenced_by
+    }
+
+    /// Whether clients take a lock of this service (a lock workload, an audit);
+    /// patroni's only lead, while their node is the primary.
+    pub fn has_lock(self) -> bool {
+        self != BackendKind::Patroni
+    }
+
+    /// Whether each client is one node's application (client `i` on node `i`, its
+    /// own node first in its endpoints) rather than a client of the whole service.
+    pub fn client_per_node(self) -> bool {
+        self == BackendKind::Patroni
     }
 
     /// What is said of each backend: one entry per backend.
@@ -166,6 +183,14 @@ impl BackendKind {
                 shown_by: &["mariadb-pause"],
                 fenced_by: None,
             },
+            BackendKind::Patroni => About {
+                name: "patroni",
+                token: Some("the node's PostgreSQL timeline, which every promotion increments"),
+                known_break: "the primary's Patroni paused past the leader key's TTL: a replica is \
+                     promoted while the old primary's PostgreSQL still commits writes",
+                shown_by: &["incidents/patroni-split-brain"],
+                fenced_by: None,
+            },
         }
     }
 }
@@ -223,6 +248,9 @@ pub struct LockConfig {
     /// acknowledged it (`WAIT`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replica_acks: Option<u32>,
+    /// How a Patroni node's application tells that its node is the primary.
+    #[serde(default)]
+    pub primary_check: patroni::PrimaryCheck,
 }
 
 impl LockConfig {
@@ -273,16 +301,20 @@ pub async fn connect(
         BackendKind::Mariadb => {
             Box::new(self::mariadb::GetLock::connect(single(kind, endpoints)?, cfg).await?)
         }
+        BackendKind::Patroni => anyhow::bail!(
+            "the patroni backend has no lock to take: its clients lead while their node is the primary (mode = \"election\")"
+        ),
     })
 }
 
 /// The backends a workload with `mode = "election"` can campaign on, each with its
 /// community's leader-election recipe.
-pub const ELECTION_BACKENDS: [BackendKind; 4] = [
+pub const ELECTION_BACKENDS: [BackendKind; 5] = [
     BackendKind::Etcd,
     BackendKind::Zookeeper,
     BackendKind::Redis,
     BackendKind::Nats,
+    BackendKind::Patroni,
 ];
 
 /// Opens one candidate of a leader election on a lock service: acquire campaigns
@@ -294,7 +326,9 @@ pub const ELECTION_BACKENDS: [BackendKind; 4] = [
 ///   (ephemeral sequential znodes, the lowest leads, each watches its predecessor);
 /// - `redis`: a lease key set only if absent, renewed only while it holds our value;
 /// - `nats`: a KV key created only if absent in a bucket whose max age is the lease,
-///   updated by expected revision (ripienaar/nats-kv-leader-elect's recipe).
+///   updated by expected revision (ripienaar/nats-kv-leader-elect's recipe);
+/// - `patroni`: Patroni's own election (a leader key with a TTL in etcd); each client
+///   is its node's application and leads while its node accepts writes.
 pub async fn connect_election(
     kind: BackendKind,
     endpoints: &[String],
@@ -307,6 +341,9 @@ pub async fn connect_election(
         BackendKind::Zookeeper | BackendKind::Redis | BackendKind::Nats => {
             connect(kind, endpoints, cfg).await
         }
+        BackendKind::Patroni => Ok(Box::new(
+            self::patroni::NodeLeadership::connect(endpoints, cfg).await?,
+        )),
         _ => anyhow::bail!("the {kind} backend has no leader-election recipe"),
     }
 }
@@ -348,6 +385,13 @@ pub trait LockClient: Send {
     /// Whether the library still believes it holds the lock (an adapter's `held`);
     /// `None`: this client cannot tell, without asking the lock service afresh.
     async fn held(&mut self) -> Option<Result<bool, LockError>> {
+        None
+    }
+    /// Where a leadership acts on the lock service itself (a Patroni node's
+    /// application commits on its own node), performs one act: `None` where acts
+    /// go to the protected resource instead.
+    async fn act(&mut self, token: Option<u64>, data: &str) -> Option<Result<(), LockError>> {
+        let _ = (token, data);
         None
     }
     /// The node this client last talked to, for the history's `node` field.

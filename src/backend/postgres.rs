@@ -66,7 +66,7 @@ impl Drop for Session {
 }
 
 /// A lazily (re)opened session to one server, with the request timeout.
-struct Conn {
+pub(super) struct Conn {
     info: String,
     timeout: Duration,
     /// Statements run at the start of every session.
@@ -75,7 +75,11 @@ struct Conn {
 }
 
 impl Conn {
-    fn new(endpoint: &str, cfg: &LockConfig, setup: Vec<String>) -> anyhow::Result<Conn> {
+    pub(super) fn new(
+        endpoint: &str,
+        cfg: &LockConfig,
+        setup: Vec<String>,
+    ) -> anyhow::Result<Conn> {
         let timeout = cfg.request_timeout();
         Ok(Conn {
             info: conninfo(endpoint, timeout)?,
@@ -132,7 +136,7 @@ impl Conn {
     /// Runs one statement under the request timeout. A statement whose fate is
     /// unknown also drops the session: whatever it did, the server undoes what a
     /// session holds when the session ends.
-    async fn run<T, F, Fut>(&mut self, what: &str, statement: F) -> Result<T, LockError>
+    pub(super) async fn run<T, F, Fut>(&mut self, what: &str, statement: F) -> Result<T, LockError>
     where
         F: FnOnce(Arc<Client>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,

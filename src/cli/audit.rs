@@ -56,13 +56,19 @@ pub struct Args {
 }
 
 fn backend(s: &str) -> Result<BackendKind, String> {
-    BackendKind::ALL
-        .into_iter()
-        .find(|k| k.name() == s)
-        .ok_or_else(|| {
-            let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
-            format!("expected one of {}", names.join(", "))
-        })
+    let lockable = || BackendKind::ALL.into_iter().filter(|k| k.has_lock());
+    match lockable().find(|k| k.name() == s) {
+        Some(k) => Ok(k),
+        None if s == BackendKind::Patroni.name() => Err(
+            "patroni hands out no lock to audit: its clients lead while their node is the primary; \
+             run workloads/incidents/patroni-split-brain*.toml"
+                .into(),
+        ),
+        None => {
+            let names: Vec<&str> = lockable().map(|k| k.name()).collect();
+            Err(format!("expected one of {}", names.join(", ")))
+        }
+    }
 }
 
 fn recipe(s: &str) -> Result<Recipe, String> {

@@ -212,6 +212,14 @@ impl DockerCluster {
         if spec.nodes == 0 {
             bail!("a {} cluster needs at least one node", spec.kind);
         }
+        if let Some(c) = recipe(spec.kind).coordinator() {
+            return Err(ClusterError::Docker(format!(
+                "{} runs under the local runtime only: its nodes need {c} running first, which \
+                 the docker runtime does not start",
+                spec.kind.name()
+            ))
+            .into());
+        }
         let docker = connect().await?;
         let mounts = image_mounts(&docker, image).await?;
         if mounts.is_empty() && recipe(spec.kind).official_image().is_none() {

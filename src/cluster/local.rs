@@ -70,6 +70,9 @@ pub struct ClusterSpec {
     /// `lockcheck recover`): `dir` itself, unless the cluster is one part of a run
     /// that keeps it in a folder of its own (the resource's PostgreSQL).
     pub journal_dir: PathBuf,
+    /// The workload's lease, for servers that keep the lease themselves (the TTL
+    /// of Patroni's leader key).
+    pub lease: Option<Duration>,
 }
 
 /// A change to a node's command line made just before it starts, for what must be in
@@ -113,11 +116,12 @@ impl ClusterSpec {
             journal_dir: dir.clone(),
             dir,
             binary: None,
-            ready_timeout: Duration::from_secs(20),
+            ready_timeout: recipe(kind).ready_timeout(),
             stop_grace: Duration::from_secs(5),
             prepare: None,
             network: NetworkKind::Loopback,
             on_network: None,
+            lease: None,
         }
     }
 }
@@ -155,6 +159,9 @@ pub struct ClusterPlan {
     /// Where the nodes' data directories are (`<dir>/data`, or a stand-in the
     /// server can reach); it goes with the last plan, once the servers stopped.
     pub home: Arc<super::home::Home>,
+    /// The client addresses of the coordinator the nodes need
+    /// ([`ServerRecipe::coordinator`]), once it runs; empty without one.
+    pub coordinator: Vec<String>,
 }
 
 impl ClusterPlan {
@@ -219,6 +226,7 @@ impl ClusterPlan {
             nodes,
             cluster_token,
             home: Arc::new(home),
+            coordinator: Vec::new(),
         })
     }
 
@@ -233,12 +241,29 @@ impl ClusterPlan {
     async fn start_on(self, network: Option<Arc<Network>>) -> Result<LocalCluster> {
         fs::create_dir_all(self.spec.dir.join("nodes"))
             .with_context(|| format!("creating {}", self.spec.dir.join("nodes").display()))?;
+        let coordinator = match self.recipe().coordinator() {
+            Some(kind) => Some(Box::new(self.start_coordinator(kind).await?)),
+            None => None,
+        };
+        self.start_nodes(network, coordinator).await
+    }
+
+    /// Runs every node (after the coordinator, if any) and waits until all serve.
+    async fn start_nodes(
+        self,
+        network: Option<Arc<Network>>,
+        coordinator: Option<Box<LocalCluster>>,
+    ) -> Result<LocalCluster> {
         let mut cluster = LocalCluster {
             children: (0..self.nodes.len()).map(|_| None).collect(),
             frozen: (0..self.nodes.len()).map(|_| None).collect(),
             plan: self,
             network,
+            coordinator,
         };
+        if let Some(c) = &cluster.coordinator {
+            cluster.plan.coordinator = c.endpoints();
+        }
         // All members first, then the wait: an etcd member is not healthy until a
         // quorum of its peers is up.
         for i in 0..cluster.plan.nodes.len() {
@@ -253,6 +278,23 @@ impl ClusterPlan {
     pub fn recipe(&self) -> &'static dyn ServerRecipe {
         recipe(self.spec.kind)
     }
+
+    /// Starts the one-node cluster of `kind` the nodes need first, its files under
+    /// `<dir>/coordinator/`, journaled in the run's journal.
+    /// A coordinator needs none itself.
+    async fn start_coordinator(&self, kind: BackendKind) -> Result<LocalCluster> {
+        let mut spec = ClusterSpec::new(kind, self.spec.dir.join("coordinator"));
+        spec.nodes = 1;
+        spec.journal_dir = self.spec.journal_dir.clone();
+        let what = || format!("starting the {kind} the {} nodes need", self.spec.kind);
+        if recipe(kind).coordinator().is_some() {
+            bail!("{}: it needs a coordinator itself", what());
+        }
+        let plan = ClusterPlan::new(spec).with_context(what)?;
+        fs::create_dir_all(plan.spec.dir.join("nodes"))
+            .with_context(|| format!("creating {}", plan.spec.dir.join("nodes").display()))?;
+        plan.start_nodes(None, None).await.with_context(what)
+    }
 }
 
 /// The running servers of one backend. Dropping it stops them all.
@@ -266,6 +308,8 @@ pub struct LocalCluster {
     network: Option<Arc<Network>>,
     /// Each node frozen with the cgroup freezer, and the journal entry saying so.
     frozen: Vec<Option<(super::freezer::Frozen, u64)>>,
+    /// The coordinator the nodes need (Patroni's etcd), stopped after them.
+    coordinator: Option<Box<LocalCluster>>,
 }
 
 impl LocalCluster {
@@ -315,11 +359,8 @@ impl LocalCluster {
     /// The addresses (`host:port`) clients should dial, one per node, in node order:
     /// what `backend::connect` takes.
     pub fn endpoints(&self) -> Vec<String> {
-        self.plan
-            .nodes
-            .iter()
-            .map(|n| n.client_advertise.to_string())
-            .collect()
+        let recipe = self.plan.recipe();
+        self.plan.nodes.iter().map(|n| recipe.endpoint(n)).collect()
     }
 
     /// The process id of a running node, for faults that signal it (SIGSTOP, SIGKILL).
@@ -525,6 +566,28 @@ impl LocalCluster {
             Ok(())
         })
         .await;
+        let (leftovers, grace) = (self.leftovers(), self.plan.spec.stop_grace);
+        let _ = off_runtime(move || {
+            kill_leftovers(&leftovers, grace);
+            Ok(())
+        })
+        .await;
+        // The coordinator (a cluster of its own) stops as it drops.
+        if let Some(c) = self.coordinator.take() {
+            let _ = off_runtime(move || {
+                drop(c);
+                Ok(())
+            })
+            .await;
+        }
+    }
+
+    /// What the nodes' servers started apart from themselves and left running
+    /// ([`ServerRecipe::leftover`]).
+    fn leftovers(&self) -> Vec<u32> {
+        (0..self.plan.nodes.len())
+            .filter_map(|i| self.plan.recipe().leftover(&self.plan, i))
+            .collect()
     }
 
     /// [`LocalCluster::stop`] for drop, which cannot wait asynchronously.
@@ -544,6 +607,8 @@ impl LocalCluster {
         }
         reap_all(self.kill_rest(&running));
         remove_network(self.network.as_deref());
+        kill_leftovers(&self.leftovers(), self.plan.spec.stop_grace);
+        // The coordinator, dropped after this, stops itself.
     }
 
     /// SIGCONT and SIGTERM to every node running; returns which they were.
@@ -766,6 +831,29 @@ fn thaw_frozen(
         .thaw()
         .with_context(|| format!("thawing node {name}"))?;
     crate::journal::Journal::for_run(run_dir)?.undone(id)
+}
+
+/// Kills processes the servers left behind (once the servers are gone) and waits,
+/// up to `grace`, until they are gone too (a zombie init has yet to reap counts as
+/// gone).
+fn kill_leftovers(pids: &[u32], grace: Duration) {
+    for &pid in pids {
+        tracing::warn!("a detached server process {pid} outlived its node: killing it");
+        let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+    }
+    let alive = |pid: &u32| {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().to_string())
+            })
+            .is_some_and(|rest| !rest.starts_with('Z'))
+    };
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && pids.iter().any(alive) {
+        std::thread::sleep(STOP_POLL);
+    }
 }
 
 /// Waits for killed servers to go, so that none is left a zombie.

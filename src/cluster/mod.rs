@@ -21,6 +21,7 @@ pub mod local;
 mod mariadb;
 mod nats;
 pub mod netns;
+pub mod patroni;
 pub mod postgres;
 mod redis;
 mod redis_sentinel;
@@ -302,6 +303,27 @@ pub trait ServerRecipe: Send + Sync {
     fn elects_leader(&self) -> bool {
         self.default_nodes() > 1
     }
+    /// Another backend's cluster, of one node, that this one's nodes need running
+    /// before they start and for their whole life (Patroni's DCS: etcd); its
+    /// client addresses are the plan's `coordinator`.
+    fn coordinator(&self) -> Option<BackendKind> {
+        None
+    }
+    /// How long all nodes together may take to serve at the start.
+    fn ready_timeout(&self) -> Duration {
+        Duration::from_secs(20)
+    }
+    /// What a client is given to reach `node` (`backend::connect`'s endpoints): by
+    /// default the address it dials.
+    fn endpoint(&self, node: &NodeSpec) -> String {
+        node.client_advertise.to_string()
+    }
+    /// A process node `i`'s server started apart from itself, which outlives it
+    /// (Patroni's PostgreSQL, which it detaches), if one runs: stopped after the
+    /// node's own process at the cluster's stop.
+    fn leftover(&self, _plan: &ClusterPlan, _i: usize) -> Option<u32> {
+        None
+    }
     /// The one-off program that prepares node `i`'s data directory before its
     /// first start (and after a wipe), if it needs one now: nothing is run here,
     /// the runtime runs it (on this machine, or in the node's container).
@@ -402,6 +424,7 @@ pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
         BackendKind::Nats => &nats::Nats,
         BackendKind::Zookeeper => &zookeeper::Zookeeper,
         BackendKind::Mariadb => &mariadb::Mariadb,
+        BackendKind::Patroni => &patroni::Patroni,
     }
 }
 

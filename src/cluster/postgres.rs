@@ -131,7 +131,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 
 /// Whether the node accepts a login and answers a query (not merely the TCP
 /// connection, which the postmaster accepts while it still starts up).
-async fn ready(addr: SocketAddr) -> bool {
+pub(super) async fn ready(addr: SocketAddr) -> bool {
     let Ok(info) = conninfo(&addr.to_string(), Duration::from_secs(1)) else {
         return false;
     };

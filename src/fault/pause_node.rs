@@ -2,6 +2,11 @@
 //! stalled VM stops them: with SIGSTOP (the main process) or the cgroup freezer
 //! (every process of the node; `docker pause` for a container). Recorded as
 //! nemesis `pause` / `resume`, the method named in the `pause` value.
+//!
+//! A node's main process is what its recipe runs: the server itself, or, for
+//! `patroni`, the node's agent (Patroni), whose PostgreSQL runs detached from it:
+//! `sigstop` then pauses the agent alone while its database goes on serving, which
+//! is the pause that splits a Patroni cluster's brain.
 
 use super::node::{self, pick, stop, targets, NodeTarget, PauseMethod, Stopped, TIMED};
 use super::spec::{Entry, Kind, Refusal, Setting, Spec};

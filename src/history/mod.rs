@@ -185,6 +185,14 @@ pub mod error {
     /// gave up the lock instead of sending (a self-fencing client). It never reached
     /// the resource, so it is not a write "after deposition".
     pub const SELF_FENCED: &str = "self-fenced: lease deadline passed";
+    /// An act a node's application withheld because the node's agent (Patroni's
+    /// REST API) did not name its node the primary: withheld as [`SELF_FENCED`] is.
+    pub const NOT_PRIMARY: &str = "self-fenced: the node's agent does not name it the primary";
+
+    /// Whether a write's error says the client withheld it itself.
+    pub fn withheld(error: &str) -> bool {
+        error.starts_with("self-fenced")
+    }
 }
 
 /// One line of `history.jsonl`.

@@ -143,7 +143,7 @@ impl Calls {
                 Some(OpType::Ok) => Outcome::Ok,
                 Some(OpType::Fail) => match c.and_then(|c| c.error.as_deref()) {
                     Some(error::STALE_TOKEN) => Outcome::StaleRejected,
-                    Some(error::SELF_FENCED) => Outcome::Withheld,
+                    Some(e) if error::withheld(e) => Outcome::Withheld,
                     _ => Outcome::Fail,
                 },
                 _ => Outcome::Info,

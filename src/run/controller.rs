@@ -10,6 +10,7 @@ use super::worker::{self, Command, Reply};
 use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Workload};
 use super::Live;
 use crate::fault::{client_name, ClientProc};
+use crate::history::error::withheld;
 use crate::history::{HistoryWriter, Op, OpType, Process};
 use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{killpg, Signal};
@@ -388,8 +389,9 @@ impl Slot {
             if self.process != process || !self.alive {
                 return Ok(());
             }
-            if exit && acted.error.as_deref() == Some(worker::SELF_FENCED) {
-                // Its own deadline passed: the leader stops acting at once.
+            if exit && acted.error.as_deref().is_some_and(withheld) {
+                // Its own deadline passed, or its node's agent no longer names it
+                // the primary: the leader stops acting at once.
                 lease_lost = true;
                 break;
             }
@@ -447,7 +449,7 @@ impl Slot {
             if self.process != process || !self.alive {
                 return Ok(());
             }
-            if written.error.as_deref() == Some(worker::SELF_FENCED) {
+            if written.error.as_deref().is_some_and(withheld) {
                 // The worker judged its lease gone: it stops writing, as on a refused renew.
                 break;
             }

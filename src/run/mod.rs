@@ -327,6 +327,7 @@ async fn execute(
 ) -> Result<(FaultAccount, Option<ClientInfo>)> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
+    spec.lease = Some(w.backend.lease.ttl);
     // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
     // with a monotonic offset, in a time namespace.
     let needs = crate::fault::spec::Needs::of(w.faults.iter().map(|f| &*f.spec));
@@ -394,7 +395,15 @@ async fn execute(
         (Some(p), e)
     } else {
         let direct = servers.lock().await.endpoints();
-        (None, vec![direct; clients.len()])
+        let mut each = vec![direct; clients.len()];
+        if w.backend.kind.client_per_node() {
+            // Client i is node i's application: its own node first.
+            for (i, e) in each.iter_mut().enumerate() {
+                let n = e.len();
+                e.rotate_left(i % n);
+            }
+        }
+        (None, each)
     };
     let configs: Vec<worker::Config> = endpoints
         .into_iter()
@@ -408,6 +417,7 @@ async fn execute(
                 acquire_timeout: w.backend.acquire_timeout,
                 fencing_token: w.backend.fencing_token,
                 replica_acks: w.backend.replica_acks,
+                primary_check: w.backend.primary_check,
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),

@@ -222,7 +222,8 @@ pub async fn serve(config: Config) -> Result<()> {
         let req: Request = serde_json::from_str(&line)
             .with_context(|| format!("bad request from the controller: {line}"))?;
         let mut reply = perform(lock.as_mut(), &mut res, lease.as_mut(), &req).await;
-        // Writes and reads go to the resource, not to a node of the lock service.
+        // Writes and reads go to the resource, not to a node of the lock service
+        // (a write that acted on a node says which, in `perform`).
         if !matches!(req.op, Command::Write { .. } | Command::Read) {
             reply.node = lock.node();
         }
@@ -271,14 +272,29 @@ async fn perform(
         Command::Write { .. } if lease.as_ref().is_some_and(|l| l.expired()) => {
             Reply::failed(id, OpType::Fail, SELF_FENCED.into())
         }
-        Command::Write { token, data } => match res.write(req.process, *token, data).await {
-            Ok(WriteOutcome::Applied { seq }) => {
-                Reply::ok(id, json!({ "token": token, "data": data, "seq": seq }))
-            }
-            Ok(WriteOutcome::Rejected(why)) => Reply::failed(id, OpType::Fail, why),
-            // The write may or may not have reached the resource.
-            Err(e) => Reply::failed(id, OpType::Info, format!("{e:#}")),
-        },
+        Command::Write { token, data } => {
+            // A leadership that acts on the lock service's own node (Patroni) acts
+            // there; the resource then records what the node accepted, in order.
+            let acted_on_node = match lock.act(*token, data).await {
+                None => None,
+                Some(Ok(())) => lock.node(),
+                Some(Err(e)) => {
+                    let mut reply = Reply::from_lock_error(id, e);
+                    reply.node = lock.node();
+                    return reply;
+                }
+            };
+            let mut reply = match res.write(req.process, *token, data).await {
+                Ok(WriteOutcome::Applied { seq }) => {
+                    Reply::ok(id, json!({ "token": token, "data": data, "seq": seq }))
+                }
+                Ok(WriteOutcome::Rejected(why)) => Reply::failed(id, OpType::Fail, why),
+                // The write may or may not have reached the resource.
+                Err(e) => Reply::failed(id, OpType::Info, format!("{e:#}")),
+            };
+            reply.node = acted_on_node;
+            reply
+        }
         Command::Read => match res.read().await {
             Ok((seq, data)) => Reply::ok(id, json!({ "data": data, "seq": seq })),
             Err(e) => Reply::failed(id, OpType::Fail, format!("{e:#}")),

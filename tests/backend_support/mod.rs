@@ -31,6 +31,7 @@ pub fn config(kind: BackendKind, lease_ms: u64, acquire_timeout_ms: u64) -> Lock
         acquire_timeout: Duration::from_millis(acquire_timeout_ms),
         fencing_token: kind.token().is_some(),
         replica_acks: None,
+        primary_check: Default::default(),
     }
 }
 

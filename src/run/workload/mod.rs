@@ -24,16 +24,20 @@
 //! [backend]
 //! kind = "redis"                # redis | redis-sentinel | redlock | etcd |
 //!                               #   zookeeper | nats | postgres-advisory |
-//!                               #   postgres-lease | mariadb
-//! nodes = 1                     # optional: redlock 5; etcd, zookeeper, nats 3;
-//!                               #   redis-sentinel 6 (3 servers, 3 Sentinels,
-//!                               #   no other); the others 1
+//!                               #   postgres-lease | mariadb | patroni
+//!                               #   (patroni: mode = "election" only, one client
+//!                               #   per node, resource = "unfenced"; the lease is
+//!                               #   the leader key's TTL, whole seconds)
+//! nodes = 1                     # optional: redlock 5; etcd, zookeeper, nats,
+//!                               #   patroni 3; redis-sentinel 6 (3 servers, 3
+//!                               #   Sentinels, no other); the others 1
 //! lease = "1s"                  # or a preset (LEASE_PRESETS): client-go and consul
 //!                               #   on any backend; etcd-session, curator,
 //!                               #   redis-docs, pglock, postgres-keepalive,
 //!                               #   rds-postgres-keepalive, mariadb-wait-timeout,
 //!                               #   skysql-wait-timeout, go-mysql-lock,
-//!                               #   nats-kv-leader-elect on their own backend
+//!                               #   nats-kv-leader-elect, patroni on their own
+//!                               #   backend
 //! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
 //! fencing_token = true          # optional: true, except redlock (it has none)
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
@@ -60,6 +64,11 @@
 //!                               #   $LOCKCHECK_SSH_CONFIG); relative to this file
 //! # program = "/usr/bin/redis-server" # optional, ssh: the server on the hosts
 //! # remote_dir = "/tmp"         # optional, ssh: where the nodes' data go there
+//! # primary_check = "postgres"  # optional, patroni only: how a node's application
+//!                               #   tells its node is the primary: "postgres"
+//!                               #   (pg_is_in_recovery()) | "patroni-api" (also
+//!                               #   GET /primary on Patroni's REST API, before
+//!                               #   every act: HAProxy's check)
 //!
 //! [clients]
 //! count = 3
@@ -276,6 +285,8 @@ pub struct Backend {
     /// `redis-sentinel`: a grant or renewal counts once this many replicas
     /// acknowledged it (`WAIT`).
     pub replica_acks: Option<u32>,
+    /// `primary_check` (patroni): how a node's application tells its node leads.
+    pub primary_check: crate::backend::patroni::PrimaryCheck,
 }
 
 #[derive(Debug, Clone)]
@@ -297,6 +308,39 @@ impl Clients {
     pub fn self_fencing_margin_ms(&self) -> Option<u64> {
         self.self_fencing_margin.map(|m| m.as_millis() as u64)
     }
+}
+
+/// Refuses what a Patroni workload cannot be: its clients lead (an election), one
+/// per node; their acts are commits on their own nodes, which the resource only
+/// records (so it checks no token); the lease is the leader key's TTL.
+fn patroni_fits(
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+    mode: &Option<toml::Spanned<election::ModeKind>>,
+    resource: &resource::Spec,
+    count: usize,
+    nodes: usize,
+    ttl: Duration,
+) -> Result<()> {
+    if mode.as_ref().map(|m| *m.get_ref()) != Some(election::ModeKind::Election) {
+        bail!(bad(
+            "mode",
+            "patroni hands out no lock: its clients lead while their node is the primary; expected mode = \"election\"".into()
+        ));
+    }
+    if resource.kind != resource::Kind::Lockcheck || resource.fence != Fence::Off {
+        bail!(bad(
+            "resource",
+            "a patroni leader acts by committing on its own node; the resource only records, in order, what the nodes accepted: expected \"unfenced\"".into()
+        ));
+    }
+    if count != nodes {
+        bail!(bad(
+            "clients.count",
+            format!("each patroni client is one node's application: expected {nodes} (backend.nodes), found {count}")
+        ));
+    }
+    crate::cluster::patroni::timings(ttl).map_err(|e| bad("backend.lease", e))?;
+    Ok(())
 }
 
 /// What a holder does while it holds the lock.
@@ -517,6 +561,15 @@ impl Workload {
                     .into()
             ));
         }
+        let primary_check = raw.backend.primary_check;
+        if kind == BackendKind::Patroni {
+            patroni_fits(&bad, &raw.mode, &resource, count, nodes, lease.ttl)?;
+        } else if primary_check.is_some() {
+            bail!(bad(
+                "backend.primary_check",
+                "only for kind = \"patroni\": how a node's application tells that its node is the primary".into()
+            ));
+        }
         let mode = election::mode(
             &file,
             text,
@@ -646,6 +699,7 @@ impl Workload {
                 network,
                 monotonic_offsets,
                 replica_acks,
+                primary_check: primary_check.unwrap_or_default(),
             },
             clients: Clients {
                 count,

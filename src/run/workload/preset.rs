@@ -159,4 +159,14 @@ pub const LEASE_PRESETS: &[LeasePreset] = &[
         source: "ripienaar/nats-kv-leader-elect: KV bucket TTL 5 min, leader updates its key every 75% of it (225 s)",
         backends: &[BackendKind::Nats],
     },
+    // Patroni's documentation, "Dynamic Configuration Settings": ttl 30 (the
+    // leader key's TTL), loop_wait 10 (how often the leader renews it); Patroni
+    // 3.0's config.py defaults the same.
+    LeasePreset {
+        name: "patroni",
+        ttl: Duration::from_secs(30),
+        renew_every: Some(Duration::from_secs(10)),
+        source: "Patroni defaults: leader key ttl 30 s, loop_wait 10 s",
+        backends: &[BackendKind::Patroni],
+    },
 ];

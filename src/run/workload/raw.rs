@@ -131,6 +131,7 @@ pub struct Backend {
     pub program: Option<std::path::PathBuf>,
     pub remote_dir: Option<std::path::PathBuf>,
     pub manage: Option<bool>,
+    pub primary_check: Option<crate::backend::patroni::PrimaryCheck>,
 }
 
 /// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.

@@ -410,7 +410,12 @@ fn presets_are_usable_by_name() {
 #[test]
 fn a_preset_fits_only_the_backends_its_users_run_it_on() {
     for preset in LEASE_PRESETS {
-        for kind in BackendKind::ALL {
+        // Patroni's clients only lead (an election, one per node): its presets
+        // are read in a_patroni_workload_is_an_election_one_client_per_node_...
+        for kind in BackendKind::ALL
+            .into_iter()
+            .filter(|&k| k != BackendKind::Patroni)
+        {
             // Only the lease is under test: one node (or the backend's fixed
             // number), the backend's own token setting, a resource that needs none.
             let nodes = crate::cluster::recipe(kind)
@@ -668,6 +673,52 @@ fn an_incident_names_its_source_and_rule_and_nothing_else() {
             "w/test.toml:{}: incident.source: expected some words",
             lines + 2
         )),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_patroni_workload_is_an_election_one_client_per_node_on_an_unfenced_record() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("workloads/incidents/patroni-split-brain-api-check.toml"),
+    )
+    .unwrap();
+    let w = parse(&text).unwrap();
+    assert_eq!(
+        w.backend.primary_check,
+        crate::backend::patroni::PrimaryCheck::PatroniApi
+    );
+    let refused =
+        |from: &str, to: &str| format!("{:#}", parse(&text.replace(from, to)).unwrap_err());
+    let preset = parse(&text.replace("lease = \"5s\"", "lease = \"patroni\"")).unwrap();
+    assert_eq!(preset.backend.lease.ttl, Duration::from_secs(30));
+    let e = refused("lease = \"5s\"", "lease = \"redis-docs\"");
+    assert!(e.contains("the preset redis-docs"), "{e}");
+    let e = refused("mode = \"election\"\n", "");
+    assert!(
+        e.contains("w/test.toml: mode: patroni hands out no lock"),
+        "{e}"
+    );
+    let e = refused("resource = \"unfenced\"", "resource = \"fenced\"");
+    assert!(
+        e.contains("w/test.toml: resource: a patroni leader acts by committing on its own node"),
+        "{e}"
+    );
+    let e = refused("count = 3", "count = 2");
+    assert!(e.contains("w/test.toml: clients.count: each patroni client is one node's application: expected 3 (backend.nodes), found 2"), "{e}");
+    let e = refused("lease = \"5s\"", "lease = \"2500ms\"");
+    assert!(e.contains("w/test.toml: backend.lease: Patroni's leader key TTL is whole seconds, at least 3: found 2500 ms"), "{e}");
+    let e = format!(
+        "{:#}",
+        parse(&GOOD.replace(
+            "lease = \"1500ms\"",
+            "lease = \"1500ms\"\nprimary_check = \"postgres\""
+        ))
+        .unwrap_err()
+    );
+    assert!(
+        e.contains("w/test.toml: backend.primary_check: only for kind = \"patroni\""),
         "{e}"
     );
 }
