@@ -2,7 +2,7 @@
 
 use lockcheck::fault::clock::{ClockChange, ClockSpec, Clocks};
 use lockcheck::fault::kill::KillSpec;
-use lockcheck::fault::latency::LatencySpec;
+use lockcheck::fault::latency::{LatencySpec, Slowness};
 use lockcheck::fault::node::NodeTarget;
 use lockcheck::fault::partition::PartitionSpec;
 use lockcheck::fault::shape::Cut;
@@ -144,8 +144,10 @@ fn link_entries_cut_or_slow() {
         first::<LatencySpec>(&w),
         &LatencySpec {
             links: Links::ToNodes(NodeTarget::All),
-            delay: Duration::from_millis(50),
-            jitter: Duration::from_millis(5)
+            slowness: Slowness {
+                delay: Duration::from_millis(50),
+                jitter: Duration::from_millis(5)
+            }
         }
     );
     for (bad, key) in [

@@ -23,6 +23,13 @@ pub const KIND: Kind = Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LatencySpec {
     pub links: Links,
+    pub slowness: Slowness,
+}
+
+/// How slow a slowed link is: each chunk delayed by `delay` ± `jitter`, each way.
+/// Shared by `latency` (client links) and `latency-nodes` (links between nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slowness {
     pub delay: Duration,
     pub jitter: Duration,
 }
@@ -30,22 +37,28 @@ pub struct LatencySpec {
 impl LatencySpec {
     fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
         let links = Links::read(entry, setting)?;
-        let (delay, jitter) = read_delay(entry)?;
-        Ok(Arc::new(LatencySpec {
-            links,
-            delay,
-            jitter,
-        }))
+        let slowness = Slowness::read(entry)?;
+        Ok(Arc::new(LatencySpec { links, slowness }))
     }
 }
 
-/// A latency entry's `delay` (which it needs) and `jitter` (0 unless given).
-pub(super) fn read_delay(entry: &mut Entry<'_>) -> Result<(Duration, Duration)> {
-    let Some(Dur(delay)) = entry.take("delay")? else {
-        return Err(entry.bad("delay", "a latency fault needs its delay, like \"50ms\""));
-    };
-    let jitter = entry.take::<Dur>("jitter")?.map_or(Duration::ZERO, |j| j.0);
-    Ok((delay, jitter))
+impl Slowness {
+    /// A latency entry's `delay` (which it needs) and `jitter` (0 unless given).
+    pub(super) fn read(entry: &mut Entry<'_>) -> Result<Slowness> {
+        let Some(Dur(delay)) = entry.take("delay")? else {
+            return Err(entry.bad("delay", "a latency fault needs its delay, like \"50ms\""));
+        };
+        let jitter = entry.take::<Dur>("jitter")?.map_or(Duration::ZERO, |j| j.0);
+        Ok(Slowness { delay, jitter })
+    }
+
+    /// What the proxy does to a link slowed this much.
+    pub(super) fn mode(self) -> Mode {
+        Mode::Latency {
+            delay: self.delay,
+            jitter: self.jitter,
+        }
+    }
 }
 
 impl Spec for LatencySpec {
@@ -54,11 +67,7 @@ impl Spec for LatencySpec {
     }
 
     fn fault(&self, _: Duration) -> Box<dyn Fault> {
-        let mode = Mode::Latency {
-            delay: self.delay,
-            jitter: self.jitter,
-        };
-        Box::new(LinkFault::new(self.links.clone(), mode))
+        Box::new(LinkFault::new(self.links.clone(), self.slowness.mode()))
     }
 
     fn needs(&self) -> Needs {

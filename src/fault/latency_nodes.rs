@@ -3,10 +3,9 @@
 //! (`fault::netns`), in the shapes of `partition-nodes` and `all` (the default):
 //! every link. Recorded as nemesis `latency` / `heal`.
 
-use super::latency::read_delay;
+use super::latency::Slowness;
 use super::netns::{self, NodeLatency, NodeShape, ShapeKind};
 use super::node;
-use super::proxy::Mode;
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::Fault;
 use crate::cluster::Runtime;
@@ -27,19 +26,14 @@ pub const KIND: Kind = Kind {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeLatencySpec {
     pub shape: NodeShape,
-    pub delay: Duration,
-    pub jitter: Duration,
+    pub slowness: Slowness,
 }
 
 impl NodeLatencySpec {
     fn read(entry: &mut Entry<'_>, setting: &Setting) -> Result<Arc<dyn Spec>> {
         let shape = NodeShape::read(entry, setting, ShapeKind::All)?;
-        let (delay, jitter) = read_delay(entry)?;
-        Ok(Arc::new(NodeLatencySpec {
-            shape,
-            delay,
-            jitter,
-        }))
+        let slowness = Slowness::read(entry)?;
+        Ok(Arc::new(NodeLatencySpec { shape, slowness }))
     }
 }
 
@@ -49,11 +43,7 @@ impl Spec for NodeLatencySpec {
     }
 
     fn fault(&self, _: Duration) -> Box<dyn Fault> {
-        let mode = Mode::Latency {
-            delay: self.delay,
-            jitter: self.jitter,
-        };
-        Box::new(NodeLatency::new(self.shape.clone(), mode))
+        Box::new(NodeLatency::new(self.shape.clone(), self.slowness.mode()))
     }
 
     fn needs(&self) -> Needs {

@@ -121,14 +121,20 @@ fn figures(s: &Summary, failing: usize, section_word: &str) -> String {
     out + "</section>\n"
 }
 
+/// A holder as the tables name it: its process, and its token where it had one.
+fn holder_cell(process: u64, token: Option<u64>) -> String {
+    match token {
+        Some(t) => format!("p{process} (t{t})"),
+        None => format!("p{process}"),
+    }
+}
+
 fn zombie_row(z: &Zombie) -> String {
     format!(
-        "<tr data-ix=\"{}\"><td>p{}{}</td><td>p{}{}</td><td>{}</td><td>{}</td><td>{} / {} / {}</td></tr>",
+        "<tr data-ix=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {} / {}</td></tr>",
         ix_attr(&z.indexes),
-        z.process,
-        z.token.map_or(String::new(), |t| format!(" (t{t})")),
-        z.by_process,
-        z.by_token.map_or(String::new(), |t| format!(" (t{t})")),
+        holder_cell(z.process, z.token),
+        holder_cell(z.by_process, z.by_token),
         secs(z.deposed_at),
         secs(z.window_ns),
         z.writes_after,
@@ -154,12 +160,10 @@ fn leaderships_panel(l: &Leaderships, deposed: &[Zombie]) -> String {
         for (z, ns) in acted.iter().take(MAX_ZOMBIE_ROWS) {
             let _ = write!(
                 out,
-                "<tr data-ix=\"{}\"><td>p{}{}</td><td>p{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr data-ix=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 ix_attr(&z.indexes),
-                z.process,
-                z.token.map_or(String::new(), |t| format!(" (t{t})")),
-                z.by_process,
-                z.by_token.map_or(String::new(), |t| format!(" (t{t})")),
+                holder_cell(z.process, z.token),
+                holder_cell(z.by_process, z.by_token),
                 secs(z.deposed_at),
                 secs(*ns),
                 z.writes_after

@@ -87,3 +87,20 @@ pub async fn tokens_strictly_increase(r: &Running) {
         last = token;
     }
 }
+
+/// The known break of a lease, after the holder `a` (token `ta`) let it run out: `b`
+/// takes the lock with a greater token, and `a`'s renew and release are refused
+/// without disturbing `b`, which still renews and releases. Returns `b`'s token.
+pub async fn next_holder_outranks_the_lapsed(
+    a: &mut dyn LockClient,
+    b: &mut dyn LockClient,
+    ta: u64,
+) -> u64 {
+    let tb = b.acquire().await.unwrap().token.unwrap();
+    assert!(tb > ta, "{tb} after {ta}");
+    denied(a.renew().await);
+    denied(a.release().await);
+    b.renew().await.unwrap();
+    b.release().await.unwrap();
+    tb
+}

@@ -1,5 +1,6 @@
 use super::*;
 use crate::fault::clock::{ClockSpec, Clocks};
+use crate::fault::latency::Slowness;
 use crate::fault::latency_nodes::NodeLatencySpec;
 use crate::fault::netns::NodeShape;
 use crate::fault::node::{NodeTarget, PauseMethod};
@@ -90,8 +91,10 @@ fn a_node_latency_needs_namespaces_a_delay_and_slows_every_link_by_default() {
         first::<NodeLatencySpec>(&w),
         &NodeLatencySpec {
             shape: NodeShape::All,
-            delay: Duration::from_millis(100),
-            jitter: Duration::from_millis(30)
+            slowness: Slowness {
+                delay: Duration::from_millis(100),
+                jitter: Duration::from_millis(30)
+            }
         }
     );
     assert!(first::<NodeLatencySpec>(&w).needs().node_links);
