@@ -173,3 +173,71 @@ fn writes_routed_by_patronis_rest_api_reach_one_primary_at_a_time() {
         );
     }
 }
+
+/// The PostgreSQL servers of a run's nodes (Patroni starts them detached from
+/// itself, so they do not die with their agent).
+fn postmasters(run_dir: &std::path::Path) -> Vec<Proc> {
+    leftovers(run_dir)
+        .into_iter()
+        .filter(|p| p.cmdline.starts_with("/usr/lib/postgresql/"))
+        .collect()
+}
+
+/// Undoes what a run's journal holds when dropped.
+struct Recovered(std::path::PathBuf);
+
+impl Drop for Recovered {
+    fn drop(&mut self) {
+        let _ = lockcheck::recover::undo_pending(&self.0);
+    }
+}
+
+/// A controller killed with -9 takes nothing down with it: not the Patroni agents,
+/// not the PostgreSQL servers they detached. `lockcheck recover` ends both (each
+/// node's postmaster pid file is journaled as the node starts) and nothing of the
+/// run is left.
+#[test]
+fn recover_after_a_kill_9_ends_the_postgresql_servers_patroni_detached() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    let (mut controller, run_dir) = run_until(
+        &workload("incidents/patroni-split-brain.toml"),
+        &results,
+        &[],
+        "no node of the run ever served a write",
+        std::time::Duration::from_secs(120),
+        |run| {
+            let history = std::fs::read_to_string(run.join("history.jsonl")).ok()?;
+            history
+                .lines()
+                .any(|l| l.contains("\"ok\"") && l.contains("\"write\""))
+                .then(|| run.to_path_buf())
+        },
+    );
+    // Should an assertion fail, the test still leaves nothing behind.
+    let _cleanup = Recovered(run_dir.clone());
+    end(&mut controller, nix::sys::signal::Signal::SIGKILL);
+    assert!(
+        !postmasters(&run_dir).is_empty(),
+        "the kill -9 left no PostgreSQL server running: the test shows nothing"
+    );
+    let out = lockcheck_ok(["recover".as_ref(), run_dir.as_os_str(), "--json".as_ref()]);
+    let report: Value = serde_json::from_slice(&out).unwrap();
+    assert!(
+        report["undone"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["effect"]
+                .as_str()
+                .unwrap()
+                .starts_with("server detached by")
+                && u["action"] == "killed"),
+        "{report}"
+    );
+    wait_for(
+        "processes of the run outlived lockcheck recover",
+        std::time::Duration::from_secs(15),
+        || leftovers(&run_dir).is_empty().then_some(()),
+    );
+}

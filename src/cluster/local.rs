@@ -583,10 +583,11 @@ impl LocalCluster {
     }
 
     /// What the nodes' servers started apart from themselves and left running
-    /// ([`ServerRecipe::leftover`]).
+    /// ([`ServerRecipe::detached`]).
     fn leftovers(&self) -> Vec<u32> {
         (0..self.plan.nodes.len())
-            .filter_map(|i| self.plan.recipe().leftover(&self.plan, i))
+            .filter_map(|i| self.plan.recipe().detached(&self.plan, i))
+            .filter_map(|d| super::detached_pid(&d.pid_file, &d.owner))
             .collect()
     }
 
@@ -733,8 +734,18 @@ impl LocalCluster {
         // while a restarted node is still coming up must not leave it to run on,
         // unknown to `lockcheck recover`.
         // One already gone cannot be left behind; the readiness wait reports it.
+        let journal = Journal::for_run(&self.plan.spec.journal_dir)?;
         if let Ok(proc) = Proc::of(node.name.clone(), pid) {
-            Journal::for_run(&self.plan.spec.journal_dir)?.record(Effect::Process(proc))?;
+            journal.record(Effect::Process(proc))?;
+        }
+        // What it will start apart from itself, before it can: a controller killed
+        // once it has must leave it to `recover`, not to run on.
+        if let Some(d) = self.plan.recipe().detached(&self.plan, i) {
+            journal.record(Effect::Detached {
+                node: node.name.clone(),
+                pid_file: d.pid_file,
+                owner: d.owner,
+            })?;
         }
         Ok(())
     }

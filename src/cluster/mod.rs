@@ -318,10 +318,12 @@ pub trait ServerRecipe: Send + Sync {
     fn endpoint(&self, node: &NodeSpec) -> String {
         node.client_advertise.to_string()
     }
-    /// A process node `i`'s server started apart from itself, which outlives it
-    /// (Patroni's PostgreSQL, which it detaches), if one runs: stopped after the
-    /// node's own process at the cluster's stop.
-    fn leftover(&self, _plan: &ClusterPlan, _i: usize) -> Option<u32> {
+    /// A process node `i`'s server starts apart from itself, which outlives it
+    /// (Patroni's PostgreSQL, which it detaches), as its pid file and the argument
+    /// of its command line that makes it this node's ([`detached_pid`]): journaled
+    /// as the node starts, so that `recover` finds it after a kill -9, and killed
+    /// after the node's own process at the cluster's stop.
+    fn detached(&self, _plan: &ClusterPlan, _i: usize) -> Option<Detached> {
         None
     }
     /// The one-off program that prepares node `i`'s data directory before its
@@ -578,6 +580,28 @@ pub fn available_backends() -> Vec<Availability> {
             }
         })
         .collect()
+}
+
+/// Where a node's detached server keeps its pid ([`ServerRecipe::detached`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detached {
+    /// The pid file the detached server writes (its pid on the first line).
+    pub pid_file: PathBuf,
+    /// An argument of its command line that makes it this node's (its data
+    /// directory), so that a pid reused by another program is never signalled.
+    pub owner: String,
+}
+
+/// The pid of the detached server `pid_file` names, if it still runs as the one
+/// `owner` identifies.
+pub fn detached_pid(pid_file: &Path, owner: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(pid_file).ok()?;
+    let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    String::from_utf8_lossy(&cmdline)
+        .split('\0')
+        .any(|a| a == owner)
+        .then_some(pid)
 }
 
 #[cfg(test)]

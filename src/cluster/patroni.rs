@@ -11,7 +11,8 @@
 //! outlives an agent that dies: a node's pid, which `pause-node` stops with
 //! SIGSTOP, is Patroni alone, and its PostgreSQL goes on serving. The postmaster
 //! is stopped by Patroni at the node's stop, and killed after it by lockcheck if
-//! Patroni could not ([`ServerRecipe::leftover`]).
+//! Patroni could not ([`ServerRecipe::detached`]); journaled as each node starts, so
+//! that `lockcheck recover` ends it after a kill -9 of the controller.
 //!
 //! **Timings.** The leader key's TTL is the workload's lease (whole seconds);
 //! `loop_wait` is 1 s and `retry_timeout` the most Patroni's rule allows
@@ -21,7 +22,7 @@
 //! given the node's directory.
 
 use super::setup::{hand_over, run_as, unprivileged_user};
-use super::{answers, ClusterPlan, Ports, ServerBinary, ServerRecipe};
+use super::{answers, ClusterPlan, Detached, Ports, ServerBinary, ServerRecipe};
 use crate::backend::postgres::SUPERUSER;
 use crate::backend::BackendKind;
 use anyhow::{bail, Context, Result};
@@ -210,18 +211,14 @@ postgresql:
         None
     }
 
-    /// The postmaster Patroni started (its pid in `postmaster.pid`), if it runs.
-    fn leftover(&self, plan: &ClusterPlan, i: usize) -> Option<u32> {
+    /// The postmaster Patroni starts: its pid in `postmaster.pid`, its data
+    /// directory on its command line.
+    fn detached(&self, plan: &ClusterPlan, i: usize) -> Option<Detached> {
         let data = pgdata(&plan.nodes[i].data_dir);
-        let text = std::fs::read_to_string(data.join("postmaster.pid")).ok()?;
-        let pid: u32 = text.lines().next()?.trim().parse().ok()?;
-        // Only if that pid is still this node's postmaster, not a reused number.
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-        let data = data.to_string_lossy();
-        String::from_utf8_lossy(&cmdline)
-            .split('\0')
-            .any(|a| a == data)
-            .then_some(pid)
+        Some(Detached {
+            pid_file: data.join("postmaster.pid"),
+            owner: data.to_string_lossy().into_owned(),
+        })
     }
 }
 

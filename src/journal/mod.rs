@@ -90,6 +90,16 @@ pub enum Effect {
     Process(Proc),
     /// A process stopped with SIGSTOP: undone by SIGCONT.
     Stopped(Proc),
+    /// A server process a node's own server started apart from itself, which
+    /// outlives it (Patroni's PostgreSQL, detached from its agent), known by the
+    /// pid file it keeps: undone by killing the process that file names, if that
+    /// process's command line still names `owner` (its data directory), never a
+    /// pid reused by another program.
+    Detached {
+        node: String,
+        pid_file: PathBuf,
+        owner: String,
+    },
     /// A clock file a process reads its skew from: undone by resetting it.
     ClockSkew { target: String, file: PathBuf },
     /// A proxied link cut or slowed. The proxy lives in the controller, so its
@@ -144,6 +154,9 @@ impl Effect {
         match self {
             Effect::Process(p) => format!("process {} (pid {})", p.name, p.pid),
             Effect::Stopped(p) => format!("stopped {} (pid {})", p.name, p.pid),
+            Effect::Detached { node, pid_file, .. } => {
+                format!("server detached by {node} ({})", pid_file.display())
+            }
             Effect::ClockSkew { target, file } => {
                 format!("clock of {target} ({})", file.display())
             }

@@ -10,11 +10,12 @@
 //! "already gone", never signalled.
 
 use crate::cluster::ssh::host::{Host, Unreachable};
-use crate::cluster::{docker, freezer, home, netns};
+use crate::cluster::{detached_pid, docker, freezer, home, netns};
 use crate::fault::clock;
 use crate::journal::{pending, Effect, Journal, Pending};
-use anyhow::Result;
-use nix::sys::signal::Signal;
+use anyhow::{Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde::Serialize;
 use std::path::Path;
 
@@ -47,7 +48,9 @@ pub fn undo_pending(run_dir: &Path) -> Result<(Vec<Undone>, Vec<String>)> {
     // they go at once, with no process left in them.
     order.sort_by_key(|(_, e)| match e {
         Effect::Process(_) | Effect::RemoteProcess { .. } => 1,
-        Effect::Network { .. } | Effect::RemoteDir { .. } => 2,
+        // After the node that would start it again.
+        Effect::Detached { .. } => 2,
+        Effect::Network { .. } | Effect::RemoteDir { .. } => 3,
         _ => 0,
     });
     // A host found unreachable is tried once: each of its effects is named.
@@ -104,6 +107,16 @@ pub fn undo(effect: &Effect) -> Result<String> {
             "resumed".into()
         }
         Effect::Process(_) | Effect::Stopped(_) => ALREADY_GONE.into(),
+        Effect::Detached {
+            pid_file, owner, ..
+        } => match detached_pid(pid_file, owner) {
+            Some(pid) => {
+                kill(Pid::from_raw(pid as i32), Signal::SIGKILL)
+                    .with_context(|| format!("killing pid {pid}"))?;
+                "killed".into()
+            }
+            None => ALREADY_GONE.into(),
+        },
         Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
             Ok(true) => "reset".into(),
             Ok(false) => "was not skewed".into(),
