@@ -264,9 +264,10 @@ impl Host {
         Ok(out.trim() == "yes")
     }
 
-    /// Ends the processes: SIGCONT and SIGTERM, up to `grace` for them to exit,
-    /// then SIGKILL, and a wait until they are gone; in one round trip.
-    pub fn end(&self, procs: &[&Proc], grace: Duration) -> Result<()> {
+    /// Ends the processes: SIGCONT and SIGTERM, up to `grace` for them to exit
+    /// (with no grace, SIGKILL alone: a crash, no shutdown), then SIGKILL, and a
+    /// wait until they are gone; in one round trip.
+    pub fn end(&self, procs: &[&Proc], grace: Option<Duration>) -> Result<()> {
         if procs.is_empty() {
             return Ok(());
         }
@@ -274,11 +275,16 @@ impl Host {
             .iter()
             .map(|p| format!("{}:{}", p.pid, p.start_time))
             .collect();
-        let ticks = grace.as_millis() / 10;
+        let ticks = grace.map_or(0, |g| g.as_millis() / 10);
+        let term = if grace.is_some() {
+            "lc_each kill -CONT; lc_each kill -TERM"
+        } else {
+            ""
+        };
         self.run(&format!(
             "lc_each() {{ for ps in {list}; do lc_alive ${{ps%%:*}} ${{ps#*:}} && \"$@\" ${{ps%%:*}}; done; true; }}\n\
              lc_any() {{ for ps in {list}; do lc_alive ${{ps%%:*}} ${{ps#*:}} && return 0; done; return 1; }}\n\
-             lc_each kill -CONT; lc_each kill -TERM\n\
+             {term}\n\
              i=0; while lc_any && [ $i -lt {ticks} ]; do sleep 0.01; i=$((i+1)); done\n\
              lc_each kill -KILL\n\
              i=0; while lc_any && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done\n\

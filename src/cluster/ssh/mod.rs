@@ -416,7 +416,7 @@ impl NodeTeardown {
             self.host.remove_chain(chain)?;
         }
         let procs: Vec<&Proc> = self.proc.iter().map(|(p, _)| p).collect();
-        self.host.end(&procs, grace)?;
+        self.host.end(&procs, Some(grace))?;
         copy_log(&self.host, &self.remote_log, &self.log)?;
         self.host.remove_dir(&self.dir.0)?;
         Ok(())
@@ -531,7 +531,7 @@ impl Cluster for SshCluster {
             return Ok(());
         };
         let host = self.hosts[i].clone();
-        tokio::task::spawn_blocking(move || host.end(&[&proc], Duration::ZERO))
+        tokio::task::spawn_blocking(move || host.end(&[&proc], None))
             .await?
             .with_context(|| format!("killing node {node}"))?;
         self.forget(i)
