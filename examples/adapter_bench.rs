@@ -92,6 +92,7 @@ async fn main() -> Result<()> {
         fencing_token: false,
         replica_acks: None,
         primary_check: Default::default(),
+        client_endpoint: None,
     };
     println!(
         "acquire/release cycles per second, one client, no contention, {} s each:",

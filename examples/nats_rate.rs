@@ -39,6 +39,7 @@ async fn main() -> Result<()> {
             fencing_token: true,
             replica_acks: None,
             primary_check: Default::default(),
+            client_endpoint: None,
         };
         let mut c = connect(BackendKind::Nats, &cluster.endpoints(), &cfg).await?;
         let t = Instant::now();

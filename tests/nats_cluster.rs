@@ -40,6 +40,7 @@ fn config(lease_ms: u64, acquire_timeout_ms: u64) -> LockConfig {
         fencing_token: true,
         replica_acks: None,
         primary_check: Default::default(),
+        client_endpoint: None,
     }
 }
 

@@ -3,8 +3,10 @@
 //! (`create_revision(key) == 0` → `put(key, holder, lease)`); a contended acquire
 //! tries again until its timeout. While the lock is held, a task in this client's
 //! process sends a keep-alive every TTL/3; release deletes the key if it still holds
-//! our value and revokes the lease. Clients talk to every member; the history's node
-//! is the member that answered last (from the response header).
+//! our value and revokes the lease. Clients talk to every member (or, with
+//! `client_endpoint = "follower"`, to the first member not leading when they
+//! connect); the history's node is the member that answered last (from the
+//! response header).
 //!
 //! **Token.** The key's create revision: the cluster-wide revision of the
 //! transaction that created it. Revisions only grow, so a later grant always carries
@@ -26,7 +28,7 @@
 //! etcd rounds a lease up to whole seconds and to its minimum (1.5 × election
 //! timeout); the grant reports the TTL the server actually gave.
 
-use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::{holder_id, retry_pause, ClientEndpoint, Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_trait::async_trait;
 use etcd_client::{
@@ -63,6 +65,51 @@ impl Drop for Hold {
     }
 }
 
+/// A client of the members at `urls`.
+async fn open(urls: &[String], timeout: Duration) -> anyhow::Result<Client> {
+    // require_leader: a member cut off from the leader fails the request at once
+    // instead of holding it (what etcd's own lock recipe asks for).
+    let options = ConnectOptions::new()
+        .with_timeout(timeout)
+        .with_connect_timeout(timeout)
+        .with_require_leader(true);
+    tokio::time::timeout(timeout * 4, Client::connect(urls, Some(options)))
+        .await
+        .with_context(|| format!("connecting to etcd at {}: timed out", urls.join(",")))?
+        .with_context(|| format!("connecting to etcd at {}", urls.join(",")))
+}
+
+/// The first of `urls` whose member is not the leader, as that member sees it now.
+async fn follower(urls: &[String], timeout: Duration) -> anyhow::Result<String> {
+    let mut seen = Vec::new();
+    for url in urls {
+        let status = async {
+            open(std::slice::from_ref(url), timeout)
+                .await?
+                .status()
+                .await
+                .map_err(anyhow::Error::from)
+        };
+        match tokio::time::timeout(timeout * 4, status).await {
+            Ok(Ok(s))
+                if s.leader() != 0 && s.header().is_some_and(|h| h.member_id() != s.leader()) =>
+            {
+                return Ok(url.clone())
+            }
+            Ok(Ok(_)) => seen.push(format!("{url}: the leader or without one")),
+            Ok(Err(e)) => seen.push(format!("{url}: {e:#}")),
+            Err(_) => seen.push(format!(
+                "{url}: no status within {}ms",
+                (timeout * 4).as_millis()
+            )),
+        }
+    }
+    anyhow::bail!(
+        "client_endpoint = \"follower\": no member is a follower now ({})",
+        seen.join("; ")
+    )
+}
+
 /// A request that failed: in words, and whether etcd said the lease is gone (a
 /// definite answer, unlike a timeout).
 struct Failed {
@@ -84,20 +131,16 @@ pub struct EtcdLock {
 }
 
 impl EtcdLock {
-    /// Connects to every member (`host:port`); the member names come from the cluster.
+    /// Connects to every member (`host:port`), or to one follower with
+    /// `client_endpoint = "follower"`; the member names come from the cluster.
     pub async fn connect(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
         let timeout = cfg.request_timeout();
         let urls: Vec<String> = endpoints.iter().map(|e| format!("http://{e}")).collect();
-        // require_leader: a member cut off from the leader fails the request at once
-        // instead of holding it (what etcd's own lock recipe asks for).
-        let options = ConnectOptions::new()
-            .with_timeout(timeout)
-            .with_connect_timeout(timeout)
-            .with_require_leader(true);
-        let mut client = tokio::time::timeout(timeout * 4, Client::connect(&urls, Some(options)))
-            .await
-            .with_context(|| format!("connecting to etcd at {}: timed out", urls.join(",")))?
-            .with_context(|| format!("connecting to etcd at {}", urls.join(",")))?;
+        let urls = match cfg.client_endpoint {
+            Some(ClientEndpoint::Follower) => vec![follower(&urls, timeout).await?],
+            None => urls,
+        };
+        let mut client = open(&urls, timeout).await?;
         // Names are a nicety for the history: do without them if the cluster is slow.
         let members = match tokio::time::timeout(timeout, client.member_list()).await {
             Ok(Ok(list)) => list
@@ -134,11 +177,30 @@ impl EtcdLock {
         F: Fn(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        self.ask_waiting(what, false, request).await
+    }
+
+    /// [`EtcdLock::ask`]; with `for_a_leader`, a request refused by a member
+    /// without a leader (require_leader: it did nothing) is sent again too, until
+    /// the timeout: a keep-alive waits out an election, as etcd's own client does.
+    async fn ask_waiting<T, F, Fut>(
+        &mut self,
+        what: &str,
+        for_a_leader: bool,
+        request: F,
+    ) -> Result<T, Failed>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
         let deadline = Instant::now() + self.timeout;
         let retried = async {
             loop {
                 match request(self.client.clone()).await {
-                    Err(e) if never_sent(&e) && Instant::now() < deadline => {
+                    Err(e)
+                        if (never_sent(&e) || (for_a_leader && no_leader(&e)))
+                            && Instant::now() < deadline =>
+                    {
                         tokio::time::sleep(Duration::from_millis(20)).await;
                     }
                     other => return other,
@@ -201,7 +263,7 @@ impl EtcdLock {
     /// One keep-alive round trip: the lease's remaining TTL, 0 if it is gone.
     async fn keep_alive_once(&mut self, lease: i64) -> Result<i64, String> {
         let kept = self
-            .ask("keep-alive", |mut c| async move {
+            .ask_waiting("keep-alive", true, |mut c| async move {
                 let (mut keeper, mut stream) = c.lease_keep_alive(lease).await?;
                 keeper.keep_alive().await?;
                 Ok(stream
@@ -348,6 +410,12 @@ fn never_sent(e: &etcd_client::Error) -> bool {
         cause = c.source();
     }
     false
+}
+
+/// Whether a member without a leader refused the request (require_leader), which
+/// it then did not carry out.
+fn no_leader(e: &etcd_client::Error) -> bool {
+    matches!(e, etcd_client::Error::GRpcStatus(s) if s.message() == "etcdserver: no leader")
 }
 
 /// Whether the client's own request timeout ended the request (tonic's transport

@@ -251,6 +251,18 @@ pub struct LockConfig {
     /// How a Patroni node's application tells that its node is the primary.
     #[serde(default)]
     pub primary_check: patroni::PrimaryCheck,
+    /// `etcd`: the one member this client talks to, instead of every member.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_endpoint: Option<ClientEndpoint>,
+}
+
+/// `backend.client_endpoint`: which member an etcd client talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientEndpoint {
+    /// The first member, in node order, that is not the leader when the client
+    /// connects: every client of the run picks the same one.
+    Follower,
 }
 
 impl LockConfig {

@@ -23,6 +23,7 @@ pub mod proxy;
 pub mod schedule;
 pub mod shape;
 pub mod spec;
+pub mod sync_stall;
 
 use crate::cluster::Cluster;
 use anyhow::Result;

@@ -123,6 +123,9 @@ pub enum PauseMethod {
     /// The cgroup freezer: every process of the node at once (`docker pause` for a
     /// container): what a stalled VM or container looks like.
     Freezer,
+    /// Only the node's disk syncs (`fsync`, `fdatasync`) stall, delayed by strace
+    /// until the fault ends; the rest of the node runs on (local runtime).
+    Fsync,
 }
 
 impl PauseMethod {
@@ -131,6 +134,7 @@ impl PauseMethod {
         match self {
             PauseMethod::Sigstop => "sigstop",
             PauseMethod::Freezer => "freezer",
+            PauseMethod::Fsync => "fsync",
         }
     }
 }

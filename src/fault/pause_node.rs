@@ -1,6 +1,7 @@
 //! `kind = "pause-node"`: server nodes stopped and resumed, as a GC pause or a
 //! stalled VM stops them: with SIGSTOP (the main process) or the cgroup freezer
-//! (every process of the node; `docker pause` for a container). Recorded as
+//! (every process of the node; `docker pause` for a container); or only its disk
+//! syncs, with strace (`method = "fsync"`, [`super::sync_stall`]). Recorded as
 //! nemesis `pause` / `resume`, the method named in the `pause` value.
 //!
 //! A node's main process is what its recipe runs: the server itself, or, for
@@ -10,6 +11,7 @@
 
 use super::node::{self, pick, stop, targets, NodeTarget, PauseMethod, Stopped, TIMED};
 use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::sync_stall::SyncStall;
 use super::{Fault, Scene, Target};
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
@@ -61,6 +63,16 @@ impl Spec for PauseNodeSpec {
                 "pausing a server needs its process; lockcheck did not start these servers",
             ));
         }
+        if self.method == PauseMethod::Fsync && runtime != Runtime::Local {
+            return Some(Refusal {
+                key: "method",
+                why: format!(
+                    "method = \"fsync\" (strace attached to the server's process) is \
+                     available under the local runtime only, not the {} runtime",
+                    runtime.name()
+                ),
+            });
+        }
         // Docker pauses containers with the freezer whatever this machine allows.
         let why = match (self.method, runtime) {
             (PauseMethod::Freezer, Runtime::Local) => crate::cluster::freezer::unavailable(),
@@ -97,6 +109,8 @@ pub struct PauseNodes {
     /// The nodes stopped on other hosts through the cluster ([`Runtime::remote`]);
     /// the cluster resumes any left at its stop.
     remote: Vec<String>,
+    /// The nodes whose syncs stall (method `fsync`), detached at the end or on drop.
+    stalled: Vec<SyncStall>,
 }
 
 impl PauseNodes {
@@ -109,6 +123,7 @@ impl PauseNodes {
             stopped: None,
             frozen: Vec::new(),
             remote: Vec::new(),
+            stalled: Vec::new(),
         }
     }
 
@@ -157,6 +172,21 @@ impl Fault for PauseNodes {
                 self.stopped = Some(stopped);
                 names
             }
+            PauseMethod::Fsync => {
+                let journal = Journal::for_run(&dir)?;
+                for n in &up {
+                    let Some(pid) = cluster.pid(n) else {
+                        continue;
+                    };
+                    let (journal, node, delay) = (journal.clone(), n.clone(), self.duration);
+                    let stall = tokio::task::spawn_blocking(move || {
+                        SyncStall::begin(journal, &node, pid as i32, delay)
+                    })
+                    .await??;
+                    self.stalled.push(stall);
+                }
+                self.stalled.iter().map(|s| s.node().to_string()).collect()
+            }
             PauseMethod::Freezer => {
                 for n in &up {
                     cluster.freeze(n).await?;
@@ -172,6 +202,24 @@ impl Fault for PauseNodes {
     }
 
     async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value> {
+        if !self.stalled.is_empty() {
+            let stalled = std::mem::take(&mut self.stalled);
+            let value = targets(
+                &stalled
+                    .iter()
+                    .map(|s| s.node().to_string())
+                    .collect::<Vec<_>>(),
+            );
+            // Every one is detached; the first failure is reported after.
+            let ended = tokio::task::spawn_blocking(move || {
+                stalled
+                    .into_iter()
+                    .map(SyncStall::end)
+                    .fold(Ok(()), Result::and)
+            })
+            .await?;
+            return ended.map(|()| value);
+        }
         if !self.frozen.is_empty() || !self.remote.is_empty() {
             let Some(cluster) = scene.cluster else {
                 bail!("a node fault needs the run's cluster");

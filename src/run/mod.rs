@@ -418,6 +418,7 @@ async fn execute(
                 fencing_token: w.backend.fencing_token,
                 replica_acks: w.backend.replica_acks,
                 primary_check: w.backend.primary_check,
+                client_endpoint: w.backend.client_endpoint,
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),

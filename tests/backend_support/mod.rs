@@ -32,6 +32,7 @@ pub fn config(kind: BackendKind, lease_ms: u64, acquire_timeout_ms: u64) -> Lock
         fencing_token: kind.token().is_some(),
         replica_acks: None,
         primary_check: Default::default(),
+        client_endpoint: None,
     }
 }
 

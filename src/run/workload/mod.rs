@@ -48,6 +48,9 @@
 //! # replica_acks = 2            # optional, redis-sentinel only: a grant or
 //!                               #   renewal counts once this many replicas
 //!                               #   acknowledged it (WAIT); else it is refused
+//! # client_endpoint = "follower" # optional, etcd only: every client talks to one
+//!                               #   member, the first that is not the leader when
+//!                               #   it connects, instead of to all
 //! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a
 //!                               #   time namespace whose CLOCK_MONOTONIC and
 //!                               #   CLOCK_BOOTTIME are this far off the machine's
@@ -287,6 +290,8 @@ pub struct Backend {
     pub replica_acks: Option<u32>,
     /// `primary_check` (patroni): how a node's application tells its node leads.
     pub primary_check: crate::backend::patroni::PrimaryCheck,
+    /// `etcd`: the one member the clients talk to (`"follower"`), instead of all.
+    pub client_endpoint: Option<crate::backend::ClientEndpoint>,
 }
 
 #[derive(Debug, Clone)]
@@ -533,6 +538,13 @@ impl Workload {
                 ));
             }
         }
+        let client_endpoint = raw.backend.client_endpoint;
+        if client_endpoint.is_some() && kind != BackendKind::Etcd {
+            bail!(bad(
+                "backend.client_endpoint",
+                format!("only etcd's clients are pinned to one member; {kind} has no such option")
+            ));
+        }
         let count = raw.clients.count;
         if count == 0 {
             bail!(bad("clients.count", "expected at least 1 client".into()));
@@ -700,6 +712,7 @@ impl Workload {
                 monotonic_offsets,
                 replica_acks,
                 primary_check: primary_check.unwrap_or_default(),
+                client_endpoint,
             },
             clients: Clients {
                 count,

@@ -126,6 +126,7 @@ pub struct Backend {
     pub network: Option<NetworkKind>,
     pub monotonic_offset: Option<MonotonicOffset>,
     pub replica_acks: Option<u32>,
+    pub client_endpoint: Option<crate::backend::ClientEndpoint>,
     pub hosts: Option<Vec<String>>,
     pub ssh_config: Option<std::path::PathBuf>,
     pub program: Option<std::path::PathBuf>,

@@ -294,6 +294,14 @@ fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
         "{e}"
     );
     assert!(e.contains("freezer") && e.contains("sigstop"), "{e}");
+    // strace stalls the syncs of a process of this machine's only.
+    let w = pause("method = \"fsync\"").unwrap();
+    assert_eq!(first::<PauseNodeSpec>(&w).method, PauseMethod::Fsync);
+    let e = format!("{:#}", w.with_runtime(Runtime::Docker).unwrap_err());
+    assert!(
+        e.contains("method") && e.contains("local runtime only"),
+        "{e}"
+    );
     let e = parse(&GOOD.replace(
         "target = \"holder\"",
         "target = \"holder\"\nmethod = \"freezer\"",
@@ -302,6 +310,25 @@ fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
     assert!(
         format!("{e:#}").contains("only a pause-node fault"),
         "{e:#}"
+    );
+}
+
+#[test]
+fn only_etcd_clients_are_pinned_to_a_follower() {
+    let with = |kind: &str| {
+        parse(&GOOD.replace(
+            "kind = \"redis\"",
+            &format!("kind = \"{kind}\"\nclient_endpoint = \"follower\""),
+        ))
+    };
+    assert_eq!(
+        with("etcd").unwrap().backend.client_endpoint,
+        Some(crate::backend::ClientEndpoint::Follower)
+    );
+    let e = format!("{:#}", with("redis").unwrap_err());
+    assert!(
+        e.contains("backend.client_endpoint") && e.contains("only etcd"),
+        "{e}"
     );
 }
 
