@@ -103,3 +103,54 @@ fn a_failover_hands_the_same_token_out_twice_and_backwards() {
         &["duplicate-token", "token-not-monotonic"],
     );
 }
+
+/// Entry 4 (etcd issue 15247): the leader's disk syncs stall; the followers elect
+/// another, through which the holder (pinned to a follower) goes on renewing its
+/// lease; the stuck leader's lessor revokes the lease all the same, applied when
+/// the stall ends, and a second client acquires while the first still holds, its
+/// last renewal answered less than a lease before.
+#[test]
+fn a_stuck_etcd_leader_revokes_a_lease_its_holder_was_renewing() {
+    let r = shows_the_break(
+        "incidents/etcd-stuck-leader-revokes-leases.toml",
+        &["double-holder"],
+    );
+    names_the_incident(&r, "4");
+    // The bug's own signature, not a holder retired for want of answers: the
+    // deposed holder had renewed during the stall, through the new leader, less
+    // than a lease (5 s) before the second grant.
+    let ops = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl"))
+        .unwrap()
+        .ops;
+    let at = |i: &serde_json::Value| ops.iter().find(|o| Some(o.index) == i.as_u64()).unwrap();
+    let both = &r.anomalies("double-holder")[0]["indexes"];
+    let (first, second) = (at(&both[0]), at(&both[1]));
+    let stall = r.first_op("pause").time;
+    let renewed = ops
+        .iter()
+        .filter(|o| o.process == first.process && o.f == "renew")
+        .filter(|o| o.kind == lockcheck::history::OpType::Ok && o.time < second.time)
+        .map(|o| o.time)
+        .max()
+        .expect("the deposed holder never renewed");
+    assert!(
+        renewed > stall && second.time - renewed < 5_000_000_000,
+        "the deposed holder's last renewal ({renewed} ns) was not during the stall \
+         ({stall} ns on) and within a lease of the second grant ({} ns)",
+        second.time
+    );
+}
+
+/// Entry 4's fenced twin: the lease is still revoked behind its holder's back
+/// (double holder, allowed), but the next grant's revision is greater, and the
+/// resource turns the deposed holder's writes away.
+#[test]
+fn a_revision_fence_keeps_the_data_safe_from_a_stuck_leaders_revoke() {
+    let r = fenced_is_safe("incidents/etcd-stuck-leader-revokes-leases-fenced.toml");
+    assert!(
+        !r.anomalies("double-holder").is_empty(),
+        "the stuck leader revoked no lease: {}",
+        r.json["anomalies"]
+    );
+    names_the_incident(&r, "4");
+}
