@@ -278,10 +278,11 @@ fn doctor_says_which_images_are_here_and_whether_local_nodes_can_be_frozen() {
     let detail = docker["detail"].as_str().unwrap();
     assert!(
         detail.contains(&format!(
-            "{IMAGE} (postgres-advisory, postgres-lease, nats, zookeeper, mariadb): here"
+            "{IMAGE} (redis-sentinel, postgres-advisory, postgres-lease, nats, zookeeper, mariadb): here"
         )),
         "{detail}"
     );
+    assert!(!detail.contains("patroni"), "local runtime only: {detail}");
     assert!(detail.contains("redis (redis, redlock)"), "{detail}");
     let freezer = item("freezer");
     assert_eq!(

@@ -236,7 +236,11 @@ fn images_present() -> Result<Vec<(String, Vec<String>, bool)>> {
     rt.block_on(async {
         let docker = docker::connect().await?;
         let mut images: Vec<(String, Vec<String>)> = Vec::new();
-        for kind in crate::backend::BackendKind::ALL {
+        // A backend the docker runtime refuses uses no image.
+        for kind in crate::backend::BackendKind::ALL
+            .into_iter()
+            .filter(|&k| docker::refuses(k).is_none())
+        {
             let image = docker::default_image(kind);
             let name = kind.name().to_string();
             match images.iter_mut().find(|(i, _)| i == image) {

@@ -62,6 +62,18 @@ pub const HOST_IMAGE: &str = "lockcheck/host:latest";
 /// users pull (Redis, etcd), whose command lines are the servers' own; the host
 /// image for the others, whose command lines name this machine's files (the
 /// ZooKeeper jars, PostgreSQL's versioned directory, `mariadb-install-db`).
+/// Why the docker runtime cannot run `kind`'s servers, if it cannot: a backend
+/// whose nodes need another cluster running first (Patroni's etcd).
+pub fn refuses(kind: BackendKind) -> Option<String> {
+    recipe(kind).coordinator().map(|c| {
+        format!(
+            "{} runs under the local runtime only: its nodes need {c} running first, which \
+             the docker runtime does not start",
+            kind.name()
+        )
+    })
+}
+
 pub fn default_image(kind: BackendKind) -> &'static str {
     recipe(kind).official_image().unwrap_or(HOST_IMAGE)
 }
@@ -212,13 +224,8 @@ impl DockerCluster {
         if spec.nodes == 0 {
             bail!("a {} cluster needs at least one node", spec.kind);
         }
-        if let Some(c) = recipe(spec.kind).coordinator() {
-            return Err(ClusterError::Docker(format!(
-                "{} runs under the local runtime only: its nodes need {c} running first, which \
-                 the docker runtime does not start",
-                spec.kind.name()
-            ))
-            .into());
+        if let Some(why) = refuses(spec.kind) {
+            return Err(ClusterError::Docker(why).into());
         }
         let docker = connect().await?;
         let mounts = image_mounts(&docker, image).await?;
