@@ -448,6 +448,24 @@ async fn mariadb_one_holder_at_a_time_and_no_token() {
 /// The known break of `GET_LOCK`: the holder goes quiet past `wait_timeout`; the
 /// server ends its session, which frees the lock; another session takes it; the
 /// first holder's renew is refused.
+/// Under a results directory deep enough that a socket's path there would pass the
+/// 107 bytes a Unix socket's path may hold, MariaDB (which always makes one) still
+/// starts and serves the lock.
+#[tokio::test]
+async fn mariadb_starts_under_a_directory_too_deep_for_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("d".repeat(60)).join("e".repeat(60));
+    std::fs::create_dir_all(&deep).unwrap();
+    let cluster = LocalCluster::start(ClusterSpec::new(BackendKind::Mariadb, &deep))
+        .await
+        .unwrap_or_else(|e| panic!("starting MariaDB under {}: {e:#}", deep.display()));
+    let r = backend_support::Running { cluster, dir };
+    let cfg = config(BackendKind::Mariadb, 2_000, 300);
+    let mut a = client(&r, &cfg).await;
+    a.acquire().await.unwrap();
+    a.release().await.unwrap();
+}
+
 #[tokio::test]
 async fn mariadb_lock_goes_with_an_idle_holders_session() {
     let r = start(BackendKind::Mariadb).await;

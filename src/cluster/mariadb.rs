@@ -7,7 +7,9 @@
 use super::{ClusterPlan, Init, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub(super) struct Mariadb;
@@ -74,6 +76,20 @@ fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
     Ok(Some(install))
 }
 
+/// Where a node's server puts the Unix socket it insists on making (its clients
+/// use TCP): its data directory, unless that path is past what a socket's path may
+/// hold (107 bytes), as under a deep `--results`; then a name in the temporary
+/// directory that the data directory's path gives, the same at each restart.
+fn socket_path(data_dir: &Path) -> PathBuf {
+    let in_data = data_dir.join("mysqld.sock");
+    if in_data.as_os_str().len() <= 107 {
+        return in_data;
+    }
+    let mut hash = std::collections::hash_map::DefaultHasher::new();
+    data_dir.hash(&mut hash);
+    std::env::temp_dir().join(format!("lockcheck-mariadb-{:016x}.sock", hash.finish()))
+}
+
 /// The command that runs node `i` (after [`init`]).
 fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     let node = &plan.nodes[i];
@@ -84,7 +100,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
         .arg(format!("--bind-address={}", node.client_listen.ip()))
         .arg(format!(
             "--socket={}",
-            node.data_dir.join("mysqld.sock").display()
+            socket_path(&node.data_dir).display()
         ))
         .args(["--skip-grant-tables", "--skip-name-resolve"])
         .args(["--innodb-flush-log-at-trx-commit=0", "--log-error="]);
