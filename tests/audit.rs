@@ -174,6 +174,9 @@ fn a_budget_too_small_for_any_run_exits_3_and_says_what_was_left_out() {
     assert_eq!(code, Some(3), "{stderr}");
     assert!(stderr.contains("never ran to a verdict"), "{stderr}");
     assert_eq!(card["complete"], false);
+    // Not one run checked: nothing is known, and the verdict says so rather than
+    // "no break found".
+    assert_eq!(card["verdict"], "inconclusive", "{card}");
     let left = card["left_out"].as_array().unwrap();
     assert_eq!(left.len(), card["scenarios"].as_array().unwrap().len());
     assert_eq!(left[0]["runs"].as_array().unwrap().len(), 10);

@@ -2,10 +2,13 @@
 //!
 //! 1. a fenced scenario flagged (a stale write got past the token check, a token
 //!    went backwards or repeated): **unsafe even with fencing**;
-//! 2. else no scenario flagged: **no break found** (within the budget);
-//! 3. else the backend hands out no token: **an efficiency lock only** (two holders
+//! 2. else no run counted at all (every run failed, missed its faults, or the budget
+//!    allowed none): **inconclusive**, never "no break found": a verdict over zero
+//!    runs would read as a clean bill for a lock nothing tested;
+//! 3. else no scenario flagged: **no break found** (within the budget);
+//! 4. else the backend hands out no token: **an efficiency lock only** (two holders
 //!    happen; fine where a duplicate run costs nothing);
-//! 4. else every recipe that broke ran fenced, and no fenced run was flagged: **safe
+//! 5. else every recipe that broke ran fenced, and no fenced run was flagged: **safe
 //!    with fencing** (a clock fault on the holder breaks self-fencing only: a fenced
 //!    resource never reads the holder's clock, so it needs no fenced run); a recipe that broke but never ran fenced (the budget, errors)
 //!    leaves it at an efficiency lock, and says which.
@@ -23,6 +26,7 @@ pub enum AuditVerdict {
     SafeWithFencing,
     UnsafeEvenWithFencing,
     NoBreakFound,
+    Inconclusive,
 }
 
 impl AuditVerdict {
@@ -32,6 +36,7 @@ impl AuditVerdict {
             AuditVerdict::SafeWithFencing => "safe-with-fencing",
             AuditVerdict::UnsafeEvenWithFencing => "unsafe-even-with-fencing",
             AuditVerdict::NoBreakFound => "no-break-found",
+            AuditVerdict::Inconclusive => "inconclusive",
         }
     }
 
@@ -41,6 +46,7 @@ impl AuditVerdict {
             AuditVerdict::SafeWithFencing => "safe with fencing: two holders happen, and no stale write got past the token check",
             AuditVerdict::UnsafeEvenWithFencing => "unsafe even with fencing: a stale write got past the token check (a token went backwards or was handed out twice)",
             AuditVerdict::NoBreakFound => "no break found within the budget",
+            AuditVerdict::Inconclusive => "inconclusive: no run was checked, so nothing is known about this lock",
         }
     }
 }
@@ -66,6 +72,15 @@ pub fn decide(backend: &str, token: bool, cards: &[ScenarioCard]) -> (AuditVerdi
     if breaks.is_empty() {
         let counted: usize = cards.iter().map(|c| c.counted).sum();
         let ran = cards.iter().filter(|c| c.counted > 0).count();
+        if counted == 0 {
+            return (
+                AuditVerdict::Inconclusive,
+                vec![format!(
+                    "0 runs of {} scenarios checked: every run failed, missed its faults or was left out",
+                    cards.len()
+                )],
+            );
+        }
         return (
             AuditVerdict::NoBreakFound,
             vec![format!(
@@ -168,6 +183,17 @@ mod tests {
         let (v, ev) = decide("x", true, &cards);
         assert_eq!(v, AuditVerdict::NoBreakFound);
         assert_eq!(ev, ["14 runs of 2 scenarios (of 3) checked: none flagged"]);
+    }
+
+    #[test]
+    fn no_run_checked_is_inconclusive_not_no_break_found() {
+        let cards = [
+            card(HolderPause, Unfenced, 0, 0),
+            card(HolderPause, Fenced, 0, 0),
+        ];
+        let (v, ev) = decide("x", true, &cards);
+        assert_eq!(v, AuditVerdict::Inconclusive);
+        assert_eq!(ev, ["0 runs of 2 scenarios checked: every run failed, missed its faults or was left out"]);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 use super::battery::ScenarioWorkload;
 use crate::check::Validity;
+use crate::history::{f, fault_ops, Op, OpType, Process};
 use crate::report::RunDir;
 use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
@@ -35,6 +36,11 @@ pub enum Outcome {
     Unknown,
     /// Some planned fault never started: the run did not test what it claims.
     MissedFaults,
+    /// Checked and valid, but no client acquired the lock once the first fault
+    /// had begun (a server that came back only as the run ended, a service down
+    /// from then on): the run saw nothing of what the fault does, and a clean
+    /// figure from it would be a clean bill for a scenario never tested.
+    Unobserved,
     /// The run did not end with a verdict (its error is kept).
     Error,
 }
@@ -107,6 +113,15 @@ impl RunRecord {
         anomalies.dedup();
         let dir = RunDir::load(&report.run_dir)
             .with_context(|| format!("reading back {}", report.run_dir.display()))?;
+        let unobserved = match outcome {
+            Outcome::Valid => unobserved(&dir.history.ops),
+            _ => None,
+        };
+        let outcome = if unobserved.is_some() {
+            Outcome::Unobserved
+        } else {
+            outcome
+        };
         let title = dir.title();
         let analysis = dir.input(&title, &report.verdict).analyze();
         let stale = if analysis.fencing.applicable {
@@ -130,9 +145,32 @@ impl RunRecord {
                 .collect(),
             stale_writes_accepted: stale,
             writes_rejected_by_fence: report.figures.writes_rejected_by_fence,
-            error: None,
+            error: unobserved,
         })
     }
+}
+
+/// Why a valid run saw nothing of its fault, if it did not: no acquire succeeded
+/// after the first fault began. Every scenario of the battery breaks a lock only
+/// through a grant made after its fault starts (to a second client while the
+/// first is paused, cut off, behind a skewed clock or on a restarted server), so
+/// a run without one tested nothing, whatever its verdict.
+fn unobserved(ops: &[Op]) -> Option<String> {
+    let began = ops
+        .iter()
+        .find(|o| o.process == Process::Nemesis && fault_ops::started_by(&o.f).is_some())?;
+    let acquired_after = ops
+        .iter()
+        .any(|o| o.kind == OpType::Ok && o.f == f::ACQUIRE && o.time > began.time);
+    let end = ops.last().map_or(0, |o| o.time);
+    (!acquired_after).then(|| {
+        format!(
+            "no client acquired the lock after the first fault began ({} at {:.1} s) before the run ended ({:.1} s): it saw nothing of the fault",
+            began.f,
+            began.time as f64 / 1e9,
+            end as f64 / 1e9
+        )
+    })
 }
 
 /// What the audit needs to start its runs.
@@ -503,5 +541,39 @@ mod tests {
         let mut quick = Overhead::default();
         quick.record(s(1), s(8));
         assert_eq!(quick.estimate(), s(0));
+    }
+
+    fn op(time_s: f64, process: Process, kind: OpType, f: &str) -> Op {
+        Op {
+            index: 0,
+            time: (time_s * 1e9) as u64,
+            process,
+            kind,
+            f: f.into(),
+            value: serde_json::Value::Null,
+            node: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_valid_run_with_no_grant_after_its_fault_saw_nothing() {
+        use OpType::{Info, Ok as Done};
+        let (c, n) = (Process::Client(0), Process::Nemesis);
+        // A server killed at 2 s that came back as the run ended: the last grant
+        // was before the kill.
+        let mut ops = vec![
+            op(0.5, c, Done, f::ACQUIRE),
+            op(2.0, n, Info, f::KILL),
+            op(7.9, n, Info, f::START),
+            op(8.0, c, Done, f::RELEASE),
+        ];
+        let why = unobserved(&ops).expect("nothing after the kill");
+        assert!(why.contains("kill at 2.0 s"), "{why}");
+        // One grant after the restart: the run tested the scenario.
+        ops.insert(3, op(7.95, c, Done, f::ACQUIRE));
+        assert_eq!(unobserved(&ops), None);
+        // A run without faults is judged elsewhere (a missed fault), not here.
+        assert_eq!(unobserved(&ops[..1]), None);
     }
 }

@@ -60,6 +60,10 @@ impl ScenarioCard {
                     Outcome::MissedFaults => {
                         "a planned fault never started: it did not test the scenario".to_string()
                     }
+                    Outcome::Unobserved => format!(
+                        "valid, not counted: {}",
+                        r.error.as_deref().unwrap_or("it saw nothing of the fault")
+                    ),
                     _ => r.error.clone().unwrap_or_else(|| "no verdict".into()),
                 };
                 format!("run {} (seed {}): {why}", r.run, r.seed)

@@ -39,7 +39,7 @@ pub struct Args {
     /// Exit 1 unless the verdict is this one.
     #[arg(long, value_enum, value_name = "VERDICT")]
     pub expect: Option<AuditVerdict>,
-    /// Print the scorecard as one JSON object (its "verdict" one of the four).
+    /// Print the scorecard as one JSON object (its "verdict" one of `efficiency-lock-only`, `safe-with-fencing`, `unsafe-even-with-fencing`, `no-break-found`, `inconclusive`).
     #[arg(long)]
     pub json: bool,
     /// Where the audit's directory goes.
@@ -167,6 +167,10 @@ pub fn main(args: Args) -> Result<u8> {
                 Outcome::Valid => "valid".into(),
                 Outcome::Unknown => "unknown (not counted)".into(),
                 Outcome::MissedFaults => "missed planned faults (not counted)".into(),
+                Outcome::Unobserved => format!(
+                    "valid, not counted: {}",
+                    record.error.as_deref().unwrap_or("")
+                ),
                 Outcome::Error => format!(
                     "error (not counted): {}",
                     record.error.as_deref().unwrap_or("")
