@@ -48,3 +48,27 @@ fn doctor_names_the_package_that_installs_a_missing_server() {
     let install = json["install"].as_str().unwrap();
     assert!(install.contains("apt-get install etcd-server"), "{install}");
 }
+
+#[test]
+fn doctor_names_the_tools_a_fault_and_a_runtime_run() {
+    // A PATH with neither strace (the fsync stall) nor ssh (the ssh runtime) on it.
+    let empty = tempfile::tempdir().unwrap();
+    let (code, json) = doctor(&[("PATH", empty.path().to_str().unwrap())]);
+    assert_eq!(code, 1, "{json}");
+    let stall = item(&json, "fsync stall");
+    assert_eq!(stall["ok"], false, "{stall}");
+    assert!(
+        stall["detail"].as_str().unwrap().contains("strace"),
+        "{stall}"
+    );
+    assert_eq!(item(&json, "ssh")["ok"], false);
+    let install = json["install"].as_str().unwrap();
+    assert!(
+        install.contains("strace") && install.contains("openssh-client"),
+        "{install}"
+    );
+    // With this machine's PATH both are here.
+    let (_, json) = doctor(&[]);
+    assert_eq!(item(&json, "fsync stall")["ok"], true);
+    assert_eq!(item(&json, "ssh")["ok"], true);
+}

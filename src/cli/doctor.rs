@@ -132,6 +132,18 @@ pub fn main(args: Args) -> Result<u8> {
         }),
         ..Item::default()
     });
+    // `pause-node` with `method = "fsync"`: strace delays a node's syncs.
+    let strace = crate::fault::sync_stall::unavailable();
+    items.push(Item {
+        area: "fault",
+        name: "fsync stall".into(),
+        ok: strace.is_none(),
+        install: strace.is_some().then_some("strace"),
+        detail: strace.unwrap_or_else(|| {
+            "strace delays a local node's fsync/fdatasync (pause-node, method = \"fsync\")".into()
+        }),
+        ..Item::default()
+    });
     items.push(Item {
         area: "runtime",
         name: "local processes".into(),
@@ -149,6 +161,20 @@ pub fn main(args: Args) -> Result<u8> {
         about: None,
         workloads: Vec::new(),
         presets: Vec::new(),
+    });
+    // The ssh runtime runs the system's OpenSSH client, never an SSH library.
+    let ssh = crate::fault::which("ssh".as_ref()).is_ok();
+    items.push(Item {
+        area: "runtime",
+        name: "ssh".into(),
+        ok: ssh,
+        detail: if ssh {
+            "servers on other hosts (backend.hosts) through the system's OpenSSH client".into()
+        } else {
+            "the ssh runtime runs the system's OpenSSH client: ssh is not on PATH".into()
+        },
+        install: (!ssh).then_some("openssh-client"),
+        ..Item::default()
     });
     items.push(Item {
         area: "runtime",

@@ -131,6 +131,21 @@ impl<'de> Deserialize<'de> for Target {
     }
 }
 
+/// The file a command name runs (looked up on PATH unless it is a path).
+pub(crate) fn which(program: &std::ffi::OsStr) -> Result<std::path::PathBuf> {
+    use anyhow::Context;
+    let p = std::path::Path::new(program);
+    if p.components().count() > 1 {
+        return Ok(p.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(p))
+        .find(|c| c.is_file())
+        .with_context(|| format!("{} is not on PATH", p.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -73,6 +73,12 @@ impl Spec for PauseNodeSpec {
                 ),
             });
         }
+        if self.method == PauseMethod::Fsync {
+            return crate::fault::sync_stall::unavailable().map(|why| Refusal {
+                key: "method",
+                why: format!("method = \"fsync\" attaches strace to the server: {why}"),
+            });
+        }
         // Docker pauses containers with the freezer whatever this machine allows.
         let why = match (self.method, runtime) {
             (PauseMethod::Freezer, Runtime::Local) => crate::cluster::freezer::unavailable(),

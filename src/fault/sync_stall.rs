@@ -18,6 +18,15 @@ use std::time::{Duration, Instant};
 /// The syscalls stalled.
 const SYNCS: &str = "fdatasync,fsync";
 
+/// Why a sync stall cannot be made on this machine, if it cannot: strace is
+/// missing. Asked when a workload loads, so that a run never starts a fault it
+/// cannot apply.
+pub fn unavailable() -> Option<String> {
+    super::which("strace".as_ref())
+        .err()
+        .map(|_| "strace is not installed (apt-get install strace, or scripts/setup)".into())
+}
+
 /// strace attached to one node's process, delaying its syncs; detached by
 /// [`SyncStall::end`] or on drop, whatever happens.
 pub struct SyncStall {

@@ -34,7 +34,7 @@ pub(super) fn child_env(shim: &Path, file: &Path) -> [(OsString, OsString); 2] {
 pub fn prepare_hook(run_dir: PathBuf) -> Prepare {
     Prepare(Arc::new(
         move |node: &NodeSpec, cmd: &mut std::process::Command| {
-            let binary = which(cmd.get_program())?;
+            let binary = crate::fault::which(cmd.get_program())?;
             if reach(&binary)? != Reach::Live {
                 return Ok(());
             }
@@ -52,20 +52,6 @@ pub fn process_clock(run_dir: &Path, name: &str) -> Result<[(OsString, OsString)
     let path = clock_file(run_dir, name);
     ensure_file(&path)?;
     Ok(child_env(&shim, &path))
-}
-
-/// The file a command name runs (looked up on PATH unless it is a path).
-fn which(program: &std::ffi::OsStr) -> Result<PathBuf> {
-    let p = Path::new(program);
-    if p.components().count() > 1 {
-        return Ok(p.to_path_buf());
-    }
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join(p))
-        .find(|c| c.is_file())
-        .with_context(|| format!("{} is not on PATH", p.display()))
 }
 
 /// Writes the interposer into `dir` (once) and returns its path.
