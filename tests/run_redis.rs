@@ -111,7 +111,19 @@ fn redis_without_faults_is_valid_and_the_run_directory_is_complete() {
     let latest = std::fs::canonicalize(r.results.path().join("latest")).unwrap();
     assert_eq!(latest, std::fs::canonicalize(&run_dir).unwrap());
     assert!(r.json["figures"]["ops"]["write"]["ok"].as_u64().unwrap() > 0);
+    // The servers' data went with them; `--keep-data` keeps it.
+    assert!(!run_dir.join("data").exists(), "{}", run_dir.display());
     r.assert_nothing_left();
+    let kept = run(
+        &no_fault_workload(dir.path(), "redis", true),
+        &["--seed", "9", "--keep-data", "--time-limit", "1"],
+    );
+    assert_eq!(kept.code, 0, "{}", kept.stderr);
+    assert!(
+        kept.run_dir().join("data/n1").is_dir(),
+        "{}",
+        kept.run_dir().display()
+    );
 }
 
 #[test]

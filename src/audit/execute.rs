@@ -486,28 +486,11 @@ async fn read_back(run: u32, seed: u64, wall: Duration, output: Output) -> RunRe
     let read =
         tokio::task::spawn_blocking(move || RunRecord::of_report(run, seed, wall_s, &report)).await;
     match read {
-        Ok(Ok(r)) => {
-            if let Some(dir) = &r.run_dir {
-                prune(dir);
-            }
-            r
-        }
+        // Each run removed its servers' data itself as it ended (`lockcheck run`
+        // without `--keep-data`): an audit's hundreds of runs do not fill the disk.
+        Ok(Ok(r)) => r,
         Ok(Err(e)) => RunRecord::failed(run, seed, wall_s, format!("{e:#}")),
         Err(e) => RunRecord::failed(run, seed, wall_s, format!("reading the run back: {e}")),
-    }
-}
-
-/// Removes a finished run's server data (an etcd member preallocates 64 MiB of
-/// log: three members, a quarter of a GiB a run): an audit of hundreds of runs
-/// would fill the disk, and nothing read from a run directory afterwards (its
-/// report, `lockcheck report`, `analyze`, `recover`) reads it. The nodes' logs
-/// (`nodes/`) stay. A run left unread (an error) keeps its data to look at.
-fn prune(run_dir: &Path) {
-    let data = run_dir.join(crate::cluster::DATA_DIR);
-    if let Err(e) = std::fs::remove_dir_all(&data) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            eprintln!("lockcheck audit: could not remove {}: {e}", data.display());
-        }
     }
 }
 

@@ -45,6 +45,10 @@ pub struct Args {
     /// a run exits 3, whatever its verdict: it did not test what the workload claims.
     #[arg(long)]
     pub allow_missed_faults: bool,
+    /// Keep the servers' data (`data/` in the run directory) after a run that
+    /// ended; by default it is removed with the servers, the nodes' logs kept.
+    #[arg(long)]
+    pub keep_data: bool,
 }
 
 pub fn main(args: Args) -> Result<u8> {
@@ -79,6 +83,7 @@ pub fn main(args: Args) -> Result<u8> {
         live: !args.json && std::io::stderr().is_terminal(),
         image: args.image.clone(),
         allow_missed_faults: args.allow_missed_faults,
+        keep_data: args.keep_data,
     };
     let mut reports = Vec::new();
     for i in 0..args.test_count {

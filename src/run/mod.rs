@@ -56,6 +56,8 @@ pub struct Options {
     pub image: Option<String>,
     /// A run whose planned faults did not all start still passes (`--allow-missed-faults`).
     pub allow_missed_faults: bool,
+    /// Keep the servers' data in the run directory after the run (`--keep-data`).
+    pub keep_data: bool,
 }
 
 /// What `verdict.json` holds: the checker's verdict and the run's figures.
@@ -266,7 +268,25 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     // The report is rebuilt from the run directory alone, as `lockcheck report` does.
     crate::report::write_html(&dir, &dir.join(crate::report::REPORT_FILE))
         .context("writing report.html")?;
+    if !opts.keep_data {
+        drop_server_data(&dir);
+    }
     Ok(report)
+}
+
+/// Removes a finished run's server data (`data/`): an etcd member preallocates
+/// 64 MiB of log, so three members are a quarter of a GiB a run, and a Patroni
+/// cluster more; `--test-count 50` would fill a disk with files nothing reads
+/// afterwards (the report, `lockcheck report`, `analyze`, `recover` read the
+/// history, the resource log, the journal and the nodes' logs, which stay). A run
+/// that failed never gets here: its data stays for whoever looks into why.
+pub fn drop_server_data(run_dir: &Path) {
+    let data = run_dir.join(crate::cluster::DATA_DIR);
+    if let Err(e) = std::fs::remove_dir_all(&data) {
+        if e.kind() != std::io::ErrorKind::NotFound {
+            eprintln!("lockcheck: could not remove {}: {e}", data.display());
+        }
+    }
 }
 
 /// Checks the run's history and resource log and computes the figures.
