@@ -388,3 +388,49 @@ fn private_results_run(workload_file: &str, cluster: &str) -> serde_json::Value 
     assert!(left.is_empty(), "{left:?}");
     json
 }
+
+/// One client holding the lock across the whole run while its Redis is paused at
+/// 1 s: the fault starts, and no client acquires after it.
+const NO_GRANT_AFTER_THE_FAULT: &str = r#"
+duration = "2500ms"
+seed = 1
+resource = "fenced"
+[backend]
+kind = "redis"
+lease = "5s"
+fencing_token = true
+acquire_timeout = "500ms"
+[clients]
+count = 1
+[critical_section]
+hold = "3s"
+writes = 1
+[[faults]]
+kind = "pause-node"
+nodes = "one"
+duration = "300ms"
+after = "1s"
+"#;
+
+#[test]
+fn a_valid_run_that_saw_nothing_of_its_fault_is_untested() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write_workload(dir.path(), "no-grant-after.toml", NO_GRANT_AFTER_THE_FAULT);
+    let r = run(&w, &[]);
+    assert_eq!(r.code, 3, "{}\n{}", r.json, r.stderr);
+    assert_eq!(r.json["valid"], true);
+    assert_eq!(r.json["missed_faults"], true);
+    let unseen = r.json["faults"]["unseen"].as_str().unwrap();
+    assert!(
+        unseen.contains("no client acquired the lock after the first fault began (pause at 1.0 s)"),
+        "{unseen}"
+    );
+    // The report and JUnit say it as they say a missed fault.
+    let junit = junit_of(&r.run_dir());
+    assert!(junit.contains("the run saw nothing of them"), "{junit}");
+    let html = std::fs::read_to_string(r.run_dir().join("report.html")).unwrap();
+    assert!(html.contains("UNTESTED") && html.contains("no client acquired the lock"));
+    // Allowed like a missed fault.
+    let allowed = run(&w, &["--allow-missed-faults"]);
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+}

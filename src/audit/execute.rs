@@ -14,7 +14,6 @@
 
 use super::battery::ScenarioWorkload;
 use crate::check::Validity;
-use crate::history::{f, fault_ops, Op, OpType, Process};
 use crate::report::RunDir;
 use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
@@ -97,6 +96,7 @@ impl RunRecord {
     /// What a child's verdict (its `--json` stdout) and run directory say.
     pub fn of_report(run: u32, seed: u64, wall_s: f64, report: &RunReport) -> Result<RunRecord> {
         let outcome = match report.verdict.valid {
+            _ if report.missed_faults && report.faults.missed.is_empty() => Outcome::Unobserved,
             _ if report.missed_faults => Outcome::MissedFaults,
             Validity::Valid => Outcome::Valid,
             Validity::Invalid => Outcome::Flagged,
@@ -113,15 +113,6 @@ impl RunRecord {
         anomalies.dedup();
         let dir = RunDir::load(&report.run_dir)
             .with_context(|| format!("reading back {}", report.run_dir.display()))?;
-        let unobserved = match outcome {
-            Outcome::Valid => unobserved(&dir.history.ops),
-            _ => None,
-        };
-        let outcome = if unobserved.is_some() {
-            Outcome::Unobserved
-        } else {
-            outcome
-        };
         let title = dir.title();
         let analysis = dir.input(&title, &report.verdict).analyze();
         let stale = if analysis.fencing.applicable {
@@ -145,32 +136,9 @@ impl RunRecord {
                 .collect(),
             stale_writes_accepted: stale,
             writes_rejected_by_fence: report.figures.writes_rejected_by_fence,
-            error: unobserved,
+            error: report.faults.unseen.clone(),
         })
     }
-}
-
-/// Why a valid run saw nothing of its fault, if it did not: no acquire succeeded
-/// after the first fault began. Every scenario of the battery breaks a lock only
-/// through a grant made after its fault starts (to a second client while the
-/// first is paused, cut off, behind a skewed clock or on a restarted server), so
-/// a run without one tested nothing, whatever its verdict.
-fn unobserved(ops: &[Op]) -> Option<String> {
-    let began = ops
-        .iter()
-        .find(|o| o.process == Process::Nemesis && fault_ops::started_by(&o.f).is_some())?;
-    let acquired_after = ops
-        .iter()
-        .any(|o| o.kind == OpType::Ok && o.f == f::ACQUIRE && o.time > began.time);
-    let end = ops.last().map_or(0, |o| o.time);
-    (!acquired_after).then(|| {
-        format!(
-            "no client acquired the lock after the first fault began ({} at {:.1} s) before the run ended ({:.1} s): it saw nothing of the fault",
-            began.f,
-            began.time as f64 / 1e9,
-            end as f64 / 1e9
-        )
-    })
 }
 
 /// What the audit needs to start its runs.
@@ -524,39 +492,5 @@ mod tests {
         let mut quick = Overhead::default();
         quick.record(s(1), s(8));
         assert_eq!(quick.estimate(), s(0));
-    }
-
-    fn op(time_s: f64, process: Process, kind: OpType, f: &str) -> Op {
-        Op {
-            index: 0,
-            time: (time_s * 1e9) as u64,
-            process,
-            kind,
-            f: f.into(),
-            value: serde_json::Value::Null,
-            node: None,
-            error: None,
-        }
-    }
-
-    #[test]
-    fn a_valid_run_with_no_grant_after_its_fault_saw_nothing() {
-        use OpType::{Info, Ok as Done};
-        let (c, n) = (Process::Client(0), Process::Nemesis);
-        // A server killed at 2 s that came back as the run ended: the last grant
-        // was before the kill.
-        let mut ops = vec![
-            op(0.5, c, Done, f::ACQUIRE),
-            op(2.0, n, Info, f::KILL),
-            op(7.9, n, Info, f::START),
-            op(8.0, c, Done, f::RELEASE),
-        ];
-        let why = unobserved(&ops).expect("nothing after the kill");
-        assert!(why.contains("kill at 2.0 s"), "{why}");
-        // One grant after the restart: the run tested the scenario.
-        ops.insert(3, op(7.95, c, Done, f::ACQUIRE));
-        assert_eq!(unobserved(&ops), None);
-        // A run without faults is judged elsewhere (a missed fault), not here.
-        assert_eq!(unobserved(&ops[..1]), None);
     }
 }

@@ -138,6 +138,9 @@ fn print_report(r: &RunReport) {
     let v = &r.verdict;
     // A run that missed faults it planned never reads as a plain pass.
     let head = match v.valid {
+        Validity::Valid if r.missed_faults && r.faults.missed.is_empty() => {
+            "UNTESTED (valid, but the run saw nothing of its faults)"
+        }
         Validity::Valid if r.missed_faults => "UNTESTED (valid, but planned faults missed)",
         Validity::Valid => "VALID",
         Validity::Invalid => "INVALID",
@@ -237,7 +240,7 @@ fn print_report(r: &RunReport) {
 
 /// The planned faults that did not start, each with why.
 fn print_missed(f: &run::nemesis::FaultAccount) {
-    if f.missed.is_empty() {
+    if f.missed.is_empty() && f.unseen.is_none() {
         return;
     }
     let (mark, tail) = if f.allowed {
@@ -248,6 +251,12 @@ fn print_missed(f: &run::nemesis::FaultAccount) {
             ": the run did not test what its workload claims (exit 3)",
         )
     };
+    if let Some(why) = &f.unseen {
+        println!("  {mark} faults unseen: {why}{tail}");
+    }
+    if f.missed.is_empty() {
+        return;
+    }
     let never: u64 = f.missed.iter().map(|m| m.planned - m.started).sum();
     println!(
         "  {mark} missed faults: {never} of {} planned never started{tail}",

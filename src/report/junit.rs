@@ -184,6 +184,7 @@ mod tests {
             never: 1,
             lines: vec!["faults[1] (pause): 0 of 1 started; due at 5.0 s; the run ended at 3.0 s (--time-limit) before it".into()],
             allowed: false,
+            unseen: None,
         };
         let x = render_run("r", &v, Some(&m), 0);
         assert!(x.contains("tests=\"7\" failures=\"1\" errors=\"0\""), "{x}");

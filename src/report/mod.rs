@@ -146,13 +146,19 @@ pub struct MissedFaults {
     pub lines: Vec<String>,
     /// `--allow-missed-faults` was given: listed, not failing.
     pub allowed: bool,
+    /// The faults started, but the run saw nothing of them (why).
+    pub unseen: Option<String>,
 }
 
 impl MissedFaults {
     pub fn of(run: &Map<String, Value>) -> Option<MissedFaults> {
         let faults = run.get("faults")?;
         let missed = faults.get("missed")?.as_array()?;
-        if missed.is_empty() {
+        let unseen = faults
+            .get("unseen")
+            .and_then(Value::as_str)
+            .map(String::from);
+        if missed.is_empty() && unseen.is_none() {
             return None;
         }
         let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
@@ -174,13 +180,25 @@ impl MissedFaults {
                         m.get("why").and_then(Value::as_str).unwrap_or("")
                     )
                 })
+                .chain(unseen.clone())
                 .collect(),
             allowed: faults.get("allowed").and_then(Value::as_bool) == Some(true),
+            unseen,
         })
     }
 
     /// One line: how many planned faults never started.
     pub fn headline(&self) -> String {
+        if self.never == 0 && self.unseen.is_some() {
+            return format!(
+                "the planned faults started, but the run saw nothing of them{}",
+                if self.allowed {
+                    " (allowed by --allow-missed-faults)"
+                } else {
+                    ": the run did not test what its workload claims"
+                }
+            );
+        }
         format!(
             "{} of {} planned faults never started{}",
             self.never,

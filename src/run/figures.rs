@@ -3,7 +3,7 @@
 //! A pure function of the history and the verdict.
 
 use crate::check::Verdict;
-use crate::history::{f, fault_ops, History, OpType, Process};
+use crate::history::{f, fault_ops, History, Op, OpType, Process};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -175,6 +175,34 @@ impl Figures {
     }
 }
 
+/// Why a run saw nothing of its faults, if it did not: no acquire succeeded after
+/// the first fault began. A lock breaks under a fault only through a grant made
+/// after it starts (to a second client while the first is paused, cut off, behind
+/// a skewed clock, or on a restarted server), so a run without one tested nothing
+/// of it, whatever its verdict: a service down from the fault to the end, a server
+/// that came back only as the run ended. A history without any acquire (an
+/// election's campaigns) or without faults is not judged here.
+pub fn unobserved_fault(ops: &[Op]) -> Option<String> {
+    if !ops.iter().any(|o| o.f == f::ACQUIRE) {
+        return None;
+    }
+    let began = ops
+        .iter()
+        .find(|o| o.process == Process::Nemesis && fault_ops::started_by(&o.f).is_some())?;
+    let acquired_after = ops
+        .iter()
+        .any(|o| o.kind == OpType::Ok && o.f == f::ACQUIRE && o.time > began.time);
+    let end = ops.last().map_or(0, |o| o.time);
+    (!acquired_after).then(|| {
+        format!(
+            "no client acquired the lock after the first fault began ({} at {:.1} s) before the run ended ({:.1} s): it saw nothing of the fault",
+            began.f,
+            began.time as f64 / 1e9,
+            end as f64 / 1e9
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +272,39 @@ mod tests {
             "the allowed anomaly does not count"
         );
         assert!((fig.run_time_s - 0.0096).abs() < 1e-9);
+    }
+
+    fn op(time_s: f64, process: Process, kind: OpType, f: &str) -> Op {
+        Op {
+            index: 0,
+            time: (time_s * 1e9) as u64,
+            process,
+            kind,
+            f: f.into(),
+            value: serde_json::Value::Null,
+            node: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_valid_run_with_no_grant_after_its_fault_saw_nothing() {
+        use OpType::{Info, Ok as Done};
+        let (c, n) = (Process::Client(0), Process::Nemesis);
+        // A server killed at 2 s that came back as the run ended: the last grant
+        // was before the kill.
+        let mut ops = vec![
+            op(0.5, c, Done, f::ACQUIRE),
+            op(2.0, n, Info, f::KILL),
+            op(7.9, n, Info, f::START),
+            op(8.0, c, Done, f::RELEASE),
+        ];
+        let why = unobserved_fault(&ops).expect("nothing after the kill");
+        assert!(why.contains("kill at 2.0 s"), "{why}");
+        // One grant after the restart: the run tested the scenario.
+        ops.insert(3, op(7.95, c, Done, f::ACQUIRE));
+        assert_eq!(unobserved_fault(&ops), None);
+        // A run without faults is judged elsewhere (a missed fault), not here.
+        assert_eq!(unobserved_fault(&ops[..1]), None);
     }
 }

@@ -308,6 +308,12 @@ fn judge(
     );
     verdict.apply_allow(&w.allow);
     verdict.notes.extend(history.warnings.iter().cloned());
+    // A valid verdict over a run that saw nothing of its faults is no evidence of
+    // anything: untested, as a run whose faults never started.
+    let mut faults = faults;
+    if verdict.valid == check::Validity::Valid {
+        faults.unseen = figures::unobserved_fault(&history.ops);
+    }
     Ok(RunReport {
         figures: Figures::of(&history, &verdict),
         verdict,

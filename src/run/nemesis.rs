@@ -149,6 +149,7 @@ impl Tally {
             started: all.iter().map(|e| e.started).sum(),
             missed,
             allowed: false,
+            unseen: None,
         }
     }
 }
@@ -185,13 +186,18 @@ pub struct FaultAccount {
     /// `--allow-missed-faults`: the missed faults are listed, and the run does not
     /// fail for them.
     pub allowed: bool,
+    /// The faults started, but the run saw nothing of them, and why
+    /// ([`crate::run::figures::unobserved_fault`]): as untested as a fault that
+    /// never started, and allowed the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<String>,
 }
 
 impl FaultAccount {
-    /// Planned faults did not all start, and nobody allowed it: the run did not
-    /// test what its workload claims.
+    /// Planned faults did not all start, or started unseen, and nobody allowed it:
+    /// the run did not test what its workload claims.
     pub fn failed(&self) -> bool {
-        !self.missed.is_empty() && !self.allowed
+        (!self.missed.is_empty() || self.unseen.is_some()) && !self.allowed
     }
 }
 
