@@ -179,7 +179,10 @@ fn etcd_partitions_over_ssh_as_locally() {
     );
     let (h, l) = std::thread::scope(|s| {
         let h = s.spawn(|| run_on(&hosts, &holder, &[]));
-        let l = s.spawn(|| run_on(&hosts, &leader, &[]));
+        // Clients that talk to the cut-off leader wait on it, and an acquire in
+        // doubt keeps the key until its lease runs out: whether a grant comes
+        // after the cut is etcd's business, not what this test holds to.
+        let l = s.spawn(|| run_on(&hosts, &leader, &["--allow-missed-faults"]));
         (h.join().unwrap(), l.join().unwrap())
     });
     h.assert_flagged(&["double-holder"]);

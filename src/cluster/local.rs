@@ -279,6 +279,21 @@ impl ClusterPlan {
         recipe(self.spec.kind)
     }
 
+    /// The nodes' names, in node order.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.iter().map(|n| n.name.clone()).collect()
+    }
+
+    /// The addresses the nodes advertise to clients (`host:port`), in node order:
+    /// what clients dial where each node has an address of its own (a container,
+    /// a host).
+    pub fn advertised(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|n| n.client_advertise.to_string())
+            .collect()
+    }
+
     /// Starts the one-node cluster of `kind` the nodes need first, its files under
     /// `<dir>/coordinator/`, journaled in the run's journal.
     /// A coordinator needs none itself.
