@@ -218,7 +218,7 @@ async fn a_clock_fault_on_etcd_says_it_cannot_reach_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn link_faults_cut_a_node_off_cut_the_holder_off_and_slow_a_node() {
     use lockcheck::fault::proxy::{LinkFault, Links, Mode, Proxies};
-    use lockcheck::fault::{ClientProc, Target};
+    use lockcheck::fault::{ClientProc, Place, Target};
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(BackendKind::Redlock, dir.path(), false).await;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
@@ -239,7 +239,7 @@ async fn link_faults_cut_a_node_off_cut_the_holder_off_and_slow_a_node() {
         .iter()
         .map(|n| ClientProc {
             name: n.clone(),
-            pid: me,
+            place: Place::Here(me),
         })
         .collect();
     macro_rules! scene {

@@ -11,42 +11,10 @@ mod run_support;
 mod ssh_support;
 
 use lockcheck::journal::{self, Effect};
-use run_support::{wait_for, workload, write_workload, Finished};
-use ssh_support::Hosts;
-use std::path::Path;
+use run_support::{wait_for, workload, write_workload};
+use ssh_support::{run_on, shipped_on, Hosts};
 use std::process::Stdio;
 use std::time::Duration;
-
-/// `lockcheck run WORKLOAD --json` on the hosts; waits for its end.
-fn run_on(hosts: &Hosts, workload: &Path, args: &[&str]) -> Finished {
-    let results = tempfile::tempdir().unwrap();
-    let out = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(workload)
-        .arg("--json")
-        .arg("--results")
-        .arg(results.path())
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
-    Finished {
-        code: out.status.code().unwrap_or(-1),
-        json,
-        stderr,
-        results,
-    }
-}
-
-/// A shipped workload moved onto the first `n` hosts.
-fn shipped_on(hosts: &Hosts, name: &str, n: usize) -> std::path::PathBuf {
-    let text = std::fs::read_to_string(workload(name)).unwrap();
-    write_workload(hosts.dir.path(), name, &hosts.workload(&text, n))
-}
 
 #[test]
 fn the_redis_and_etcd_pause_workloads_are_flagged_over_ssh() {
@@ -368,22 +336,6 @@ fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
             .arg(dir.path())
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(says), "{stderr}");
-    }
-    // What the runtime does not do yet, by name.
-    for (key, says) in [
-        ("[backend]\nmanage = false\n", "backend.manage: servers already running (manage = false) are not available under the ssh runtime yet"),
-        ("[clients]\nclients_on = \"hosts\"\n", "clients.clients_on: \"hosts\" is not available under the ssh runtime yet"),
-    ] {
-        let (table, line) = key.split_once('\n').unwrap();
-        let w = write_workload(
-            dir.path(),
-            "w.toml",
-            &base.replacen(&format!("{table}\n"), &format!("{table}\n{line}"), 1),
-        );
-        let out = run_support::lockcheck().arg("run").arg(&w).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");

@@ -189,6 +189,12 @@ pub trait Cluster: Send + Sync {
     }
     /// The node that leads now, where the backend has one.
     async fn leader(&self) -> Option<String>;
+    /// The hosts the nodes run on, in node order, reached through the run's
+    /// open connections, where each node is a host of its own (ssh): where
+    /// clients may run too (`clients_on = "hosts"`). Empty elsewhere.
+    fn hosts(&self) -> Vec<ssh::host::Host> {
+        Vec::new()
+    }
     /// Stops every node and removes what the cluster made; also what drop does.
     async fn stop(&mut self);
     /// The nodes' network namespaces, where they run in their own

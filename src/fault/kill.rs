@@ -45,6 +45,16 @@ impl Spec for KillSpec {
         Box::new(KillNodes::new(self.nodes.clone(), self.wipe))
     }
 
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        Some(Refusal::unmanaged(
+            &KIND,
+            "lockcheck would have to start the team's server again itself, outside whatever \
+             runs it (systemd, a container, a supervisor that may restart it too, on the same \
+             port); pause it instead (pause-node), or let lockcheck start the servers \
+             (manage = true)",
+        ))
+    }
+
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
         match runtime {
             Runtime::External => Some(Refusal::kind(

@@ -4,7 +4,7 @@
 
 use super::duration::Dur;
 use super::proxy::{LinkFault, Links, Mode};
-use super::spec::{Entry, Kind, Needs, Setting, Spec};
+use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::Fault;
 use crate::history::fault_ops;
 use anyhow::Result;
@@ -64,6 +64,11 @@ impl Slowness {
 impl Spec for LatencySpec {
     fn kind(&self) -> &'static Kind {
         &KIND
+    }
+
+    /// The clients' links go through lockcheck's proxies on this machine.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        None
     }
 
     fn fault(&self, _: Duration) -> Box<dyn Fault> {

@@ -69,7 +69,20 @@ pub struct Scene<'a> {
 pub struct ClientProc {
     /// `client-N`, the name faults and the status line use.
     pub name: String,
-    pub pid: Pid,
+    pub place: Place,
+}
+
+/// Where a client's process runs, as a fault signals it.
+#[derive(Debug, Clone)]
+pub enum Place {
+    /// On this machine: the leader of its process group (with its adapter).
+    Here(Pid),
+    /// On a host of the ssh runtime (`clients_on = "hosts"`): that very
+    /// process there, signalled over the run's connection.
+    Host {
+        host: crate::cluster::ssh::host::Host,
+        proc: crate::journal::Proc,
+    },
 }
 
 /// Whom a fault hits.
@@ -156,7 +169,7 @@ mod tests {
         let clients: Vec<ClientProc> = (0..4)
             .map(|i| ClientProc {
                 name: client_name(i),
-                pid: Pid::from_raw(1),
+                place: Place::Here(Pid::from_raw(1)),
             })
             .collect();
         let picks = |seed| {

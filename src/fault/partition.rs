@@ -5,7 +5,7 @@
 
 use super::proxy::{LinkFault, Links};
 use super::shape::Cut;
-use super::spec::{Entry, Kind, Needs, Setting, Spec};
+use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::Fault;
 use crate::history::fault_ops;
 use anyhow::Result;
@@ -39,6 +39,11 @@ impl PartitionSpec {
 impl Spec for PartitionSpec {
     fn kind(&self) -> &'static Kind {
         &KIND
+    }
+
+    /// The clients' links go through lockcheck's proxies on this machine.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        None
     }
 
     fn fault(&self, _: Duration) -> Box<dyn Fault> {

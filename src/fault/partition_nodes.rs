@@ -45,6 +45,11 @@ impl Spec for NodePartitionSpec {
         &KIND
     }
 
+    /// Chains of lockcheck's in the hosts' packet filters, removed at heal.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        None
+    }
+
     fn fault(&self, _: Duration) -> Box<dyn Fault> {
         Box::new(NodePartition::new(self.shape.clone(), self.cut))
     }

@@ -5,10 +5,13 @@
 //!
 //! The signal goes to the worker's process group (every worker leads its own): a
 //! client that is an adapter program, the worker's child, stops with it, with every
-//! thread of its lock library (keep-alives, session heartbeats).
+//! thread of its lock library (keep-alives, session heartbeats). A worker on a
+//! host of the ssh runtime (`clients_on = "hosts"`) is stopped there, over the
+//! run's connection, and only once the host's kernel shows it stopped does the
+//! fault count as started.
 
-use super::spec::{Entry, Kind, Setting, Spec};
-use super::{ClientProc, Fault, Scene, Target};
+use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::{ClientProc, Fault, Place, Scene, Target};
 use crate::history::fault_ops;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
@@ -51,6 +54,11 @@ impl Spec for PauseSpec {
         &KIND
     }
 
+    /// It stops a client, not a server.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        None
+    }
+
     fn fault(&self, duration: Duration) -> Box<dyn Fault> {
         Box::new(Pause::new(self.target.clone(), duration))
     }
@@ -88,13 +96,9 @@ impl Fault for Pause {
             return Ok(None);
         };
         let proc = scene.clients[slot].clone();
-        match killpg(proc.pid, Signal::SIGSTOP) {
-            Ok(()) => {}
-            // A worker that has exited is nothing to pause.
-            Err(nix::errno::Errno::ESRCH) => return Ok(None),
-            Err(e) => {
-                return Err(e).with_context(|| format!("pausing {} (pid {})", proc.name, proc.pid))
-            }
+        // A worker that has exited is nothing to pause.
+        if !stop(&proc).await? {
+            return Ok(None);
         }
         self.paused.push(proc);
         Ok(Some(json!({
@@ -105,19 +109,56 @@ impl Fault for Pause {
 
     async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
         let value = json!({ "targets": self.names() });
-        resume_all(&mut self.paused)?;
+        // Off the runtime, whose clock times the clients' ops: a host is a round trip away.
+        let mut paused = std::mem::take(&mut self.paused);
+        tokio::task::spawn_blocking(move || resume_all(&mut paused)).await??;
         Ok(value)
     }
 }
 
+/// Stops the client's process (its group here; that process on its host); false
+/// if it was gone.
+async fn stop(p: &ClientProc) -> Result<bool> {
+    match &p.place {
+        Place::Here(pid) => match killpg(*pid, Signal::SIGSTOP) {
+            Ok(()) => Ok(true),
+            Err(nix::errno::Errno::ESRCH) => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("pausing {} (pid {pid})", p.name)),
+        },
+        Place::Host { host, proc } => {
+            let (host, proc) = (host.clone(), proc.clone());
+            let name = p.name.clone();
+            tokio::task::spawn_blocking(move || {
+                host.sigstop(&proc).with_context(|| {
+                    format!("pausing {name} (pid {}) on host {}", proc.pid, host.name())
+                })
+            })
+            .await?
+        }
+    }
+}
+
 /// Resumes every process in `paused`, emptying it; the first error is returned
-/// after all were tried.
+/// after all were tried. Blocking: a drop resumes too.
 fn resume_all(paused: &mut Vec<ClientProc>) -> Result<()> {
     let mut first_error = None;
     for p in paused.drain(..) {
-        if let Err(e) = killpg(p.pid, Signal::SIGCONT) {
-            first_error
-                .get_or_insert_with(|| anyhow::anyhow!("resuming {} (pid {}): {e}", p.name, p.pid));
+        let resumed = match &p.place {
+            Place::Here(pid) => killpg(*pid, Signal::SIGCONT)
+                .map_err(|e| anyhow::anyhow!("resuming {} (pid {pid}): {e}", p.name)),
+            Place::Host { host, proc } => {
+                host.signal(proc, "CONT").map(|_| ()).with_context(|| {
+                    format!(
+                        "resuming {} (pid {}) on host {}",
+                        p.name,
+                        proc.pid,
+                        host.name()
+                    )
+                })
+            }
+        };
+        if let Err(e) = resumed {
+            first_error.get_or_insert(e);
         }
     }
     first_error.map_or(Ok(()), Err)
@@ -165,7 +206,7 @@ mod tests {
             .unwrap();
         let clients = vec![ClientProc {
             name: "client-0".into(),
-            pid: nix::unistd::Pid::from_raw(child.id() as i32),
+            place: Place::Here(nix::unistd::Pid::from_raw(child.id() as i32)),
         }];
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
         let mut pause = Pause::new(Target::Holder, Duration::from_secs(1));

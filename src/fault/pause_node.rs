@@ -55,6 +55,17 @@ impl Spec for PauseNodeSpec {
         Box::new(PauseNodes::new(self.nodes.clone(), duration).method(self.method))
     }
 
+    /// SIGSTOP of the process found listening; a freezer or strace would have
+    /// to take over a cgroup or a process of the team's setup.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        (self.method != PauseMethod::Sigstop).then(|| Refusal {
+            key: "method",
+            why: "with backend.manage = false a server is paused with method = \"sigstop\" \
+                  (the process found listening on its port), not through a cgroup or a tracer"
+                .into(),
+        })
+    }
+
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
         if runtime == Runtime::External {
             return Some(Refusal::kind(

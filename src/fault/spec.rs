@@ -165,6 +165,19 @@ impl Refusal {
     }
 }
 
+impl Refusal {
+    /// This kind cannot act on servers lockcheck did not start.
+    pub fn unmanaged(kind: &Kind, why: &str) -> Refusal {
+        Refusal {
+            key: "kind",
+            why: format!(
+                "{} is unavailable with backend.manage = false (servers already running): {why}",
+                kind.name
+            ),
+        }
+    }
+}
+
 /// One `[[faults]]` entry, read and checked: the fields of its kind.
 pub trait Spec: Any + fmt::Debug + Send + Sync {
     /// Its kind, in the catalogue.
@@ -182,6 +195,16 @@ pub trait Spec: Any + fmt::Debug + Send + Sync {
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
         let _ = runtime;
         None
+    }
+
+    /// Why it cannot act on servers lockcheck did not start, which it must leave
+    /// running as it found them (`backend.manage = false`), if it cannot. By
+    /// default it cannot: a kind that can says so itself.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        Some(Refusal::unmanaged(
+            self.kind(),
+            "it acts on the servers as lockcheck starts them",
+        ))
     }
 }
 

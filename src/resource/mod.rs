@@ -154,6 +154,26 @@ pub enum Endpoint {
     Postgres { addr: SocketAddr, fence: Fence },
 }
 
+impl Endpoint {
+    /// Where the resource listens.
+    pub fn addr(&self) -> SocketAddr {
+        match self {
+            Endpoint::Lockcheck { addr } | Endpoint::Postgres { addr, .. } => *addr,
+        }
+    }
+
+    /// The same resource reached at `addr` instead (a port forwarded to it).
+    pub fn at(&self, addr: SocketAddr) -> Endpoint {
+        match self {
+            Endpoint::Lockcheck { .. } => Endpoint::Lockcheck { addr },
+            Endpoint::Postgres { fence, .. } => Endpoint::Postgres {
+                addr,
+                fence: *fence,
+            },
+        }
+    }
+}
+
 /// The running resource, in the controller.
 pub enum Running {
     Own(own::Server),

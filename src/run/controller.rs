@@ -9,7 +9,7 @@
 use super::worker::{self, Command, Reply};
 use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Workload};
 use super::Live;
-use crate::fault::{client_name, ClientProc};
+use crate::fault::{client_name, ClientProc, Place};
 use crate::history::error::withheld;
 use crate::history::{HistoryWriter, Op, OpType, Process};
 use anyhow::{anyhow, Context, Result};
@@ -87,8 +87,12 @@ impl Recorder {
 /// The worker processes of a run. Dropping this resumes and kills any still there,
 /// so an error or a panic anywhere in the run leaves no client running or stopped.
 pub struct Workers {
+    /// The workers here, or the ssh processes carrying their channels to the
+    /// workers on the hosts.
     children: Vec<Child>,
     procs: Vec<ClientProc>,
+    /// The hosts the workers run on (`clients_on = "hosts"`), which end them.
+    on_hosts: Option<super::on_hosts::OnHosts>,
     /// Each worker's first reply: what its adapter said about itself (null for a
     /// built-in client).
     hellos: Vec<Value>,
@@ -108,11 +112,13 @@ impl Workers {
     /// `clients/client-N.log` (with the log of its adapter, if any: the adapter is its
     /// child, in its process group, so a pause or a kill of the worker's group takes
     /// the adapter and its library's threads too). With `clocks`, each starts under the clock interposer
-    /// with a clock of its own that a clock fault can skew. Waits until each has connected.
+    /// with a clock of its own that a clock fault can skew. With `on_hosts`, each runs on
+    /// a host instead, through an ssh process here. Waits until each has connected.
     pub async fn start(
         exe: &Path,
         configs: &[worker::Config],
         clocks: bool,
+        on_hosts: Option<super::on_hosts::OnHosts>,
         dir: &Path,
         ready_timeout: Duration,
     ) -> Result<(Workers, Vec<Pipes>)> {
@@ -121,18 +127,24 @@ impl Workers {
         let mut workers = Workers {
             children: Vec::new(),
             procs: Vec::new(),
+            on_hosts,
             hellos: Vec::new(),
         };
         let mut pipes = Vec::new();
         for (i, config) in configs.iter().enumerate() {
-            let config = serde_json::to_string(config)?;
             let name = client_name(i);
             let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
-            let mut cmd = tokio::process::Command::new(exe);
-            cmd.arg("worker")
-                .arg("--config")
-                .arg(&config)
-                .stdin(Stdio::piped())
+            let mut cmd = match &workers.on_hosts {
+                Some(hosts) => tokio::process::Command::from(hosts.command(i, config)?),
+                None => {
+                    let mut cmd = tokio::process::Command::new(exe);
+                    cmd.arg("worker")
+                        .arg("--config")
+                        .arg(serde_json::to_string(config)?);
+                    cmd
+                }
+            };
+            cmd.stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::from(log))
                 .process_group(0)
@@ -148,10 +160,27 @@ impl Workers {
             let stdin = child.stdin.take().context("worker stdin")?;
             let stdout = child.stdout.take().context("worker stdout")?;
             workers.children.push(child);
-            workers.procs.push(ClientProc { name, pid });
+            let mut lines = BufReader::new(stdout).lines();
+            let place = match &mut workers.on_hosts {
+                None => Place::Here(pid),
+                // The worker on its host says which process it is, first.
+                Some(hosts) => {
+                    let first = tokio::time::timeout(ready_timeout, lines.next_line())
+                        .await
+                        .ok()
+                        .and_then(|l| l.ok().flatten())
+                        .with_context(|| {
+                            format!(
+                                "worker {name} did not start on its host (see {})",
+                                logs.join(format!("{name}.log")).display()
+                            )
+                        })?;
+                    hosts.started(i, &name, &first)?
+                }
+            };
+            workers.procs.push(ClientProc { name, place });
             let (tx, replies) = mpsc::unbounded_channel();
             tokio::spawn(async move {
-                let mut lines = BufReader::new(stdout).lines();
                 while let Ok(Some(line)) = lines.next_line().await {
                     match serde_json::from_str::<Reply>(&line) {
                         Ok(r) => {
@@ -199,6 +228,16 @@ impl Workers {
         &self.procs
     }
 
+    /// The processes of this machine's the workers are, or that carry their
+    /// channels (ssh), by client name: what a kill -9 of the controller leaves.
+    pub fn local_pids(&self) -> Vec<(String, i32)> {
+        self.children
+            .iter()
+            .zip(&self.procs)
+            .filter_map(|(c, p)| Some((p.name.clone(), c.id()? as i32)))
+            .collect()
+    }
+
     /// What the first worker's adapter said about itself in its `init` reply; None
     /// for built-in clients.
     pub fn hello(&self) -> Option<crate::backend::adapter::Hello> {
@@ -218,6 +257,10 @@ impl Workers {
                 resume_and_kill(child);
                 let _ = child.wait().await;
             }
+        }
+        // Off the runtime: a host is a round trip away.
+        if let Some(mut hosts) = self.on_hosts.take() {
+            let _ = tokio::task::spawn_blocking(move || hosts.end()).await;
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod capacity;
 pub mod controller;
 pub mod figures;
 pub mod nemesis;
+pub mod on_hosts;
 pub mod worker;
 pub mod workload;
 
@@ -457,10 +458,27 @@ async fn execute(
             }),
         })
         .collect();
+    // Clients on the hosts: this program copied there, the resource forwarded.
+    let on_hosts = match (&w.backend.ssh, w.clients.on_hosts) {
+        (Some(ssh), true) => {
+            let hosts = servers.lock().await.hosts();
+            let placed = on_hosts::OnHosts::prepare(
+                hosts,
+                w.clients.count,
+                &opts.worker_exe,
+                &ssh.remote_dir,
+                res.endpoint().addr(),
+                dir,
+            );
+            Some(placed.await.map_err(|e| environment(format!("{e:#}")))?)
+        }
+        _ => None,
+    };
     let (workers, pipes) = Workers::start(
         &opts.worker_exe,
         &configs,
         needs.client_clocks,
+        on_hosts,
         dir,
         Duration::from_secs(20),
     )
@@ -477,11 +495,7 @@ async fn execute(
     // already there: a local cluster journals each server as it spawns it, a
     // docker cluster its containers, the resource its PostgreSQL.
     {
-        let procs = workers
-            .procs()
-            .iter()
-            .map(|p| (p.name.clone(), p.pid.as_raw()));
-        for (name, pid) in procs {
+        for (name, pid) in workers.local_pids() {
             // One that has already exited cannot be left behind.
             if let Ok(proc) = crate::journal::Proc::of(name, pid) {
                 journal.record(crate::journal::Effect::Process(proc))?;
@@ -679,7 +693,15 @@ async fn start_cluster(
                         .with_context(|| format!("the SSH configuration {}", cfg.display()))?,
                 );
             }
-            Box::new(cluster::SshCluster::start(spec, ssh).await?)
+            if ssh.manage {
+                Box::new(cluster::SshCluster::start(spec, ssh).await?)
+            } else {
+                Box::new(
+                    cluster::ssh::attach::AttachedCluster::start(spec, ssh)
+                        .await
+                        .with_context(|| format!("{}: backend.manage = false", w.path.display()))?,
+                )
+            }
         }
         Runtime::External => Box::new(cluster::ExternalCluster::new(
             w.backend.kind,

@@ -7,11 +7,43 @@
 //! is never read. Dropping the hosts stops the sshds and removes the namespaces.
 #![allow(dead_code)]
 
+use crate::run_support::{workload, write_workload, Finished};
 use lockcheck::cluster::netns::{self, Network};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// `lockcheck run WORKLOAD --json` on the hosts; waits for its end.
+pub fn run_on(hosts: &Hosts, workload: &Path, args: &[&str]) -> Finished {
+    let results = tempfile::tempdir().unwrap();
+    let out = hosts
+        .lockcheck()
+        .arg("run")
+        .arg(workload)
+        .arg("--json")
+        .arg("--results")
+        .arg(results.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let json = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
+    Finished {
+        code: out.status.code().unwrap_or(-1),
+        json,
+        stderr,
+        results,
+    }
+}
+
+/// A shipped workload moved onto the first `n` hosts.
+pub fn shipped_on(hosts: &Hosts, name: &str, n: usize) -> PathBuf {
+    let text = std::fs::read_to_string(workload(name)).unwrap();
+    write_workload(hosts.dir.path(), name, &hosts.workload(&text, n))
+}
 
 pub struct Hosts {
     pub names: Vec<String>,
@@ -202,6 +234,60 @@ impl Hosts {
 
     pub fn ssh_config(&self) -> &Path {
         &self.ssh_config
+    }
+
+    /// A server of the test's own on host `i`, started in its namespace outside
+    /// lockcheck (as a team's server runs before any audit): `program ARGS`,
+    /// output in the test's directory, nothing of it under `remote_dir`.
+    pub fn serve(&self, i: usize, program: &str, args: &[&str]) -> Server {
+        let name = &self.names[i];
+        let ns = self.network.as_ref().unwrap().namespace_of(name).unwrap();
+        let log = std::fs::File::create(self.dir.path().join(format!("own-{name}.log"))).unwrap();
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns, program])
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Server { child }
+    }
+}
+
+/// A server the test started on a host itself; killed (resumed first) on drop.
+pub struct Server {
+    child: Child,
+}
+
+impl Server {
+    /// `ip netns exec` execs the program: the server's own pid.
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Still running, as the test started it (not stopped, not exited).
+    pub fn assert_running(&mut self) {
+        assert!(
+            self.child.try_wait().unwrap().is_none(),
+            "the team's server exited"
+        );
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap();
+        let state = stat.rsplit_once(") ").unwrap().1.chars().next().unwrap();
+        assert!(
+            state != 'T' && state != 'Z',
+            "the team's server is in state {state}"
+        );
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid());
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 /// The shell helpers every script may use: `lc_alive PID START` (that very
 /// process is there and not a zombie), `lc_state PID` (its state letter).
-const PRELUDE: &str = r#"lc_stat() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null; }
+pub(super) const PRELUDE: &str = r#"lc_stat() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null; }
 lc_alive() { s=$(lc_stat "$1") && [ -n "$s" ] || return 1; [ "${s%% *}" != Z ] && [ "$(echo "$s" | cut -d' ' -f20)" = "$2" ]; }
 lc_state() { s=$(lc_stat "$1"); echo "${s%% *}"; }
 "#;
@@ -81,7 +81,7 @@ impl Host {
     }
 
     /// `ssh` through the run's connection to the host, if it has one.
-    fn ssh(&self) -> Command {
+    pub(super) fn ssh(&self) -> Command {
         let mut c = self.ssh_base();
         match &self.control {
             // Falls back to a connection of its own should the master be gone.

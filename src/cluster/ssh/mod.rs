@@ -17,7 +17,9 @@
 //! it stopped, ends every server (SIGTERM, then SIGKILL after the grace), copies
 //! the logs and removes the directories.
 
+pub mod attach;
 pub mod host;
+mod remote;
 
 use super::local::log_tail;
 use super::{recipe, Cluster, ClusterError, ClusterPlan, ClusterSpec, Runtime};
@@ -49,6 +51,10 @@ pub struct SshSpec {
     pub program: Option<PathBuf>,
     /// The directory on the hosts under which the run's directory is made.
     pub remote_dir: PathBuf,
+    /// Whether lockcheck starts and stops the servers ([`SshCluster`]), or uses
+    /// those already running there and only faults them (`manage = false`,
+    /// [`attach::AttachedCluster`]).
+    pub manage: bool,
 }
 
 /// The running servers of one backend on their hosts. Dropping it stops them.
@@ -85,78 +91,17 @@ impl SshCluster {
             bail!("the ssh runtime starts its servers as their recipes say, without a clock interposer, time namespace or network namespace");
         }
         let dir = spec.dir.clone();
-        std::fs::create_dir_all(dir.join("nodes"))
-            .with_context(|| format!("creating {}", dir.join("nodes").display()))?;
-        let journal = Journal::for_run(&dir)?;
-        let control = ControlDir::new(&dir)?;
-        let opened = {
-            let (journal, control) = (journal.clone(), control.0.clone());
-            let remotes: Vec<RemoteHost> = ssh
-                .hosts
-                .iter()
-                .map(|h| RemoteHost {
-                    name: h.clone(),
-                    ssh_config: ssh.ssh_config.clone(),
-                })
-                .collect();
-            let logs = dir.join("nodes");
-            join_all(remotes.into_iter().enumerate().map(|(i, remote)| {
-                let (journal, control, log) = (
-                    journal.clone(),
-                    control.clone(),
-                    logs.join(format!("ssh-{}.log", remote.name)),
-                );
-                tokio::task::spawn_blocking(move || {
-                    let (master, host) = Master::open(remote, &control, i, &log, journal)?;
-                    let addr = host.address()?;
-                    Ok::<_, anyhow::Error>((master, host, addr))
-                })
-            }))
-            .await
-        };
-        let (mut masters, mut hosts, mut addrs) = (Vec::new(), Vec::new(), Vec::new());
-        let mut first = None;
-        for o in opened {
-            match o? {
-                Ok((m, h, a)) => {
-                    masters.push(m);
-                    hosts.push(h);
-                    addrs.push(a);
-                }
-                Err(e) => {
-                    first.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first {
-            return Err(e);
-        }
-        let kind = spec.kind;
-        let recipe = recipe(kind);
-        // Planned with any program of this machine's: the hosts' is theirs.
-        let mut plan = ClusterPlan::new(ClusterSpec {
-            binary: Some(std::env::current_exe().context("finding lockcheck's own program")?),
-            ..spec
-        })?;
-        plan.binary = ssh
-            .program
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(recipe.binary().name));
-        let run = format!(
-            "lockcheck-{}-{:08x}",
-            super::netns::run_id(&dir),
-            rand::random::<u32>()
-        );
-        let ports = recipe.ports(plan.nodes.len());
+        let Connected {
+            journal,
+            control,
+            masters,
+            hosts,
+            addrs,
+        } = connect(&ssh, &dir).await?;
+        let mut plan = placed(spec, &ssh, &addrs)?;
+        let run = run_name(&dir);
         let mut dirs = Vec::new();
         for (i, node) in plan.nodes.iter_mut().enumerate() {
-            let ip = addrs[i];
-            let at = move |port| SocketAddr::new(ip, port);
-            node.client_listen = SocketAddr::new(ip, ports.client);
-            node.client_advertise = node.client_listen;
-            node.peer_listen = ports.peer.map(at);
-            node.peer_advertise = node.peer_listen;
-            node.election = ports.election.map(at);
             // A directory per node, not per host: two hosts may share a disk.
             let home = ssh.remote_dir.join(format!("{run}-{}", node.name));
             node.data_dir = home.join("data");
@@ -389,6 +334,105 @@ impl SshCluster {
     }
 }
 
+/// The run's connections to its hosts, and where this machine reaches them.
+struct Connected {
+    journal: Arc<Journal>,
+    /// The masters' sockets' directory; dropped after the masters.
+    control: ControlDir,
+    masters: Vec<Master>,
+    hosts: Vec<Host>,
+    /// Each host's address (its `HostName`, resolved here), in node order.
+    addrs: Vec<std::net::IpAddr>,
+}
+
+/// Opens one connection (a journaled `ControlMaster`) to each of `ssh.hosts`,
+/// all at once, for the run in `dir`; the first host that cannot be reached
+/// fails it, and the connections already open close again.
+async fn connect(ssh: &SshSpec, dir: &Path) -> Result<Connected> {
+    std::fs::create_dir_all(dir.join("nodes"))
+        .with_context(|| format!("creating {}", dir.join("nodes").display()))?;
+    let journal = Journal::for_run(dir)?;
+    let control = ControlDir::new(dir)?;
+    let logs = dir.join("nodes");
+    let opened = join_all(ssh.hosts.iter().enumerate().map(|(i, name)| {
+        let remote = RemoteHost {
+            name: name.clone(),
+            ssh_config: ssh.ssh_config.clone(),
+        };
+        let (journal, control, log) = (
+            journal.clone(),
+            control.0.clone(),
+            logs.join(format!("ssh-{name}.log")),
+        );
+        tokio::task::spawn_blocking(move || {
+            let (master, host) = Master::open(remote, &control, i, &log, journal)?;
+            let addr = host.address()?;
+            Ok::<_, anyhow::Error>((master, host, addr))
+        })
+    }))
+    .await;
+    let (mut masters, mut hosts, mut addrs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut first = None;
+    for o in opened {
+        match o? {
+            Ok((m, h, a)) => {
+                masters.push(m);
+                hosts.push(h);
+                addrs.push(a);
+            }
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first {
+        return Err(e);
+    }
+    Ok(Connected {
+        journal,
+        control,
+        masters,
+        hosts,
+        addrs,
+    })
+}
+
+/// A name for what the run in `dir` makes on the hosts, `lockcheck-<run>-<random>`:
+/// unique among runs sharing a host, and one [`Host::remove_dir`] accepts.
+pub fn run_name(dir: &Path) -> String {
+    format!(
+        "lockcheck-{}-{:08x}",
+        super::netns::run_id(dir),
+        rand::random::<u32>()
+    )
+}
+
+/// The plan of `spec`'s nodes, one per host: each listening on the backend's
+/// usual ports at its host's address in `addrs`, running `ssh.program` or the
+/// backend's usual program as the hosts find it.
+fn placed(spec: ClusterSpec, ssh: &SshSpec, addrs: &[std::net::IpAddr]) -> Result<ClusterPlan> {
+    let recipe = recipe(spec.kind);
+    // Planned with any program of this machine's: the hosts' is theirs.
+    let mut plan = ClusterPlan::new(ClusterSpec {
+        binary: Some(std::env::current_exe().context("finding lockcheck's own program")?),
+        ..spec
+    })?;
+    plan.binary = ssh
+        .program
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(recipe.binary().name));
+    let ports = recipe.ports(plan.nodes.len());
+    for (node, &ip) in plan.nodes.iter_mut().zip(addrs) {
+        let at = move |port| SocketAddr::new(ip, port);
+        node.client_listen = SocketAddr::new(ip, ports.client);
+        node.client_advertise = node.client_listen;
+        node.peer_listen = ports.peer.map(at);
+        node.peer_advertise = node.peer_listen;
+        node.election = ports.election.map(at);
+    }
+    Ok(plan)
+}
+
 /// Everything a stop does: resume, end the servers, copy the logs, remove the
 /// directories (the hosts in parallel), then close the connections.
 struct Teardown {
@@ -615,6 +659,9 @@ impl Cluster for SshCluster {
         let host = self.hosts[i].clone();
         tokio::task::spawn_blocking(move || host.remove_chain(&chain)).await??;
         self.journal.undone(filter)
+    }
+    fn hosts(&self) -> Vec<Host> {
+        self.hosts.clone()
     }
     async fn leader(&self) -> Option<String> {
         let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())

@@ -117,6 +117,18 @@ impl Spec for ClockSpec {
         Box::new(ClockFault::new(self.clocks.clone(), self.change))
     }
 
+    /// A client's clock is the worker's; a server's is the interposer's, loaded
+    /// as lockcheck starts the server.
+    fn refused_unmanaged(&self) -> Option<Refusal> {
+        matches!(self.clocks, Clocks::Nodes(_)).then(|| {
+            Refusal::unmanaged(
+                &KIND,
+                "a server's clock is skewed through the interposer loaded as lockcheck starts it; \
+                 a server already running has none (a client's clock, `target`, is fine)",
+            )
+        })
+    }
+
     fn needs(&self) -> Needs {
         let of_client = matches!(self.clocks, Clocks::Client(_));
         Needs {

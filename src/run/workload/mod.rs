@@ -67,6 +67,10 @@
 //!                               #   $LOCKCHECK_SSH_CONFIG); relative to this file
 //! # program = "/usr/bin/redis-server" # optional, ssh: the server on the hosts
 //! # remote_dir = "/tmp"         # optional, ssh: where the nodes' data go there
+//! # manage = false              # optional, ssh, true: false uses the servers
+//!                               #   already running on the hosts (found by the
+//!                               #   backend's port), starts and stops none; no
+//!                               #   kill, node clock, latency-nodes, freezer
 //! # primary_check = "postgres"  # optional, patroni only: how a node's application
 //!                               #   tells its node is the primary: "postgres"
 //!                               #   (pg_is_in_recovery()) | "patroni-api" (also
@@ -81,6 +85,9 @@
 //! self_fencing = "library"      # optional, with [client]: each holder asks its
 //!                               #   lock library (`held`) before each write and
 //!                               #   stops writing when it says no
+//! # clients_on = "hosts"        # optional, ssh, "controller": the workers run on
+//!                               #   the hosts (client i on host i mod n); no
+//!                               #   partition, latency, client clock or [client]
 //!
 //! [client]                      # optional: a lock library of your own, through an
 //! command = ["python3", "lock.py"] #   adapter program (docs/clients.md); relative
@@ -185,6 +192,7 @@
 
 mod election;
 mod faults;
+mod hosts;
 mod located;
 mod plan;
 mod preset;
@@ -306,6 +314,9 @@ pub struct Clients {
     /// `self_fencing = "library"`: before each write a holder asks its lock library
     /// (the adapter's `held`) and stops writing if it says the lock is gone.
     pub self_fencing_library: bool,
+    /// `clients_on = "hosts"`: the workers run on the ssh runtime's hosts, round
+    /// robin, instead of on this machine (`run::on_hosts`).
+    pub on_hosts: bool,
 }
 
 impl Clients {
@@ -375,24 +386,21 @@ impl Workload {
 
         let kind = raw.backend.kind;
         // Keys of the ssh runtime's that name what it does not do yet.
-        if raw.backend.manage == Some(false) {
-            bail!(bad(
-                "backend.manage",
-                "servers already running (manage = false) are not available under the ssh runtime yet: lockcheck starts its own on the hosts".into()
-            ));
-        }
-        match raw.clients.clients_on.as_deref() {
-            None | Some("controller") => {}
-            Some("hosts") => bail!(bad(
-                "clients.clients_on",
-                "\"hosts\" is not available under the ssh runtime yet: the clients run on this machine (\"controller\")".into()
-            )),
+        let on_hosts = match raw.clients.clients_on.as_deref() {
+            None | Some("controller") => false,
+            Some("hosts") => true,
             Some(other) => bail!(bad(
                 "clients.clients_on",
-                format!("expected \"controller\" (the clients run on this machine), found \"{other}\"")
+                format!("expected \"controller\" (the clients run on this machine) or \"hosts\" (on the ssh runtime's hosts), found \"{other}\"")
             )),
-        }
+        };
         let hosts = raw.backend.hosts.clone().unwrap_or_default();
+        if raw.backend.manage.is_some() && hosts.is_empty() {
+            bail!(bad(
+                "backend.manage",
+                "only with backend.hosts (runtime = \"ssh\"): whether lockcheck starts the servers on the hosts, or uses those already running there (false)".into()
+            ));
+        }
         if let (Some(n), false) = (raw.backend.nodes, hosts.is_empty()) {
             if n != hosts.len() {
                 bail!(bad(
@@ -707,6 +715,7 @@ impl Workload {
                         .map(|p| path.parent().unwrap_or(Path::new("")).join(p)),
                     program: raw.backend.program,
                     remote_dir: raw.backend.remote_dir.unwrap_or_else(|| "/tmp".into()),
+                    manage: raw.backend.manage.unwrap_or(true),
                 }),
                 network,
                 monotonic_offsets,
@@ -722,6 +731,7 @@ impl Workload {
                     .map_or(Duration::from_secs(10), |d| d.0),
                 self_fencing_margin,
                 self_fencing_library,
+                on_hosts,
             },
             mode,
             resource,
@@ -809,6 +819,9 @@ impl Workload {
                 "{file}: backend.network: namespaces are the local runtime's; the {rt} runtime places its servers itself"
             );
         }
+        // Refused for good where the servers or clients are, before what the
+        // runtime does not do yet.
+        hosts::check(&self)?;
         for (i, f) in self.faults.iter().enumerate() {
             if let Some(r) = f.spec.refused_by(self.runtime) {
                 bail!("{file}: faults[{i}].{}: {}", r.key, r.why);
