@@ -204,6 +204,13 @@ fn what_cannot_be_done_to_running_servers_is_refused_by_name() {
             "faults[0].kind: clock is unavailable with clients.clients_on = \"hosts\": a client's clock is skewed through the interposer",
         ),
         (
+            base.replace("kind = \"redis\"", "kind = \"redlock\"")
+                .replace("hosts = [\"h1\"]", "hosts = [\"h1\", \"h2\"]")
+                .replacen("[clients]\n", "[clients]\nclients_on = \"hosts\"\n", 1)
+                + "[[faults]]\nkind = \"partition-nodes\"\nshape = \"isolate\"\nnodes = \"n1\"\nduration = \"1s\"\n",
+            "faults[0].kind: partition-nodes is unavailable with clients.clients_on = \"hosts\": a node's links are cut or slowed on its host",
+        ),
+        (
             base.replace("hosts = [\"h1\"]\nmanage = false\n", "")
                 .replace("runtime = \"ssh\"\n", "")
                 .replacen("[clients]\n", "[clients]\nclients_on = \"hosts\"\n", 1),

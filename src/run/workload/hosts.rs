@@ -6,6 +6,7 @@
 
 use super::Workload;
 use crate::cluster::Runtime;
+use crate::fault::{latency_nodes, partition_nodes};
 use anyhow::{bail, Result};
 
 /// Checks `w`'s faults and clients against where its servers and clients are.
@@ -35,7 +36,12 @@ pub(super) fn check(w: &Workload) -> Result<()> {
     }
     for (i, f) in w.faults.iter().enumerate() {
         let needs = f.spec.needs();
-        let why = if needs.client_clocks {
+        let kind = f.spec.kind();
+        // By name: a kind is a `const`, each use of it a copy of its own.
+        let node_links = [partition_nodes::KIND.name, latency_nodes::KIND.name];
+        let why = if node_links.contains(&kind.name) {
+            "a node's links are cut or slowed on its host, in what the host sends to the other nodes: the requests of the clients there would be too, and the fault would not be the one the history names"
+        } else if needs.client_clocks {
             "a client's clock is skewed through the interposer the workers start under on this machine, which is not copied to the hosts"
         } else if needs.client_links {
             "the clients' links are cut and slowed in lockcheck's proxies on this machine, which clients on the hosts do not pass through"
@@ -44,7 +50,7 @@ pub(super) fn check(w: &Workload) -> Result<()> {
         };
         bail!(
             "{file}: faults[{i}].kind: {} is unavailable with clients.clients_on = \"hosts\": {why}",
-            f.spec.kind().name
+            kind.name
         );
     }
     Ok(())

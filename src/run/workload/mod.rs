@@ -87,7 +87,8 @@
 //!                               #   stops writing when it says no
 //! # clients_on = "hosts"        # optional, ssh, "controller": the workers run on
 //!                               #   the hosts (client i on host i mod n); no
-//!                               #   partition, latency, client clock or [client]
+//!                               #   partition, latency, partition-nodes,
+//!                               #   latency-nodes, client clock or [client]
 //!
 //! [client]                      # optional: a lock library of your own, through an
 //! command = ["python3", "lock.py"] #   adapter program (docs/clients.md); relative
