@@ -18,15 +18,15 @@
 //! it (systemd, a container, its own supervisor), which may well restart it
 //! too, on the same port.
 
+use super::changes::Changes;
 use super::host::{quote, Host, Master};
 use super::{connect, placed, recipe, Connected, ControlDir, SshSpec};
 use crate::backend::BackendKind;
 use crate::cluster::{Cluster, ClusterPlan, ClusterSpec, Runtime};
-use crate::journal::{Effect, Journal, Proc};
+use crate::journal::{Journal, Proc};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use futures_util::future::join_all;
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -44,10 +44,8 @@ pub struct AttachedCluster {
     masters: Vec<Master>,
     /// Each node's server, as found on its host.
     servers: Vec<Proc>,
-    /// Each node stopped with SIGSTOP, by its journal entry.
-    stopped: Vec<Option<u64>>,
-    /// The iptables chains in force, by journal entry: node and chain.
-    chains: BTreeMap<u64, (usize, String)>,
+    /// The servers stopped and the chains in force on the hosts.
+    changes: Changes,
     journal: Arc<Journal>,
     control: Option<ControlDir>,
 }
@@ -98,8 +96,7 @@ impl AttachedCluster {
             hosts,
             masters,
             servers,
-            stopped: vec![None; n],
-            chains: BTreeMap::new(),
+            changes: Changes::new(journal.clone(), n),
             journal,
             control: Some(control),
         })
@@ -122,17 +119,15 @@ impl AttachedCluster {
     /// cluster (which then has nothing left to undo), to be undone off the
     /// async runtime.
     fn undo(&mut self) -> Undo {
-        let mut hosts: Vec<HostUndo> = (0..self.hosts.len())
-            .map(|i| HostUndo {
+        let hosts: Vec<HostUndo> = (0..self.hosts.len())
+            .zip(self.changes.take(self.hosts.len()))
+            .map(|(i, in_force)| HostUndo {
                 host: self.hosts[i].clone(),
                 server: self.servers[i].clone(),
-                stopped: self.stopped[i].take(),
-                chains: Vec::new(),
+                stopped: in_force.stopped,
+                chains: in_force.chains,
             })
             .collect();
-        for (id, (i, chain)) in std::mem::take(&mut self.chains) {
-            hosts[i].chains.push((id, chain));
-        }
         Undo {
             hosts,
             masters: std::mem::take(&mut self.masters),
@@ -156,7 +151,7 @@ struct HostUndo {
     host: Host,
     server: Proc,
     stopped: Option<u64>,
-    chains: Vec<(u64, String)>,
+    chains: Vec<(String, u64)>,
 }
 
 impl HostUndo {
@@ -169,7 +164,7 @@ impl HostUndo {
                 Err(e) => tracing::warn!("resuming the server on host {}: {e:#}", self.host.name()),
             }
         }
-        for (id, chain) in &self.chains {
+        for (chain, id) in &self.chains {
             match self.host.remove_chain(chain) {
                 Ok(_) => undone.push(*id),
                 Err(e) => {
@@ -316,38 +311,15 @@ impl Cluster for AttachedCluster {
     }
     async fn sigstop(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
-        if self.stopped[i].is_some() {
-            return Ok(());
-        }
-        let proc = self.servers[i].clone();
-        // Written down first: a controller killed right after still has it resumed.
-        let id = self.journal.record(Effect::RemoteStopped {
-            host: self.hosts[i].remote.clone(),
-            proc: proc.clone(),
-        })?;
-        self.stopped[i] = Some(id);
-        let host = self.hosts[i].clone();
-        let stopped = tokio::task::spawn_blocking(move || host.sigstop(&proc))
-            .await?
-            .with_context(|| format!("stopping node {node}"))?;
-        if !stopped {
-            bail!(
-                "node {node}'s server on host {} exited before it could be stopped",
-                self.hosts[i].name()
-            );
-        }
-        Ok(())
+        self.changes
+            .sigstop(&self.hosts[i], i, &self.servers[i], node)
+            .await
     }
     async fn sigcont(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
-        let Some(id) = self.stopped[i].take() else {
-            return Ok(());
-        };
-        let (host, proc) = (self.hosts[i].clone(), self.servers[i].clone());
-        tokio::task::spawn_blocking(move || host.signal(&proc, "CONT"))
-            .await?
-            .with_context(|| format!("resuming node {node}"))?;
-        self.journal.undone(id)
+        self.changes
+            .sigcont(&self.hosts[i], i, Some(&self.servers[i]), node)
+            .await
     }
     fn node_addr(&self, node: &str) -> Option<std::net::IpAddr> {
         let i = self.index(node).ok()?;
@@ -355,24 +327,10 @@ impl Cluster for AttachedCluster {
     }
     async fn filter(&mut self, node: &str, rules: &[String]) -> Result<u64> {
         let i = self.index(node)?;
-        let chain = format!("lockcheck-{:08x}", rand::random::<u32>());
-        // Written down first: a controller killed right after still has it removed.
-        let id = self.journal.record(Effect::RemoteChain {
-            host: self.hosts[i].remote.clone(),
-            chain: chain.clone(),
-        })?;
-        self.chains.insert(id, (i, chain.clone()));
-        let (host, rules) = (self.hosts[i].clone(), rules.to_vec());
-        tokio::task::spawn_blocking(move || host.add_chain(&chain, &rules)).await??;
-        Ok(id)
+        self.changes.filter(&self.hosts[i], i, rules).await
     }
     async fn unfilter(&mut self, filter: u64) -> Result<()> {
-        let Some((i, chain)) = self.chains.remove(&filter) else {
-            return Ok(());
-        };
-        let host = self.hosts[i].clone();
-        tokio::task::spawn_blocking(move || host.remove_chain(&chain)).await??;
-        self.journal.undone(filter)
+        self.changes.unfilter(&self.hosts, filter).await
     }
     fn hosts(&self) -> Vec<Host> {
         self.hosts.clone()

@@ -18,6 +18,7 @@
 //! the logs and removes the directories.
 
 pub mod attach;
+mod changes;
 pub mod host;
 mod remote;
 
@@ -27,6 +28,7 @@ use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal, Proc, RemoteHost};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
+use changes::Changes;
 use futures_util::future::join_all;
 use host::{Host, Master};
 use std::net::SocketAddr;
@@ -65,15 +67,13 @@ pub struct SshCluster {
     masters: Vec<Master>,
     /// Each node's server and its journal entry, or none while it is down.
     procs: Vec<Option<(Proc, u64)>>,
-    /// Each node stopped with SIGSTOP, by its journal entry.
-    stopped: Vec<Option<u64>>,
     /// Each node's directory on its host, and its journal entry.
     dirs: Vec<(PathBuf, u64)>,
     journal: Arc<Journal>,
     /// The masters' sockets' directory, removed once they are closed.
     control: Option<ControlDir>,
-    /// The iptables chains in force, by journal entry: node and chain.
-    chains: std::collections::BTreeMap<u64, (usize, String)>,
+    /// The servers stopped and the chains in force on the hosts.
+    changes: Changes,
 }
 
 impl SshCluster {
@@ -117,11 +117,10 @@ impl SshCluster {
             hosts,
             masters,
             procs: vec![None; n],
-            stopped: vec![None; n],
             dirs,
+            changes: Changes::new(journal.clone(), n),
             journal,
             control: Some(control),
-            chains: Default::default(),
         };
         let all: Vec<usize> = (0..n).collect();
         let started = async {
@@ -272,10 +271,7 @@ impl SshCluster {
         if let Some((_, id)) = self.procs[i].take() {
             self.journal.undone(id)?;
         }
-        if let Some(id) = self.stopped[i].take() {
-            self.journal.undone(id)?;
-        }
-        Ok(())
+        self.changes.forget_stopped(i)
     }
 
     /// Copies node `i`'s log from its host into `nodes/<node>.log`.
@@ -306,19 +302,13 @@ impl SshCluster {
         } else {
             self.plan.spec.stop_grace
         };
-        let mut chains: Vec<Vec<(String, u64)>> = vec![Vec::new(); hosts];
-        for (id, (i, chain)) in std::mem::take(&mut self.chains) {
-            if let Some(c) = chains.get_mut(i) {
-                c.push((chain, id));
-            }
-        }
         let nodes = (0..hosts)
-            .zip(chains)
-            .map(|(i, chains)| NodeTeardown {
-                chains,
+            .zip(self.changes.take(hosts))
+            .map(|(i, in_force)| NodeTeardown {
+                chains: in_force.chains,
                 host: self.hosts[i].clone(),
                 proc: self.procs[i].take(),
-                stopped: self.stopped[i].take(),
+                stopped: in_force.stopped,
                 remote_log: self.remote_log(i),
                 log: self.plan.nodes[i].log_path.clone(),
                 dir: self.dirs[i].clone(),
@@ -598,42 +588,15 @@ impl Cluster for SshCluster {
     }
     async fn sigstop(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
-        let Some((proc, _)) = self.procs[i].clone() else {
+        let Some((proc, _)) = &self.procs[i] else {
             bail!("node {node} is not running: nothing to stop");
         };
-        if self.stopped[i].is_some() {
-            return Ok(());
-        }
-        // Written down first: a controller killed right after still has it resumed.
-        let id = self.journal.record(Effect::RemoteStopped {
-            host: self.hosts[i].remote.clone(),
-            proc: proc.clone(),
-        })?;
-        self.stopped[i] = Some(id);
-        let host = self.hosts[i].clone();
-        let stopped = tokio::task::spawn_blocking(move || host.sigstop(&proc))
-            .await?
-            .with_context(|| format!("stopping node {node}"))?;
-        if !stopped {
-            bail!(
-                "node {node} on host {} exited before it could be stopped",
-                self.hosts[i].name()
-            );
-        }
-        Ok(())
+        self.changes.sigstop(&self.hosts[i], i, proc, node).await
     }
     async fn sigcont(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
-        let Some(id) = self.stopped[i].take() else {
-            return Ok(());
-        };
-        if let Some((proc, _)) = self.procs[i].clone() {
-            let host = self.hosts[i].clone();
-            tokio::task::spawn_blocking(move || host.signal(&proc, "CONT"))
-                .await?
-                .with_context(|| format!("resuming node {node}"))?;
-        }
-        self.journal.undone(id)
+        let proc = self.procs[i].as_ref().map(|(p, _)| p);
+        self.changes.sigcont(&self.hosts[i], i, proc, node).await
     }
     fn node_addr(&self, node: &str) -> Option<std::net::IpAddr> {
         let i = self.index(node).ok()?;
@@ -641,24 +604,10 @@ impl Cluster for SshCluster {
     }
     async fn filter(&mut self, node: &str, rules: &[String]) -> Result<u64> {
         let i = self.index(node)?;
-        let chain = format!("lockcheck-{:08x}", rand::random::<u32>());
-        // Written down first: a controller killed right after still has it removed.
-        let id = self.journal.record(Effect::RemoteChain {
-            host: self.hosts[i].remote.clone(),
-            chain: chain.clone(),
-        })?;
-        self.chains.insert(id, (i, chain.clone()));
-        let (host, rules) = (self.hosts[i].clone(), rules.to_vec());
-        tokio::task::spawn_blocking(move || host.add_chain(&chain, &rules)).await??;
-        Ok(id)
+        self.changes.filter(&self.hosts[i], i, rules).await
     }
     async fn unfilter(&mut self, filter: u64) -> Result<()> {
-        let Some((i, chain)) = self.chains.remove(&filter) else {
-            return Ok(());
-        };
-        let host = self.hosts[i].clone();
-        tokio::task::spawn_blocking(move || host.remove_chain(&chain)).await??;
-        self.journal.undone(filter)
+        self.changes.unfilter(&self.hosts, filter).await
     }
     fn hosts(&self) -> Vec<Host> {
         self.hosts.clone()
