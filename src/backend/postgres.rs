@@ -31,6 +31,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
 
 /// The role lock clients log in as: the superuser the server's `initdb` creates
@@ -146,10 +147,15 @@ impl Conn {
         let outcome = tokio::time::timeout(timeout, statement(client)).await;
         match outcome {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) if e.code().is_some() => Err(LockError::Denied(format!("{what}: {e}"))),
+            Ok(Err(e)) if e.code().is_some() => {
+                Err(LockError::Denied(format!("{what}: {}", describe(&e))))
+            }
             Ok(Err(e)) => {
                 self.session = None;
-                Err(LockError::Indeterminate(format!("{what}: {e}")))
+                Err(LockError::Indeterminate(format!(
+                    "{what}: {}",
+                    describe(&e)
+                )))
             }
             Err(_) => {
                 self.session = None;
@@ -331,6 +337,21 @@ impl LockClient for AdvisoryLock {
     }
 }
 
+/// A driver error in words: the server's own message and SQLSTATE (the driver's
+/// `Display` says only "db error"), or the error with its causes.
+fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return format!("{} (SQLSTATE {})", db.message(), db.code().code());
+    }
+    let mut words = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        words += &format!(": {c}");
+        cause = c.source();
+    }
+    words
+}
+
 /// The table of lease rows, created by the first client that needs it.
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS lockcheck_leases (
     name text PRIMARY KEY,
@@ -339,11 +360,16 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS lockcheck_leases (
     locked_until timestamptz
 )";
 
-/// Takes the row if it is free or its lease ran out; the token goes up by one.
-const ACQUIRE: &str = "UPDATE lockcheck_leases
-    SET holder = $2, token = token + 1,
+/// Takes the row if it is free or its lease ran out; the token goes up by one. A
+/// missing row is made, token 1: a server that lost its data (a wiped restart)
+/// serves the lock again, as a self-initialising lease table does, and its
+/// tokens start over, which is what a fenced resource then has to face.
+const ACQUIRE: &str = "INSERT INTO lockcheck_leases AS l (name, holder, token, locked_until)
+    VALUES ($1, $2, 1, clock_timestamp() + $3::float8 * interval '1 millisecond')
+    ON CONFLICT (name) DO UPDATE
+    SET holder = $2, token = l.token + 1,
         locked_until = clock_timestamp() + $3::float8 * interval '1 millisecond'
-    WHERE name = $1 AND (holder IS NULL OR locked_until <= clock_timestamp())
+    WHERE l.holder IS NULL OR l.locked_until <= clock_timestamp()
     RETURNING token";
 
 /// Extends the lease while the row still names us and the lease still runs.
@@ -431,7 +457,15 @@ impl LeaseRowLock {
         let (name, holder, ms) = (self.cfg.name.clone(), holder.to_string(), self.lease_ms());
         self.conn
             .run(what, |c| async move {
-                let row = c.query_opt(sql, &[&name, &holder, &ms]).await?;
+                let row = match c.query_opt(sql, &[&name, &holder, &ms]).await {
+                    // The table went with the server's data: made again, as the
+                    // first client made it (only an acquire makes its row).
+                    Err(e) if e.code() == Some(&SqlState::UNDEFINED_TABLE) => {
+                        c.batch_execute(CREATE_TABLE).await?;
+                        c.query_opt(sql, &[&name, &holder, &ms]).await?
+                    }
+                    row => row?,
+                };
                 row.map(|r| r.try_get::<_, i64>(0)).transpose()
             })
             .await
