@@ -68,6 +68,16 @@ fn postgres_lease_row_fenced_by_its_token_is_safe() {
     fenced_is_safe("postgres-lease-pause-fenced.toml");
 }
 
+/// The row's token is only as durable as the server's data: a wiped restart
+/// hands out tokens the fenced resource has already seen.
+#[test]
+fn postgres_lease_tokens_start_over_when_the_server_loses_its_data() {
+    shows_the_break(
+        "postgres-lease-wiped-fenced.toml",
+        &["duplicate-token", "token-not-monotonic"],
+    );
+}
+
 #[test]
 fn postgres_without_faults_is_valid() {
     valid_without_faults("postgres-advisory", false);
