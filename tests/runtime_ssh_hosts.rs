@@ -4,8 +4,9 @@
 //! leaves it running as it found it, at the end of a run and with `lockcheck
 //! recover` after a controller killed with -9. Clients on the hosts
 //! (`clients_on = "hosts"`): a worker on each host, the holder paused there,
-//! flagged; nothing of them left. What neither can do refused by name when
-//! the workload is read.
+//! flagged; nothing of them left, after a clean end and, with `lockcheck
+//! recover`, after a controller killed with -9 while a client was stopped.
+//! What neither can do refused by name when the workload is read.
 
 mod run_support;
 mod ssh_support;
@@ -322,4 +323,83 @@ fn journal_effects(run_dir: &std::path::Path) -> Vec<Effect> {
             serde_json::from_value(v.get("do")?.clone()).ok()
         })
         .collect()
+}
+
+#[test]
+fn recover_ends_the_clients_a_killed_controller_left_on_the_hosts() {
+    let hosts = Hosts::new(2);
+    let text = hosts.workload(
+        r#"duration = "60s"
+resource = "unfenced"
+
+[backend]
+kind = "redlock"
+lease = "1s"
+
+[clients]
+count = 2
+clients_on = "hosts"
+
+[critical_section]
+hold = "100ms"
+writes = 1
+
+[[faults]]
+kind = "pause"
+target = "holder"
+duration = "50s"
+after = "300ms"
+"#,
+        2,
+    );
+    let w = write_workload(hosts.dir.path(), "clients-left.toml", &text);
+    let results = tempfile::tempdir().unwrap();
+    let mut controller = hosts
+        .lockcheck()
+        .arg("run")
+        .arg(&w)
+        .arg("--results")
+        .arg(results.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (run_dir, paused) = wait_for(
+        "a client paused on its host, journaled",
+        Duration::from_secs(30),
+        || {
+            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
+            let pending = journal::pending(&dir).ok()?;
+            pending.effects.iter().find_map(|(_, e)| match e {
+                Effect::RemoteProcess { proc, .. }
+                    if proc.name.starts_with("client-") && journal::is_stopped(proc.pid) =>
+                {
+                    Some((dir.clone(), proc.pid))
+                }
+                _ => None,
+            })
+        },
+    );
+    controller.kill().unwrap(); // SIGKILL: nothing of it runs on
+    controller.wait().unwrap();
+    assert!(
+        journal::is_stopped(paused),
+        "the paused client is left stopped"
+    );
+    let out = hosts
+        .lockcheck()
+        .arg("recover")
+        .arg(&run_dir)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains(&format!("(pid {paused}) on host")), "{said}");
+    // No worker, server or copy of the program left on either host.
+    hosts.assert_clean();
+    assert_nothing_left_on_hosts(&run_dir);
 }
