@@ -6,7 +6,9 @@
 //! (`clients_on = "hosts"`): a worker on each host, the holder paused there,
 //! flagged; nothing of them left, after a clean end and, with `lockcheck
 //! recover`, after a controller killed with -9 while a client was stopped.
-//! What neither can do refused by name when the workload is read.
+//! Both at once under Ctrl-C, the team's server and a client stopped: the
+//! server resumed, the clients ended. What neither can do refused by name when
+//! the workload is read.
 
 mod run_support;
 mod ssh_support;
@@ -400,6 +402,72 @@ after = "300ms"
     );
     assert!(said.contains(&format!("(pid {paused}) on host")), "{said}");
     // No worker, server or copy of the program left on either host.
+    hosts.assert_clean();
+    assert_nothing_left_on_hosts(&run_dir);
+}
+
+#[test]
+fn ctrl_c_resumes_the_team_server_and_ends_the_clients_on_the_hosts() {
+    let hosts = Hosts::new(1);
+    let mut redis = team_redis(&hosts, 0);
+    let text = unmanaged(
+        &hosts,
+        r#"duration = "60s"
+resource = "unfenced"
+
+[backend]
+kind = "redis"
+lease = "1s"
+
+[clients]
+count = 2
+clients_on = "hosts"
+
+[critical_section]
+hold = "100ms"
+writes = 1
+
+[[faults]]
+kind = "pause"
+target = "holder"
+duration = "50s"
+after = "300ms"
+
+[[faults]]
+kind = "pause-node"
+nodes = "n1"
+duration = "50s"
+after = "1s"
+"#,
+        1,
+    );
+    let w = write_workload(hosts.dir.path(), "team-redis-ctrl-c.toml", &text);
+    let results = tempfile::tempdir().unwrap();
+    let mut controller = hosts
+        .lockcheck()
+        .arg("run")
+        .arg(&w)
+        .arg("--results")
+        .arg(results.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let run_dir = wait_for(
+        "the team's server and a client stopped on h1",
+        Duration::from_secs(30),
+        || {
+            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
+            let pending = journal::pending(&dir).ok()?;
+            let client = pending.effects.iter().any(|(_, e)| {
+                matches!(e, Effect::RemoteProcess { proc, .. } if journal::is_stopped(proc.pid))
+            });
+            (client && journal::is_stopped(redis.pid())).then_some(dir)
+        },
+    );
+    let status = run_support::end(&mut controller, nix::sys::signal::Signal::SIGINT);
+    assert_eq!(status.code(), Some(130), "interrupted");
+    redis.assert_running();
     hosts.assert_clean();
     assert_nothing_left_on_hosts(&run_dir);
 }
