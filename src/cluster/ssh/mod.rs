@@ -2,7 +2,9 @@
 //! signalled and stopped there over SSH ([`host`]), with the same recipes and
 //! command lines as local processes, on the backend's usual ports at the host's
 //! address (what its SSH configuration calls `HostName`, resolved here). The
-//! clients and the resource stay on this machine and dial those addresses.
+//! clients and the resource stay on this machine and dial those addresses
+//! (the clients may run on the hosts instead: `run::on_hosts`, through
+//! `remote.rs`). Servers already running there are [`attach`]'s.
 //!
 //! Each node's data and log live on its host under
 //! `<remote_dir>/lockcheck-<run>-<node>/` (the directory is journaled before it
