@@ -163,19 +163,28 @@ impl Workers {
             let mut lines = BufReader::new(stdout).lines();
             let place = match &mut workers.on_hosts {
                 None => Place::Here(pid),
-                // The worker on its host says which process it is, first.
+                // The worker on its host says which process it is, first,
+                // after whatever the account's shell start-up files print.
                 Some(hosts) => {
-                    let first = tokio::time::timeout(ready_timeout, lines.next_line())
+                    let started = async {
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            match hosts.started(i, &name, &line) {
+                                Some(place) => return Some(place),
+                                None => tracing::warn!("{name}'s host said: {line}"),
+                            }
+                        }
+                        None
+                    };
+                    tokio::time::timeout(ready_timeout, started)
                         .await
                         .ok()
-                        .and_then(|l| l.ok().flatten())
+                        .flatten()
                         .with_context(|| {
                             format!(
                                 "worker {name} did not start on its host (see {})",
                                 logs.join(format!("{name}.log")).display()
                             )
-                        })?;
-                    hosts.started(i, &name, &first)?
+                        })??
                 }
             };
             workers.procs.push(ClientProc { name, place });

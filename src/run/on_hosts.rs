@@ -137,12 +137,18 @@ impl OnHosts {
         ]))
     }
 
-    /// Where slot `slot`'s worker, `name`, started on its host, as its first
-    /// line says; journaled.
-    pub fn started(&mut self, slot: usize, name: &str, line: &str) -> Result<Place> {
+    /// Where slot `slot`'s worker, `name`, started on its host, as `line`
+    /// says, journaled; none if `line` is not the one that says it.
+    pub fn started(&mut self, slot: usize, name: &str, line: &str) -> Option<Result<Place>> {
         let i = slot % self.places.len();
         let host = self.places[i].host.clone();
-        let proc = host.started(name, line)?;
+        Some(
+            host.started(name, line)?
+                .and_then(|proc| self.journaled(i, host, proc)),
+        )
+    }
+
+    fn journaled(&mut self, i: usize, host: Host, proc: Proc) -> Result<Place> {
         let id = self.journal.record(Effect::RemoteProcess {
             host: host.remote.clone(),
             proc: proc.clone(),

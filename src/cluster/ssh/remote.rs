@@ -12,6 +12,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// What an [`Host::attached`] command prints first, with its pid and start time.
+pub const STARTED: &str = "lockcheck-started";
+
 impl Host {
     /// Copies the program `local` into `dir` on the host (made if need be),
     /// under its own name, executable; the host must run this machine's
@@ -47,12 +50,13 @@ impl Host {
 
     /// `ssh` running `argv` on the host as a process of its own whose standard
     /// input, output and error are those of the returned command, through the
-    /// channel. Before it runs, its first line of output is `PID START`: the
-    /// process as [`Host::started`] reads it (it then `exec`s: the same pid).
+    /// channel. Before it runs, it prints [`STARTED`] `PID START`: the process
+    /// as [`Host::started`] reads it (it then `exec`s: the same pid). Lines
+    /// before that one are the account's shell start-up files talking.
     pub fn attached(&self, argv: &[String]) -> Command {
         let args: Vec<String> = argv.iter().map(|a| quote(a)).collect();
         let script = format!(
-            "{PRELUDE}echo \"$$ $(lc_stat $$ | cut -d' ' -f20)\"\nexec {}",
+            "{PRELUDE}echo \"{STARTED} $$ $(lc_stat $$ | cut -d' ' -f20)\"\nexec {}",
             args.join(" ")
         );
         let mut c = self.ssh();
@@ -60,9 +64,14 @@ impl Host {
         c
     }
 
-    /// The process an [`Host::attached`] command started, named `name`, from the
-    /// first line it printed.
-    pub fn started(&self, name: &str, line: &str) -> Result<Proc> {
+    /// The process an [`Host::attached`] command started, named `name`, from
+    /// its [`STARTED`] line; none for another line.
+    pub fn started(&self, name: &str, line: &str) -> Option<Result<Proc>> {
+        let said = line.strip_prefix(STARTED)?;
+        Some(self.started_at(name, said))
+    }
+
+    fn started_at(&self, name: &str, line: &str) -> Result<Proc> {
         let mut words = line.split_whitespace();
         let (Some(pid), Some(start), None) = (words.next(), words.next(), words.next()) else {
             bail!(
