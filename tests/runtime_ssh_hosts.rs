@@ -186,7 +186,13 @@ fn what_cannot_be_done_to_running_servers_is_refused_by_name() {
             "w.toml",
             &format!("{base}[[faults]]\n{fault}\nduration = \"1s\"\n"),
         );
-        let out = run_support::lockcheck().arg("run").arg(&w).output().unwrap();
+        let out = run_support::lockcheck()
+            .arg("run")
+            .arg(&w)
+            .arg("--results")
+            .arg(dir.path())
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
@@ -221,7 +227,13 @@ fn what_cannot_be_done_to_running_servers_is_refused_by_name() {
         ),
     ] {
         let w = write_workload(dir.path(), "w.toml", &key);
-        let out = run_support::lockcheck().arg("run").arg(&w).output().unwrap();
+        let out = run_support::lockcheck()
+            .arg("run")
+            .arg(&w)
+            .arg("--results")
+            .arg(dir.path())
+            .output()
+            .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
