@@ -44,7 +44,7 @@ impl AuditVerdict {
         match self {
             AuditVerdict::EfficiencyLockOnly => "an efficiency lock only: two holders happen; use it where a duplicate run costs nothing",
             AuditVerdict::SafeWithFencing => "safe with fencing: two holders happen, and no stale write got past the token check",
-            AuditVerdict::UnsafeEvenWithFencing => "unsafe even with fencing: a stale write got past the token check (a token went backwards or was handed out twice)",
+            AuditVerdict::UnsafeEvenWithFencing => "unsafe even with fencing: the token check cannot be trusted (a token went backwards or was handed out twice, or a stale write got past it)",
             AuditVerdict::NoBreakFound => "no break found within the budget",
             AuditVerdict::Inconclusive => "inconclusive: no run was checked, so nothing is known about this lock",
         }
