@@ -101,11 +101,7 @@ after = "4s"
     );
     let w = write_workload(hosts.dir.path(), "etcd-leader-ssh.toml", &text);
     let f = run_on(&hosts, &w, &[]);
-    assert_eq!(
-        f.code, 0,
-        "fenced, every fault started: {}\n{}",
-        f.json, f.stderr
-    );
+    f.assert_valid_faults_started();
     let pause = f.first_op("pause");
     let value = &pause.value;
     assert_eq!(value["method"], "sigstop", "{value}");

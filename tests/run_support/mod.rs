@@ -85,6 +85,27 @@ impl Finished {
         );
     }
 
+    /// Valid and every planned fault started; exit 0, or 3 where the run saw no
+    /// grant after its first fault (`faults.unseen`: an etcd acquire in doubt at a
+    /// leader's pause or kill keeps its key while each new leader renews its
+    /// lease). For tests of a fault's mechanics, not of the lock under it.
+    pub fn assert_valid_faults_started(&self) {
+        let unseen = self.json["faults"]["unseen"].is_string();
+        assert!(
+            self.code == 0 && !unseen || self.code == 3 && unseen,
+            "valid exits 0 (3 if it saw nothing of its faults): {}\n{}",
+            self.json,
+            self.stderr
+        );
+        assert_eq!(self.json["valid"], true, "{}", self.json);
+        assert_eq!(
+            self.json["faults"]["missed"],
+            serde_json::json!([]),
+            "{}",
+            self.json
+        );
+    }
+
     /// Nothing of this run may remain: no server, no worker, none stopped.
     pub fn assert_nothing_left(&self) {
         let left = leftovers(self.results.path());
