@@ -25,7 +25,8 @@
  * reader waits for it at most LC_TORN_NS, then keeps the last skew it read
  * whole (see lc_read), until a reset (`lockcheck recover`) makes it even.
  *
- * The page layout is shared with src/fault/clock/page.rs (keep them in step).
+ * The page layout (clockpage.h) is shared with src/fault/clock/page.rs (keep
+ * them in step) and written on other hosts by clockset.c.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -40,18 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LC_MAGIC 0x314b434f4c43434cULL /* the bytes "LCCLOCK1", little-endian */
-
-struct lc_page {
-    uint64_t magic;
-    uint64_t seq;            /* seqlock: odd while the controller writes */
-    int64_t offset_ns;
-    int64_t offset2_ns;      /* strobe's other offset */
-    int64_t strobe_period_ns;/* 0 = no strobe */
-    uint64_t rate_bits;      /* IEEE-754 double; 1.0 = real speed */
-    int64_t base_realtime_ns;
-    int64_t base_monotonic_ns;
-};
+#include "clockpage.h"
 
 struct lc_skew {
     int64_t offset, offset2, period, base_rt, base_mono;

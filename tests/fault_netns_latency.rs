@@ -29,25 +29,6 @@ use tokio::sync::Mutex;
 
 const DELAY: Duration = Duration::from_millis(200);
 
-/// The median time of a put then a linearizable get on the member at `addr`
-/// (the leader: a put commits after a round trip to a follower, a get confirms
-/// the leadership with one), over 5 tries.
-async fn put_get(addr: &str) -> Duration {
-    let mut c = member(addr).await.expect("a client of the leader");
-    let mut times = Vec::new();
-    for i in 0..5 {
-        let t = Instant::now();
-        let put = tokio::time::timeout(Duration::from_secs(5), c.put("k", format!("{i}"), None));
-        put.await.expect("the put in time").expect("the put");
-        let get = tokio::time::timeout(Duration::from_secs(5), c.get("k", None));
-        let got = get.await.expect("the get in time").expect("the get");
-        assert_eq!(got.kvs()[0].value_str().unwrap(), format!("{i}"));
-        times.push(t.elapsed());
-    }
-    times.sort();
-    times[2]
-}
-
 /// The DNAT rules in `ns`'s nat table.
 fn redirects(ns: &str) -> usize {
     let out = Command::new("ip")

@@ -173,13 +173,7 @@ fn etcd_partitions_over_ssh_as_locally() {
         })
         .count();
     assert!(unsure > 0, "no acquire failed during the cuts");
-    for name in &hosts.names {
-        assert!(
-            hosts.chains(name).is_empty(),
-            "{name}: {:?}",
-            hosts.chains(name)
-        );
-    }
+    hosts.assert_no_chains();
     hosts.assert_clean();
 }
 
@@ -215,6 +209,13 @@ shape = "isolate"
 nodes = "n2"
 duration = "50s"
 after = "500ms"
+
+[[faults]]
+kind = "clock"
+nodes = "n2"
+offset = "+30s"
+duration = "50s"
+after = "500ms"
 "#,
         2,
     );
@@ -231,7 +232,7 @@ after = "500ms"
         .spawn()
         .unwrap();
     let (run_dir, pid) = wait_for(
-        "the server stopped on h1 and the links of h2 cut, journaled",
+        "the server stopped on h1, the links of h2 cut and its clock skewed, journaled",
         Duration::from_secs(20),
         || {
             let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
@@ -240,19 +241,38 @@ after = "500ms"
                 .effects
                 .iter()
                 .any(|(_, e)| matches!(e, Effect::RemoteChain { host, .. } if host.name == "h2"));
+            let skewed = pending.effects.iter().any(
+                |(_, e)| matches!(e, Effect::RemoteClockSkew { host, .. } if host.name == "h2"),
+            );
             let stopped = pending.effects.iter().find_map(|(_, e)| match e {
                 Effect::RemoteStopped { host, proc } if host.name == "h1" => {
                     journal::is_stopped(proc.pid).then_some((dir.clone(), proc.pid))
                 }
                 _ => None,
             });
-            stopped.filter(|_| cut && !hosts.chains("h2").is_empty())
+            stopped.filter(|_| cut && skewed && !hosts.chains("h2").is_empty())
         },
     );
     controller.kill().unwrap(); // SIGKILL: nothing of it runs on
     controller.wait().unwrap();
     assert!(journal::is_stopped(pid), "the server is left stopped");
     assert!(!hosts.chains("h2").is_empty(), "the cut is left in force");
+    // The page on h2, as its writer there finds it (changing no field).
+    let page = journal::pending(&run_dir)
+        .unwrap()
+        .effects
+        .into_iter()
+        .find_map(|(_, e)| match e {
+            Effect::RemoteClockSkew { file, .. } => Some(file),
+            _ => None,
+        })
+        .unwrap();
+    let writer = page.with_file_name("lockcheck-clockset");
+    let held = hosts.ssh(
+        "h2",
+        &format!("{} {} - - - -", writer.display(), page.display()),
+    );
+    assert_eq!(held.trim(), "skewed", "the clock is left skewed");
 
     // Its host unreachable: named, and a failure.
     hosts.stop_sshd(0);
@@ -270,6 +290,11 @@ after = "500ms"
     );
     assert!(journal::is_stopped(pid), "nothing was done on h1");
     assert!(hosts.chains("h2").is_empty(), "h2, reachable, was healed");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("clock of n2") && said.contains("on host h2: reset"),
+        "h2's clock was reset: {said}"
+    );
 
     // Reachable again: resumed, killed, removed; a second recover finds nothing.
     hosts.start_sshd(0);
@@ -288,13 +313,7 @@ after = "500ms"
     assert!(said.contains("on host h1: resumed"), "{said}");
     assert!(said.contains("on host h1: killed"), "{said}");
     hosts.assert_clean();
-    for name in &hosts.names {
-        assert!(
-            hosts.chains(name).is_empty(),
-            "{name}: {:?}",
-            hosts.chains(name)
-        );
-    }
+    hosts.assert_no_chains();
     assert!(journal::pending(&run_dir).unwrap().effects.is_empty());
 }
 
@@ -302,40 +321,26 @@ after = "500ms"
 fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let base = "runtime = \"ssh\"\nduration = \"2s\"\n\n[backend]\nkind = \"redlock\"\nlease = \"1s\"\nhosts = [\"h1\", \"h2\"]\n\n[clients]\ncount = 1\n\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n\n";
-    for (fault, says) in [
-        (
-            "kind = \"clock\"\nnodes = \"n1\"\noffset = \"+5s\"",
-            "faults[0].kind: clock is not available under the ssh runtime yet",
+    let w = write_workload(
+        dir.path(),
+        "w.toml",
+        &format!(
+            "{base}[[faults]]\nkind = \"pause-node\"\nmethod = \"freezer\"\nduration = \"1s\"\n"
         ),
-        (
-            "kind = \"pause-node\"\nmethod = \"freezer\"",
-            "faults[0].method: the freezer is not available under the ssh runtime yet",
-        ),
-        (
-            "kind = \"latency-nodes\"\ndelay = \"50ms\"",
-            "faults[0].kind: latency-nodes is not available under the ssh runtime yet",
-        ),
-        (
-            "kind = \"kill\"\nwipe = true",
-            "faults[0].wipe: a kill with wipe is not available under the ssh runtime yet",
-        ),
-    ] {
-        let w = write_workload(
-            dir.path(),
-            "w.toml",
-            &format!("{base}[[faults]]\n{fault}\nduration = \"1s\"\n"),
-        );
-        let out = run_support::lockcheck()
-            .arg("run")
-            .arg(&w)
-            .arg("--results")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
-        assert!(stderr.contains(says), "{stderr}");
-    }
+    );
+    let out = run_support::lockcheck()
+        .arg("run")
+        .arg(&w)
+        .arg("--results")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("faults[0].method: the freezer is not available under the ssh runtime yet"),
+        "{stderr}"
+    );
     // Without hosts, the runtime says what it needs.
     let w = write_workload(
         dir.path(),

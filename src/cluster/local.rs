@@ -61,6 +61,11 @@ pub struct ClusterSpec {
     pub stop_grace: Duration,
     /// Adjusts each node's command before every start, restarts included.
     pub prepare: Option<Prepare>,
+    /// The same for a node on a host of its own (the ssh runtime), on that host.
+    pub prepare_on_host: Option<super::ssh::HostPrepare>,
+    /// Where each node is a host of its own (ssh): runs once the hosts are
+    /// reached, before any node starts.
+    pub on_hosts: Option<super::ssh::OnHosts>,
     /// Where the nodes listen: loopback, or each in a network namespace of its own
     /// (so that faults can cut the links between nodes).
     pub network: NetworkKind,
@@ -119,6 +124,8 @@ impl ClusterSpec {
             ready_timeout: recipe(kind).ready_timeout(),
             stop_grace: Duration::from_secs(5),
             prepare: None,
+            prepare_on_host: None,
+            on_hosts: None,
             network: NetworkKind::Loopback,
             on_network: None,
             lease: None,

@@ -170,6 +170,11 @@ pub trait Cluster: Send + Sync {
     fn node_addr(&self, _node: &str) -> Option<std::net::IpAddr> {
         None
     }
+    /// The node's host, its directory there and its program, where the node is
+    /// a host of its own (ssh): what a fault puts files on or runs scripts on.
+    fn node_host(&self, _node: &str) -> Option<ssh::NodeHost> {
+        None
+    }
     /// Adds packet-filter rules for what `node` sends (iptables matches and
     /// target, like `-d 10.0.0.2 -j DROP`), in a chain of lockcheck's own on its
     /// host, journaled; where the node is a host of its own (ssh). Returns the

@@ -62,12 +62,6 @@ impl Spec for KillSpec {
                 runtime,
                 "killing and restarting a server needs its process; lockcheck did not start these servers",
             )),
-            Runtime::Ssh if self.wipe => Some(Refusal {
-                key: "wipe",
-                why: "a kill with wipe is not available under the ssh runtime yet: \
-                      only a restart on the node's data"
-                    .into(),
-            }),
             _ => None,
         }
     }
@@ -129,8 +123,8 @@ impl Fault for KillNodes {
         let value = targets(&self.killed);
         // Together: a majority of a quorum system restarted one at a time would
         // never become ready. The restarted process is journaled by the cluster as
-        // it spawns it (local runtime) or belongs to the run's journaled containers
-        // (docker).
+        // it spawns it (local and ssh runtimes) or belongs to the run's journaled
+        // containers (docker).
         let killed = std::mem::take(&mut self.killed);
         cluster.restart_together(&killed).await?;
         Ok(value)

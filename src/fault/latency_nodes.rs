@@ -1,7 +1,8 @@
 //! `kind = "latency-nodes"`: the links between server nodes slowed, through the
-//! proxies their namespaces redirect peer connections to from the start
-//! (`fault::netns`), in the shapes of `partition-nodes` and `all` (the default):
-//! every link. Recorded as nemesis `latency` / `heal`.
+//! proxies their namespaces (or, under the ssh runtime, their hosts) redirect
+//! peer connections to from the start (`fault::netns`), in the shapes of
+//! `partition-nodes` and `all` (the default): every link. Recorded as nemesis
+//! `latency` / `heal`.
 
 use super::latency::Slowness;
 use super::netns::{self, NodeLatency, NodeShape, ShapeKind};

@@ -48,7 +48,12 @@
 //! a node sends to a peer cut off from it) go into an iptables chain of
 //! lockcheck's on the node's host, made and removed by the cluster
 //! (`Cluster::filter`, journaled there with its host), which the heal asks to
-//! remove; no namespace is involved.
+//! remove; no namespace is involved. Its latency proxies run here, on the
+//! address each host reaches this machine at, and the same DNAT rules go into
+//! a `nat` chain of lockcheck's on each host before the nodes start
+//! ([`proxy_node_links_on_hosts`], through the cluster's `OnHosts`): the hosts
+//! need no netem, which this machine's kernel (like many a container's) lacks,
+//! and no program of lockcheck's.
 //!
 //! Which links a fault hits is [`cuts`] of the shape, the same function the
 //! client-link proxy uses; `leader` / `primary` isolation asks the cluster who
@@ -64,6 +69,7 @@ use super::shape::{cuts, Cut, Shape};
 use super::spec::{Entry, Refusal, Setting};
 use super::{Fault, Scene, Target};
 use crate::cluster::netns::{self, Network, OnNetwork};
+use crate::cluster::ssh::{HostsSetup, OnHosts};
 use crate::cluster::{NetworkKind, NodeSpec, Runtime};
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
@@ -71,7 +77,7 @@ use async_trait::async_trait;
 use rand::seq::SliceRandom;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -194,12 +200,13 @@ impl NodeShape {
     }
 }
 
-/// Why `runtime` cannot reach the links between nodes, if it cannot.
+/// Why `runtime` cannot reach the links between nodes, if it cannot: the local
+/// runtime's nodes are in namespaces of their own, the ssh runtime's on hosts
+/// of their own.
 pub(super) fn refused_by(kind: &super::spec::Kind, runtime: Runtime) -> Option<Refusal> {
-    let why = "links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in";
+    let why = "links between nodes are cut or slowed inside the network namespaces the local runtime puts its nodes in, or on the ssh runtime's hosts";
     match runtime {
-        Runtime::Local => None,
-        Runtime::Ssh => Some(Refusal::not_yet(kind, runtime, why)),
+        Runtime::Local | Runtime::Ssh => None,
         _ => Some(Refusal::kind(kind, runtime, why)),
     }
 }
@@ -428,11 +435,11 @@ impl Fault for NodePartition {
             "links": self.links,
             "mode": mode,
         });
+        let proxied = Proxies::registered(&dir, Between::Nodes).is_some();
         let Some(network) = network else {
-            self.cut_on_hosts(&cut, scene).await?;
+            self.cut_on_hosts(&cut, proxied, scene).await?;
             return Ok(Some(value));
         };
-        let proxied = Proxies::registered(&dir, Between::Nodes).is_some();
         let mut per_namespace: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for (from, to) in &cut {
             let ns = network
@@ -497,10 +504,13 @@ impl Fault for NodePartition {
 impl NodePartition {
     /// Cuts `cut` on the nodes' own hosts (ssh): for each node, a chain of
     /// lockcheck's in its host's packet filter dropping (or resetting) what it
-    /// sends to the nodes cut off from it, through the cluster, which journals it.
+    /// sends to the nodes cut off from it (and, where its links go through the
+    /// latency proxies, what comes back on them), through the cluster, which
+    /// journals it.
     async fn cut_on_hosts(
         &mut self,
         cut: &std::collections::BTreeSet<(String, String)>,
+        proxied: bool,
         scene: &mut Scene<'_>,
     ) -> Result<()> {
         let Some(cluster) = scene.cluster else {
@@ -516,11 +526,17 @@ impl NodePartition {
                 }
                 None => bail!("node {to} has no address"),
             };
-            let host_rules = rules(self.cut, addr, false)
+            // The host's chain is jumped to from both: what a rule matches
+            // says which way it cuts.
+            let host_rules = rules(self.cut, addr, proxied)
                 .into_iter()
-                .map(|r| r.strip_prefix("OUTPUT ").map(str::to_string))
+                .map(|r| {
+                    r.strip_prefix("OUTPUT ")
+                        .or_else(|| r.strip_prefix("INPUT "))
+                        .map(str::to_string)
+                })
                 .collect::<Option<Vec<_>>>()
-                .context("a cut on a host is of what it sends")?;
+                .context("a cut on a host is of what it sends or receives")?;
             per_node.entry(from).or_default().extend(host_rules);
         }
         for (node, rules) in per_node {
@@ -563,30 +579,66 @@ fn peer_ports(node: &NodeSpec) -> Vec<SocketAddr> {
 /// namespaces, which the run's journal already lists).
 pub fn proxy_node_links(run_dir: PathBuf, seed: u64) -> OnNetwork {
     OnNetwork(Arc::new(move |network: &Network, nodes: &[NodeSpec]| {
-        let host = SocketAddr::from((network.host_addr(), 0));
-        let mut proxies = Proxies::new(seed);
-        let mut per_node: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-        for from in nodes {
-            for to in nodes.iter().filter(|n| n.name != from.name) {
-                for target in peer_ports(to) {
-                    let id = LinkId::new(&from.name, format!("{}:{}", to.name, target.port()));
-                    let proxy = proxies.add_on(id, host, target)?;
-                    per_node
-                        .entry(&from.name)
-                        .or_default()
-                        .push(redirect(target, proxy));
-                }
-            }
+        let host = network.host_addr().into();
+        let (proxies, per_node) = proxy_every_link(nodes, seed, |_| host)?;
+        for (node, rules) in nodes.iter().zip(&per_node) {
+            let input = restore_input("nat", "-A", rules);
+            network.run_in(&node.name, "iptables-restore", RESTORE, &input)?;
         }
-        for (node, rules) in per_node {
-            let input = restore_input("nat", "-A", &rules);
-            network.run_in(node, "iptables-restore", RESTORE, &input)?;
-        }
-        let proxies = Arc::new(proxies);
         proxies.register(&run_dir, Between::Nodes);
         network.hold(Box::new(proxies));
         Ok(())
     }))
+}
+
+/// [`proxy_node_links`] for nodes that are hosts of their own (the ssh
+/// runtime): the proxies on this machine, each listening on the address the
+/// host its link comes from reaches this machine at, and the same rules on the
+/// hosts (by the cluster, in a chain of lockcheck's of each host's `nat` table).
+/// The hosts need nothing but iptables: no netem (which this machine's kernel,
+/// like many a container's, lacks), no program of lockcheck's.
+pub fn proxy_node_links_on_hosts(run_dir: PathBuf, seed: u64) -> OnHosts {
+    OnHosts(Arc::new(move |nodes: &[NodeSpec], here: &[IpAddr]| {
+        let (proxies, per_node) = proxy_every_link(nodes, seed, |i| here[i])?;
+        let redirects = per_node
+            .into_iter()
+            .map(|rules| {
+                rules
+                    .into_iter()
+                    .map(|r| r.strip_prefix("OUTPUT ").map(str::to_string))
+                    .collect::<Option<Vec<_>>>()
+                    .context("a redirect on a host is of what it sends")
+            })
+            .collect::<Result<Vec<_>>>()?;
+        proxies.register(&run_dir, Between::Nodes);
+        Ok(HostsSetup {
+            redirects,
+            hold: Box::new(proxies),
+        })
+    }))
+}
+
+/// Every link between `nodes` (a node to each port of each peer) through a
+/// proxy of its own, passing until a fault slows it, listening on a free port
+/// of `bind(i)` for the links from node `i`; the proxies, and for each node the
+/// `nat` rules (without their `-A`) that send its connections to them.
+fn proxy_every_link(
+    nodes: &[NodeSpec],
+    seed: u64,
+    bind: impl Fn(usize) -> IpAddr,
+) -> Result<(Arc<Proxies>, Vec<Vec<String>>)> {
+    let mut proxies = Proxies::new(seed);
+    let mut per_node = vec![Vec::new(); nodes.len()];
+    for (i, from) in nodes.iter().enumerate() {
+        for to in nodes.iter().filter(|n| n.name != from.name) {
+            for target in peer_ports(to) {
+                let id = LinkId::new(&from.name, format!("{}:{}", to.name, target.port()));
+                let proxy = proxies.add_on(id, SocketAddr::new(bind(i), 0), target)?;
+                per_node[i].push(redirect(target, proxy));
+            }
+        }
+    }
+    Ok((Arc::new(proxies), per_node))
 }
 
 /// The node a proxied node link leads to: `n2` of `n1 -> n2:2380`.

@@ -133,9 +133,27 @@ pub enum Effect {
     /// The directory of the run's server data and logs on another host: undone
     /// by removing it.
     RemoteDir { host: RemoteHost, dir: PathBuf },
-    /// An iptables chain of lockcheck's on another host (cutting links between
-    /// nodes), jumped to from its OUTPUT chain: undone by removing both.
-    RemoteChain { host: RemoteHost, chain: String },
+    /// An iptables chain of lockcheck's on another host, jumped to from the
+    /// OUTPUT chain of its table (`filter`: cutting links between nodes; `nat`:
+    /// sending them through the controller's proxies): undone by removing both.
+    RemoteChain {
+        host: RemoteHost,
+        chain: String,
+        /// Absent from journals written before the `nat` chains: `filter`.
+        #[serde(default = "filter_table")]
+        table: String,
+    },
+    /// A node's clock page on another host (the `ssh` runtime): undone by
+    /// resetting it there, with lockcheck's page writer beside it.
+    RemoteClockSkew {
+        host: RemoteHost,
+        target: String,
+        file: PathBuf,
+    },
+}
+
+fn filter_table() -> String {
+    "filter".into()
 }
 
 /// A host reached over SSH, as the run reached it: its name as the user's SSH
@@ -185,8 +203,15 @@ impl Effect {
             Effect::RemoteDir { host, dir } => {
                 format!("directory {} on host {}", dir.display(), host.name)
             }
-            Effect::RemoteChain { host, chain } => {
-                format!("iptables chain {chain} on host {}", host.name)
+            Effect::RemoteChain { host, chain, table } => {
+                format!("iptables chain {chain} ({table}) on host {}", host.name)
+            }
+            Effect::RemoteClockSkew { host, target, file } => {
+                format!(
+                    "clock of {target} ({}) on host {}",
+                    file.display(),
+                    host.name
+                )
             }
         }
     }

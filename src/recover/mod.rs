@@ -89,7 +89,8 @@ fn remote_host(effect: &Effect) -> Option<&str> {
         Effect::RemoteProcess { host, .. }
         | Effect::RemoteStopped { host, .. }
         | Effect::RemoteDir { host, .. }
-        | Effect::RemoteChain { host, .. } => Some(&host.name),
+        | Effect::RemoteChain { host, .. }
+        | Effect::RemoteClockSkew { host, .. } => Some(&host.name),
         _ => None,
     }
 }
@@ -154,10 +155,19 @@ pub fn undo(effect: &Effect) -> Result<String> {
                 false => ALREADY_GONE.into(),
             }
         }
-        Effect::RemoteChain { host, chain } => match Host::new(host.clone()).remove_chain(chain)? {
-            true => "removed".into(),
-            false => "nothing left".into(),
-        },
+        Effect::RemoteChain { host, chain, table } => {
+            match Host::new(host.clone()).remove_chain(table, chain)? {
+                true => "removed".into(),
+                false => "nothing left".into(),
+            }
+        }
+        Effect::RemoteClockSkew { host, file, .. } => {
+            match clock::reset_remote(&Host::new(host.clone()), file)? {
+                Some(true) => "reset".into(),
+                Some(false) => "was not skewed".into(),
+                None => "file gone".into(),
+            }
+        }
         Effect::RemoteDir { host, dir } => match Host::new(host.clone()).remove_dir(dir)? {
             true => "removed".into(),
             false => "nothing left".into(),

@@ -360,16 +360,23 @@ async fn execute(
     let needs = crate::fault::spec::Needs::of(w.faults.iter().map(|f| &*f.spec));
     let mut hooks = Vec::new();
     if needs.node_clocks {
-        hooks.push(crate::fault::clock::prepare_hook(dir.to_path_buf()));
+        match w.runtime {
+            // The interposer goes to the nodes' hosts, their paths are theirs.
+            Runtime::Ssh => spec.prepare_on_host = Some(crate::fault::clock::host_hook()),
+            _ => hooks.push(crate::fault::clock::prepare_hook(dir.to_path_buf())),
+        }
     }
     spec.network = w.backend.network;
     // Latency between nodes goes through proxies their connections must take
     // from the first: put in place before the nodes start, passing until the fault.
     if needs.node_links {
-        spec.on_network = Some(crate::fault::netns::proxy_node_links(
-            dir.to_path_buf(),
-            seed,
-        ));
+        let dir = dir.to_path_buf();
+        match w.runtime {
+            Runtime::Ssh => {
+                spec.on_hosts = Some(crate::fault::netns::proxy_node_links_on_hosts(dir, seed))
+            }
+            _ => spec.on_network = Some(crate::fault::netns::proxy_node_links(dir, seed)),
+        }
     }
     // Namespaces, bridge and veths are written down before they exist, so that
     // `lockcheck recover` removes them after a kill -9 whenever it came.

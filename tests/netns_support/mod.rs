@@ -1,7 +1,8 @@
 //! Helpers of the tests of faults between nodes in network namespaces
-//! (`fault_netns`, `fault_netns_latency`): a fault's scene, one etcd member's
-//! client, the leader, and the checks that nothing of a run's network or
-//! processes is left (with `run_support`, which every user also includes).
+//! (`fault_netns`, `fault_netns_latency`) or on hosts (`runtime_ssh_faults`):
+//! a fault's scene, one etcd member's client, the leader, the time of a put
+//! and a get, and the checks that nothing of a run's network or processes is
+//! left (with `run_support`, which every user also includes).
 #![allow(dead_code)]
 
 use etcd_client::{Client, ConnectOptions};
@@ -37,6 +38,25 @@ pub async fn member(addr: &str) -> Option<Client> {
     .await
     .ok()?
     .ok()
+}
+
+/// The median time of a put then a linearizable get on the member at `addr`
+/// (the leader: a put commits after a round trip to a follower, a get confirms
+/// the leadership with one), over 5 tries.
+pub async fn put_get(addr: &str) -> Duration {
+    let mut c = member(addr).await.expect("a client of the leader");
+    let mut times = Vec::new();
+    for i in 0..5 {
+        let t = Instant::now();
+        let put = tokio::time::timeout(Duration::from_secs(5), c.put("k", format!("{i}"), None));
+        put.await.expect("the put in time").expect("the put");
+        let get = tokio::time::timeout(Duration::from_secs(5), c.get("k", None));
+        let got = get.await.expect("the get in time").expect("the get");
+        assert_eq!(got.kvs()[0].value_str().unwrap(), format!("{i}"));
+        times.push(t.elapsed());
+    }
+    times.sort();
+    times[2]
 }
 
 /// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.

@@ -223,13 +223,22 @@ impl Hosts {
         assert!(dirs.is_empty(), "directories left on the hosts: {dirs:?}");
     }
 
-    /// The iptables chains of lockcheck's on host `name`.
+    /// The iptables rules and chains of lockcheck's on host `name`, in its
+    /// filter and nat tables.
     pub fn chains(&self, name: &str) -> Vec<String> {
-        self.ssh(name, "iptables -w -S")
+        self.ssh(name, "iptables -w -S; iptables -w -t nat -S")
             .lines()
             .filter(|l| l.contains("lockcheck-"))
             .map(str::to_string)
             .collect()
+    }
+
+    /// No rule of lockcheck's on any host.
+    pub fn assert_no_chains(&self) {
+        for name in &self.names {
+            let left = self.chains(name);
+            assert!(left.is_empty(), "{name}: {left:?}");
+        }
     }
 
     pub fn ssh_config(&self) -> &Path {

@@ -18,7 +18,7 @@
 //! it (systemd, a container, its own supervisor), which may well restart it
 //! too, on the same port.
 
-use super::changes::Changes;
+use super::changes::{Chain, Changes};
 use super::host::{quote, Host, Master};
 use super::{connect, placed, recipe, Connected, ControlDir, SshSpec};
 use crate::backend::BackendKind;
@@ -151,7 +151,7 @@ struct HostUndo {
     host: Host,
     server: Proc,
     stopped: Option<u64>,
-    chains: Vec<(String, u64)>,
+    chains: Vec<(Chain, u64)>,
 }
 
 impl HostUndo {
@@ -165,10 +165,14 @@ impl HostUndo {
             }
         }
         for (chain, id) in &self.chains {
-            match self.host.remove_chain(chain) {
+            match self.host.remove_chain(chain.table, &chain.name) {
                 Ok(_) => undone.push(*id),
                 Err(e) => {
-                    tracing::warn!("removing chain {chain} on host {}: {e:#}", self.host.name())
+                    tracing::warn!(
+                        "removing chain {} on host {}: {e:#}",
+                        chain.name,
+                        self.host.name()
+                    )
                 }
             }
         }

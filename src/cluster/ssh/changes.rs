@@ -15,14 +15,22 @@ pub(super) struct Changes {
     /// Each node stopped with SIGSTOP, by its journal entry.
     stopped: Vec<Option<u64>>,
     /// The iptables chains in force, by journal entry: node and chain.
-    chains: BTreeMap<u64, (usize, String)>,
+    chains: BTreeMap<u64, (usize, Chain)>,
+}
+
+/// An iptables chain of lockcheck's on a host, and its table (`filter`: cuts
+/// links; `nat`: redirects them).
+#[derive(Debug, Clone)]
+pub(super) struct Chain {
+    pub table: &'static str,
+    pub name: String,
 }
 
 /// What is still in force on one node's host, taken out for the stop: its
 /// SIGSTOP's journal entry, and its chains with theirs.
 pub(super) struct InForce {
     pub stopped: Option<u64>,
-    pub chains: Vec<(String, u64)>,
+    pub chains: Vec<(Chain, u64)>,
 }
 
 impl Changes {
@@ -88,17 +96,40 @@ impl Changes {
         }
     }
 
-    /// Adds `rules` for what node `i`'s host sends, in a chain of lockcheck's.
+    /// Adds `rules` cutting what node `i`'s host sends (and what comes back
+    /// on its connections), in a chain of lockcheck's.
     pub async fn filter(&mut self, host: &Host, i: usize, rules: &[String]) -> Result<u64> {
-        let chain = format!("lockcheck-{:08x}", rand::random::<u32>());
+        self.add_chain(host, i, "filter", rules).await
+    }
+
+    /// Adds `rules` for what node `i`'s host sends, in a chain of lockcheck's
+    /// own in `table` ([`Host::add_chain`]); returns its journal entry.
+    pub async fn add_chain(
+        &mut self,
+        host: &Host,
+        i: usize,
+        table: &'static str,
+        rules: &[String],
+    ) -> Result<u64> {
+        let name = format!("lockcheck-{:08x}", rand::random::<u32>());
         // Written down first: a controller killed right after still has it removed.
         let id = self.journal.record(Effect::RemoteChain {
             host: host.remote.clone(),
-            chain: chain.clone(),
+            chain: name.clone(),
+            table: table.to_string(),
         })?;
-        self.chains.insert(id, (i, chain.clone()));
+        self.chains.insert(
+            id,
+            (
+                i,
+                Chain {
+                    table,
+                    name: name.clone(),
+                },
+            ),
+        );
         let (h, rules) = (host.clone(), rules.to_vec());
-        tokio::task::spawn_blocking(move || h.add_chain(&chain, &rules)).await??;
+        tokio::task::spawn_blocking(move || h.add_chain(table, &name, &rules)).await??;
         Ok(id)
     }
 
@@ -108,7 +139,7 @@ impl Changes {
             return Ok(());
         };
         let host = hosts[i].clone();
-        tokio::task::spawn_blocking(move || host.remove_chain(&chain)).await??;
+        tokio::task::spawn_blocking(move || host.remove_chain(chain.table, &chain.name)).await??;
         self.journal.undone(filter)
     }
 

@@ -24,10 +24,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The shell helpers every script may use: `lc_alive PID START` (that very
-/// process is there and not a zombie), `lc_state PID` (its state letter).
+/// process is there and not a zombie), `lc_state PID` (its state letter),
+/// `lc_which PROGRAM` (the file a server's program name runs: a path as it is,
+/// a name looked up on `PATH`, then in `/usr/sbin`, which an account's `PATH`
+/// often lacks; fails if there is none).
 pub(super) const PRELUDE: &str = r#"lc_stat() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null; }
 lc_alive() { s=$(lc_stat "$1") && [ -n "$s" ] || return 1; [ "${s%% *}" != Z ] && [ "$(echo "$s" | cut -d' ' -f20)" = "$2" ]; }
 lc_state() { s=$(lc_stat "$1"); echo "${s%% *}"; }
+lc_which() { case $1 in */*) w=$1 ;; *) w=$(command -v "$1") || w=/usr/sbin/$1 ;; esac; [ -f "$w" ] && [ -x "$w" ] && echo "$w"; }
 "#;
 
 /// How long ssh may take to reach a host before it is unreachable.
@@ -201,8 +205,7 @@ impl Host {
         // No job control in `sh -s`: the background child is no group leader, so
         // setsid does not fork, and $! is the server's own pid.
         let script = format!(
-            "p={prog}\ncase $p in */*) ;; *) p=$(command -v \"$p\" || {{ [ -x /usr/sbin/$p ] && echo /usr/sbin/$p; }}) ;; esac\n\
-             if [ -z \"$p\" ] || [ ! -x \"$p\" ]; then echo missing; exit 0; fi\n\
+            "p=$(lc_which {prog}) || {{ echo missing; exit 0; }}\n\
              mkdir -p {data} {dir} || exit 1\n{cd}\
              {line} </dev/null >>{log} 2>&1 &\n\
              pid=$!\necho \"$pid $(lc_stat $pid | cut -d' ' -f20)\"",
@@ -302,13 +305,19 @@ impl Host {
         ))
     }
 
-    /// Removes the run's directory `dir` on the host: only one lockcheck named
-    /// (`lockcheck-...`). Says whether it was there.
+    /// Removes the run's directory `dir` on the host (or a node's data in it):
+    /// only one lockcheck named (`lockcheck-...`), or inside one. Says whether it
+    /// was there.
     pub fn remove_dir(&self, dir: &Path) -> Result<bool> {
+        use std::path::Component;
         let named = dir
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("lockcheck-"));
-        if !named || !dir.is_absolute() {
+            .ancestors()
+            .filter_map(Path::file_name)
+            .any(|n| n.to_string_lossy().starts_with("lockcheck-"));
+        let plain = dir
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !named || !plain || !dir.is_absolute() {
             bail!(
                 "{} on host {} is no directory lockcheck made: left alone",
                 dir.display(),
@@ -324,36 +333,52 @@ impl Host {
 }
 
 impl Host {
-    /// Makes iptables chain `chain` holding `rules` (matches and target, for
-    /// what the host sends) and jumps to it first thing from OUTPUT, in one
-    /// `iptables-restore` that leaves every other rule alone.
-    pub fn add_chain(&self, chain: &str, rules: &[String]) -> Result<()> {
-        let mut input = format!("*filter\n:{chain} - [0:0]\n");
+    /// Makes iptables chain `chain` in `table` holding `rules` (matches and
+    /// target), and jumps to it first thing from the table's OUTPUT, in one
+    /// `iptables-restore` that leaves every other rule alone. `filter` rules
+    /// cut what the host sends, and what comes back on its connections (by the
+    /// address conntrack remembers): they are jumped to from INPUT too. `nat`
+    /// rules redirect what it sends.
+    pub fn add_chain(&self, table: &str, chain: &str, rules: &[String]) -> Result<()> {
+        let mut input = format!("*{table}\n:{chain} - [0:0]\n");
         for r in rules {
             input.push_str(&format!("-A {chain} {r}\n"));
         }
-        input.push_str(&format!("-I OUTPUT 1 -j {chain}\nCOMMIT\n"));
+        let from: &[&str] = if table == "filter" {
+            &["OUTPUT", "INPUT"]
+        } else {
+            &["OUTPUT"]
+        };
+        for hook in from {
+            input.push_str(&format!("-I {hook} 1 -j {chain}\n"));
+        }
+        input.push_str("COMMIT\n");
         self.run(&format!(
             "iptables-restore -w --noflush <<'LOCKCHECK_RULES'\n{input}LOCKCHECK_RULES"
         ))
         .map(|_| ())
-        .with_context(|| format!("cutting links on host {} (iptables, as root)", self.name()))
+        .with_context(|| {
+            format!(
+                "adding rules to the {table} table of host {} (iptables, as root)",
+                self.name()
+            )
+        })
     }
 
-    /// Removes chain `chain` and the jumps to it; says whether it was there.
-    pub fn remove_chain(&self, chain: &str) -> Result<bool> {
-        if !chain.starts_with("lockcheck-")
-            || chain.contains(|c: char| !c.is_ascii_alphanumeric() && c != '-')
-        {
+    /// Removes chain `chain` of `table` and the jumps to it; says whether it
+    /// was there.
+    pub fn remove_chain(&self, table: &str, chain: &str) -> Result<bool> {
+        let ours = |s: &str| !s.contains(|c: char| !c.is_ascii_alphanumeric() && c != '-');
+        if !chain.starts_with("lockcheck-") || !ours(chain) || !ours(table) {
             bail!(
-                "{chain} on host {} is no chain lockcheck made: left alone",
+                "{chain} ({table}) on host {} is no chain lockcheck made: left alone",
                 self.name()
             );
         }
         let out = self.run(&format!(
-            "if iptables -w -n -L {chain} >/dev/null 2>&1; then\n\
-             while iptables -w -D OUTPUT -j {chain} 2>/dev/null; do :; done\n\
-             iptables -w -F {chain} && iptables -w -X {chain} && echo removed\nelse echo gone; fi"
+            "if iptables -w -t {table} -n -L {chain} >/dev/null 2>&1; then\n\
+             for hook in OUTPUT INPUT; do while iptables -w -t {table} -D $hook -j {chain} 2>/dev/null; do :; done; done\n\
+             iptables -w -t {table} -F {chain} && iptables -w -t {table} -X {chain} && echo removed\nelse echo gone; fi"
         ))?;
         Ok(out.trim() == "removed")
     }

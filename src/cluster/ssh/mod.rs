@@ -22,6 +22,8 @@
 pub mod attach;
 mod changes;
 pub mod host;
+mod links;
+pub mod node;
 mod remote;
 
 use super::local::log_tail;
@@ -30,9 +32,11 @@ use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal, Proc, RemoteHost};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
-use changes::Changes;
+use changes::{Chain, Changes};
 use futures_util::future::join_all;
 use host::{Host, Master};
+pub use links::{HostsSetup, OnHosts};
+pub use node::{HostPrepare, NodeHost};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,11 +75,17 @@ pub struct SshCluster {
     procs: Vec<Option<(Proc, u64)>>,
     /// Each node's directory on its host, and its journal entry.
     dirs: Vec<(PathBuf, u64)>,
+    /// Each node whose data was wiped since it last started: its peers may
+    /// have to take it back first (etcd: as a new member).
+    wiped: Vec<bool>,
     journal: Arc<Journal>,
     /// The masters' sockets' directory, removed once they are closed.
     control: Option<ControlDir>,
     /// The servers stopped and the chains in force on the hosts.
     changes: Changes,
+    /// What the links between the nodes go through (the proxies of
+    /// `latency-nodes`): kept until the servers have stopped.
+    held: Vec<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl SshCluster {
@@ -90,7 +100,7 @@ impl SshCluster {
             );
         }
         if spec.prepare.is_some() || spec.network != super::NetworkKind::Loopback {
-            bail!("the ssh runtime starts its servers as their recipes say, without a clock interposer, time namespace or network namespace");
+            bail!("the ssh runtime starts its servers as their recipes say (and its hooks on the hosts), without a time namespace, network namespace or hook of this machine's");
         }
         let dir = spec.dir.clone();
         let Connected {
@@ -121,11 +131,16 @@ impl SshCluster {
             procs: vec![None; n],
             dirs,
             changes: Changes::new(journal.clone(), n),
+            wiped: vec![false; n],
             journal,
             control: Some(control),
+            held: Vec::new(),
         };
         let all: Vec<usize> = (0..n).collect();
         let started = async {
+            if let Some(hook) = cluster.plan.spec.on_hosts.clone() {
+                cluster.set_up_links(&hook).await?;
+            }
             cluster.spawn_all(&all).await?;
             cluster.wait_ready(&all).await
         };
@@ -149,6 +164,29 @@ impl SshCluster {
             })
     }
 
+    /// Node `i`'s host, its directory there and its program.
+    fn host_of(&self, i: usize) -> NodeHost {
+        NodeHost {
+            host: self.hosts[i].clone(),
+            node: self.plan.nodes[i].name.clone(),
+            home: self.dirs[i].0.clone(),
+            program: self.plan.binary.clone(),
+        }
+    }
+
+    /// The nodes up, by name and client address.
+    fn running(&self) -> Vec<(String, SocketAddr)> {
+        (0..self.plan.nodes.len())
+            .filter(|&i| self.procs[i].is_some())
+            .map(|i| {
+                (
+                    self.plan.nodes[i].name.clone(),
+                    self.plan.nodes[i].client_listen,
+                )
+            })
+            .collect()
+    }
+
     /// Node `i`'s log on its host.
     fn remote_log(&self, i: usize) -> PathBuf {
         let node = &self.plan.nodes[i];
@@ -170,15 +208,29 @@ impl SshCluster {
                     self.plan.nodes[i].name
                 );
             }
-            let cmd = recipe.command(&self.plan, i, false)?;
-            let (host, name, data, log) = (
-                self.hosts[i].clone(),
-                self.plan.nodes[i].name.clone(),
+            // A wiped member may need the others to take it back first. The
+            // recipe looks for the member's data on this machine, where a node of
+            // a host has none: asked only after a wipe, when its host has none either.
+            let rejoin = self.wiped[i] && recipe.readmit(&self.plan, i, &self.running()).await?;
+            let mut cmd = recipe.command(&self.plan, i, rejoin)?;
+            let (host, node, data, log) = (
+                self.host_of(i),
+                self.plan.nodes[i].clone(),
                 self.plan.nodes[i].data_dir.clone(),
                 self.remote_log(i),
             );
+            let prepare = self.plan.spec.prepare_on_host.clone();
             starts.push(tokio::task::spawn_blocking(move || {
-                host.spawn(&name, &cmd, &data, &log)
+                if let Some(HostPrepare(prepare)) = prepare {
+                    prepare(&node, &mut cmd, &host).with_context(|| {
+                        format!(
+                            "preparing node {} to start on host {}",
+                            node.name,
+                            host.host_name()
+                        )
+                    })?;
+                }
+                host.host.spawn(&node.name, &cmd, &data, &log)
             }));
         }
         let mut first = None;
@@ -190,6 +242,7 @@ impl SshCluster {
                         proc: proc.clone(),
                     })?;
                     self.procs[i] = Some((proc, id));
+                    self.wiped[i] = false;
                 }
                 Ok(Err(program)) => {
                     first.get_or_insert(anyhow::Error::from(ClusterError::MissingBinary {
@@ -319,6 +372,7 @@ impl SshCluster {
         Teardown {
             nodes,
             grace,
+            held: std::mem::take(&mut self.held),
             masters: std::mem::take(&mut self.masters),
             control: self.control.take(),
             journal: self.journal.clone(),
@@ -430,6 +484,8 @@ fn placed(spec: ClusterSpec, ssh: &SshSpec, addrs: &[std::net::IpAddr]) -> Resul
 struct Teardown {
     nodes: Vec<NodeTeardown>,
     grace: Duration,
+    /// Dropped once the servers are gone (the proxies their links go through).
+    held: Vec<Box<dyn std::any::Any + Send + Sync>>,
     masters: Vec<Master>,
     control: Option<ControlDir>,
     journal: Arc<Journal>,
@@ -438,7 +494,7 @@ struct Teardown {
 struct NodeTeardown {
     host: Host,
     /// Chains still in force, and their journal entries: removed first.
-    chains: Vec<(String, u64)>,
+    chains: Vec<(Chain, u64)>,
     proc: Option<(Proc, u64)>,
     stopped: Option<u64>,
     remote_log: PathBuf,
@@ -449,7 +505,7 @@ struct NodeTeardown {
 impl NodeTeardown {
     fn run(&self, grace: Duration) -> Result<()> {
         for (chain, _) in &self.chains {
-            self.host.remove_chain(chain)?;
+            self.host.remove_chain(chain.table, &chain.name)?;
         }
         let procs: Vec<&Proc> = self.proc.iter().map(|(p, _)| p).collect();
         self.host.end(&procs, Some(grace))?;
@@ -490,6 +546,7 @@ impl Teardown {
                 Err(e) => tracing::warn!("stopping the server on host {}: {e:#}", n.host.name()),
             }
         }
+        drop(self.held);
         drop(self.masters);
         drop(self.control);
     }
@@ -586,7 +643,20 @@ impl Cluster for SshCluster {
         self.wait_ready(&idx).await
     }
     async fn wipe(&mut self, node: &str) -> Result<()> {
-        bail!("node {node}: wiping a node's data is not available under the ssh runtime yet")
+        let i = self.index(node)?;
+        if self.procs[i].is_some() {
+            bail!(
+                "node {node} is still running on host {}: kill it before wiping its data",
+                self.hosts[i].name()
+            );
+        }
+        let (host, data) = (self.hosts[i].clone(), self.plan.nodes[i].data_dir.clone());
+        // The next start makes the directory again, empty.
+        tokio::task::spawn_blocking(move || host.remove_dir(&data))
+            .await?
+            .with_context(|| format!("wiping node {node}'s data"))?;
+        self.wiped[i] = true;
+        Ok(())
     }
     async fn sigstop(&mut self, node: &str) -> Result<()> {
         let i = self.index(node)?;
@@ -599,6 +669,9 @@ impl Cluster for SshCluster {
         let i = self.index(node)?;
         let proc = self.procs[i].as_ref().map(|(p, _)| p);
         self.changes.sigcont(&self.hosts[i], i, proc, node).await
+    }
+    fn node_host(&self, node: &str) -> Option<NodeHost> {
+        Some(self.host_of(self.index(node).ok()?))
     }
     fn node_addr(&self, node: &str) -> Option<std::net::IpAddr> {
         let i = self.index(node).ok()?;
@@ -615,16 +688,7 @@ impl Cluster for SshCluster {
         self.hosts.clone()
     }
     async fn leader(&self) -> Option<String> {
-        let running: Vec<(String, SocketAddr)> = (0..self.plan.nodes.len())
-            .filter(|&i| self.procs[i].is_some())
-            .map(|i| {
-                (
-                    self.plan.nodes[i].name.clone(),
-                    self.plan.nodes[i].client_listen,
-                )
-            })
-            .collect();
-        self.plan.recipe().leader(&self.plan, &running).await
+        self.plan.recipe().leader(&self.plan, &self.running()).await
     }
     async fn stop(&mut self) {
         // Off the runtime, whose other tasks go on meanwhile.

@@ -28,10 +28,12 @@
 //! a new leader (or a restarted one) renews every lease to its full TTL.
 
 mod page;
+mod remote;
 mod shim;
 mod timens;
 
-pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, TORN_AFTER};
+pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, SkewUpdate, TORN_AFTER};
+pub use remote::{host_hook, reset_remote, OutOfReach, RemoteClock};
 pub use shim::{
     install_shim, prepare_hook, process_clock, reach, Reach, Unreachable, CLOCK_FILE_ENV,
 };
@@ -46,6 +48,7 @@ use crate::history::fault_ops;
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
+use futures_util::future::join_all;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -139,19 +142,14 @@ impl Spec for ClockSpec {
     }
 
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
-        let of_nodes = matches!(self.clocks, Clocks::Nodes(_));
         match runtime {
             Runtime::External => Some(Refusal::kind(
                 &KIND,
                 runtime,
                 "a server's clock is skewed through the interposer lockcheck loads into the servers it starts; these it did not start",
             )),
-            // The clients run on this machine, under its interposer.
-            Runtime::Ssh if of_nodes => Some(Refusal::not_yet(
-                &KIND,
-                runtime,
-                "a server's clock is skewed through the interposer, which is not copied to the hosts (a client's clock, `target`, is)",
-            )),
+            // The servers' hosts get the interposer (`remote`); the clients run
+            // on this machine, under its own.
             _ => None,
         }
     }
@@ -172,20 +170,53 @@ pub enum ClockChange {
     },
 }
 
+/// A clock a fault skews: a page mapped on this machine ([`ClockControl`]), or
+/// one on a node's host ([`RemoteClock`]). Dropping it resets the clock.
+pub trait SkewClock: Send + Sync {
+    /// Applies `change` to the skew in effect, continuously (rebased to now).
+    fn change(&self, change: ClockChange) -> Result<()>;
+    /// Back to real time, at real speed.
+    fn reset(&self) -> Result<()>;
+    /// What the journal records of it, skewed, so that `recover` resets it.
+    fn effect(&self, target: &str) -> Effect;
+}
+
 impl ClockChange {
-    fn apply(&self, clock: &ClockControl) -> Result<()> {
-        match *self {
-            ClockChange::Jump { offset_ns } => {
-                clock.set_offset(offset_ns);
-                Ok(())
+    /// The fields of a skew it sets; an error for a rate or period no clock
+    /// can have.
+    pub fn update(&self) -> Result<SkewUpdate> {
+        Ok(match *self {
+            ClockChange::Jump { offset_ns } => SkewUpdate {
+                offset_ns: Some(offset_ns),
+                strobe_period_ns: Some(0),
+                ..SkewUpdate::default()
+            },
+            ClockChange::Rate { rate } => {
+                if !(rate.is_finite() && rate > 0.0) {
+                    bail!("a clock rate must be a positive number, not {rate}");
+                }
+                SkewUpdate {
+                    rate: Some(rate),
+                    ..SkewUpdate::default()
+                }
             }
-            ClockChange::Rate { rate } => clock.set_rate(rate),
             ClockChange::Strobe {
                 offset_ns,
                 offset2_ns,
                 period,
-            } => clock.strobe(offset_ns, offset2_ns, period),
-        }
+            } => {
+                let period_ns = i64::try_from(period.as_nanos()).unwrap_or(i64::MAX);
+                if period_ns <= 0 {
+                    bail!("a strobe period must be positive");
+                }
+                SkewUpdate {
+                    offset_ns: Some(offset_ns),
+                    offset2_ns: Some(offset2_ns),
+                    strobe_period_ns: Some(period_ns),
+                    rate: None,
+                }
+            }
+        })
     }
 
     /// The parameters, as the history's nemesis value carries them.
@@ -222,8 +253,8 @@ pub enum Clocks {
 pub struct ClockFault {
     clocks: Clocks,
     change: ClockChange,
-    /// (node, journal id, control) of each clock skewed now.
-    active: Vec<(String, u64, ClockControl)>,
+    /// (node, journal id, clock) of each clock skewed now.
+    active: Vec<(String, u64, Box<dyn SkewClock>)>,
     journal: Option<Arc<Journal>>,
 }
 
@@ -239,6 +270,45 @@ impl ClockFault {
 
     fn names(&self) -> Vec<String> {
         self.active.iter().map(|(n, _, _)| n.clone()).collect()
+    }
+
+    /// The clock of `n` (a node, or a worker), or why a live skew cannot reach
+    /// it: a node of another host through its page there (of which the first
+    /// change says [`OutOfReach`]), anything else through its page in the run
+    /// directory `dir`.
+    async fn clock_of(
+        &self,
+        n: &str,
+        dir: &std::path::Path,
+        scene: &Scene<'_>,
+    ) -> Result<std::result::Result<Box<dyn SkewClock>, String>> {
+        // Workers are this program: only a node may be a binary the interposer misses.
+        let (host, program) = match (&self.clocks, scene.cluster) {
+            (Clocks::Nodes(_), Some(c)) => {
+                let c = c.lock().await;
+                (
+                    c.node_host(n),
+                    c.program().map(std::path::Path::to_path_buf),
+                )
+            }
+            (Clocks::Nodes(_), None) => bail!("a clock fault needs the run's cluster"),
+            (Clocks::Client(_), _) => (None, Some(std::env::current_exe()?)),
+        };
+        if let Some(host) = host {
+            // Whether it has a page, its first change finds out.
+            return Ok(Ok(Box::new(RemoteClock::of(host))));
+        }
+        let path = clock_file(dir, n);
+        if path.exists() {
+            return Ok(Ok(Box::new(ClockControl::attach(&path)?)));
+        }
+        let binary = program.context("a clock fault needs a server program lockcheck runs")?;
+        Ok(Err(match reach(&binary)? {
+            Reach::Unreachable(u) => u.to_string(),
+            Reach::Live => {
+                format!("unreachable: {n} was started without lockcheck's clock interposer")
+            }
+        }))
     }
 }
 
@@ -265,38 +335,51 @@ impl Fault for ClockFault {
                 (vec![scene.clients[slot].name.clone()], dir)
             }
         };
-        // Workers are this program: only a node may be a binary the interposer misses.
-        let binary = match (scene.cluster, &self.clocks) {
-            (_, Clocks::Client(_)) => std::env::current_exe()?,
-            (Some(c), _) => c
-                .lock()
-                .await
-                .program()
-                .context("a clock fault needs a server program lockcheck runs")?
-                .to_path_buf(),
-            (None, _) => bail!("a clock fault needs the run's cluster"),
-        };
         let journal = Journal::for_run(&dir)?;
+        // Every node at once: over SSH a round trip each, and a jump on a
+        // majority should land on all of it together.
+        let attached = {
+            let scene = &*scene;
+            join_all(names.iter().map(|n| self.clock_of(n, &dir, scene))).await
+        };
         let mut unreachable = Vec::new();
-        for n in names {
-            let path = clock_file(&dir, &n);
-            if !path.exists() {
-                let why = match reach(&binary)? {
-                    Reach::Unreachable(u) => u.to_string(),
-                    Reach::Live => {
-                        format!("unreachable: {n} was started without lockcheck's clock interposer")
+        let mut changes = Vec::new();
+        for (n, clock) in names.into_iter().zip(attached) {
+            let clock = match clock? {
+                Ok(clock) => clock,
+                Err(why) => {
+                    unreachable.push(serde_json::json!({ "node": n, "why": why }));
+                    continue;
+                }
+            };
+            let id = journal.record(clock.effect(&n))?;
+            // Off the runtime, whose clock times the clients' ops.
+            let change = self.change;
+            changes.push(tokio::task::spawn_blocking(move || {
+                match clock.change(change) {
+                    Ok(()) => Ok((n, id, clock)),
+                    Err(e) => Err((n, id, e)),
+                }
+            }));
+        }
+        let mut first = None;
+        for changed in join_all(changes).await {
+            match changed? {
+                Ok(active) => self.active.push(active),
+                Err((n, id, e)) => match e.downcast::<OutOfReach>() {
+                    Ok(OutOfReach(why)) => {
+                        journal.undone(id)?;
+                        unreachable.push(serde_json::json!({ "node": n, "why": why }));
                     }
-                };
-                unreachable.push(serde_json::json!({ "node": n, "why": why }));
-                continue;
+                    Err(e) => {
+                        first.get_or_insert(e);
+                    }
+                },
             }
-            let clock = ClockControl::attach(&path)?;
-            let id = journal.record(Effect::ClockSkew {
-                target: n.clone(),
-                file: path,
-            })?;
-            self.change.apply(&clock)?;
-            self.active.push((n, id, clock));
+        }
+        if let Some(e) = first {
+            self.journal = Some(journal);
+            return Err(e);
         }
         self.journal = Some(journal);
         let mut value = serde_json::json!({ "targets": self.names() });
@@ -309,12 +392,20 @@ impl Fault for ClockFault {
 
     async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<serde_json::Value> {
         let value = serde_json::json!({ "targets": self.names() });
-        for (_, id, clock) in self.active.drain(..) {
-            clock.reset();
-            if let Some(j) = &self.journal {
-                j.undone(id)?;
+        // Every clock at once, each tried; the first failure reported after all were.
+        let resets = std::mem::take(&mut self.active)
+            .into_iter()
+            .map(|(_, id, clock)| tokio::task::spawn_blocking(move || clock.reset().map(|()| id)));
+        let mut first = None;
+        for reset in join_all(resets).await {
+            match (reset?, &self.journal) {
+                (Ok(id), Some(j)) => j.undone(id)?,
+                (Ok(_), None) => {}
+                (Err(e), _) => {
+                    first.get_or_insert(e);
+                }
             }
         }
-        Ok(value)
+        first.map_or(Ok(value), Err)
     }
 }

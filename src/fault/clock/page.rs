@@ -11,6 +11,8 @@
 //! skew and a new even `seq`.
 
 use super::shim::{child_env, install_shim, SHIM_NAME};
+use super::{ClockChange, SkewClock};
+use crate::journal::Effect;
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
 use std::fs::OpenOptions;
@@ -72,6 +74,20 @@ impl Skew {
         self.offset_ns == 0 && self.strobe_period_ns == 0 && self.rate == 1.0
     }
 
+    /// Sets the fields `update` gives, keeps the others.
+    pub(super) fn apply(&mut self, update: SkewUpdate) {
+        let SkewUpdate {
+            offset_ns,
+            offset2_ns,
+            strobe_period_ns,
+            rate,
+        } = update;
+        self.offset_ns = offset_ns.unwrap_or(self.offset_ns);
+        self.offset2_ns = offset2_ns.unwrap_or(self.offset2_ns);
+        self.strobe_period_ns = strobe_period_ns.unwrap_or(self.strobe_period_ns);
+        self.rate = rate.unwrap_or(self.rate);
+    }
+
     /// Moves the base to now, folding the drift the rate has built up so far into
     /// the offset: the skewed clock stays continuous when the rate changes.
     fn rebase(&mut self, now: Now) {
@@ -82,6 +98,18 @@ impl Skew {
     }
 }
 
+/// The fields of a skew a change sets (a jump: the offset, and no strobe); the
+/// others keep their value, the drift of its rate so far folded into its
+/// offset first ([`Skew::rebase`]; on another host, lockcheck-clockset's).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SkewUpdate {
+    pub offset_ns: Option<i64>,
+    pub offset2_ns: Option<i64>,
+    pub strobe_period_ns: Option<i64>,
+    pub rate: Option<f64>,
+}
+
+/// This machine's clocks, read together.
 #[derive(Clone, Copy)]
 struct Now {
     realtime: i64,
@@ -291,44 +319,37 @@ impl ClockControl {
         *self.skew.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn update(&self, change: impl FnOnce(&mut Skew)) {
+    /// Applies `change` to the skew in effect, rebased to now first; nothing is
+    /// published if the change is refused.
+    fn update(&self, change: ClockChange) -> Result<()> {
+        let update = change.update()?;
         let mut skew = self.skew.lock().unwrap_or_else(|e| e.into_inner());
         skew.rebase(now());
-        change(&mut skew);
+        skew.apply(update);
         self.map.publish(&skew);
+        Ok(())
     }
 
     /// Jumps the clock to `offset_ns` away from real time (plus the drift a rate
     /// has built up), and stops any strobe.
     pub fn set_offset(&self, offset_ns: i64) {
-        self.update(|s| {
-            s.offset_ns = offset_ns;
-            s.strobe_period_ns = 0;
-        });
+        // A jump is never refused.
+        let _ = self.update(ClockChange::Jump { offset_ns });
     }
 
     /// Makes the clock run `rate` times as fast as real time from now on,
     /// continuously (no jump).
     pub fn set_rate(&self, rate: f64) -> Result<()> {
-        if !(rate.is_finite() && rate > 0.0) {
-            bail!("a clock rate must be a positive number, not {rate}");
-        }
-        self.update(|s| s.rate = rate);
-        Ok(())
+        self.update(ClockChange::Rate { rate })
     }
 
     /// Flips the clock between `offset_ns` and `offset2_ns` every `period`.
     pub fn strobe(&self, offset_ns: i64, offset2_ns: i64, period: Duration) -> Result<()> {
-        let period_ns = i64::try_from(period.as_nanos()).unwrap_or(i64::MAX);
-        if period_ns <= 0 {
-            bail!("a strobe period must be positive");
-        }
-        self.update(|s| {
-            s.offset_ns = offset_ns;
-            s.offset2_ns = offset2_ns;
-            s.strobe_period_ns = period_ns;
-        });
-        Ok(())
+        self.update(ClockChange::Strobe {
+            offset_ns,
+            offset2_ns,
+            period,
+        })
     }
 
     /// Back to real time, at real speed.
@@ -336,6 +357,24 @@ impl ClockControl {
         let mut skew = self.skew.lock().unwrap_or_else(|e| e.into_inner());
         *skew = Skew::NONE;
         self.map.publish(&skew);
+    }
+}
+
+impl SkewClock for ClockControl {
+    fn change(&self, change: ClockChange) -> Result<()> {
+        self.update(change)
+    }
+
+    fn reset(&self) -> Result<()> {
+        ClockControl::reset(self);
+        Ok(())
+    }
+
+    fn effect(&self, target: &str) -> Effect {
+        Effect::ClockSkew {
+            target: target.to_string(),
+            file: self.path.clone(),
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 pub const CLOCK_FILE_ENV: &str = "LOCKCHECK_CLOCK_FILE";
 
 /// The interposer, built by build.rs from native/clockshim.c.
-static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libclockshim.so"));
+pub(super) static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libclockshim.so"));
 pub(super) const SHIM_NAME: &str = "libclockshim.so";
 
 pub(super) fn child_env(shim: &Path, file: &Path) -> [(OsString, OsString); 2] {
@@ -95,32 +95,39 @@ pub struct Unreachable {
 /// (etcd, nats-server) read the vDSO directly, and statically linked programs
 /// never load a preload library.
 pub fn reach(binary: &Path) -> Result<Reach> {
-    // Both marks sit in an ELF's first pages: the program interpreter
-    // (/lib64/ld-linux-*.so) and the Go linker's build-id note (name "Go",
-    // type 4), which every Go binary carries.
-    let mut head = Vec::with_capacity(64 * 1024);
+    let mut head = Vec::with_capacity(HEAD_LEN);
     File::open(binary)
-        .and_then(|f| f.take(64 * 1024).read_to_end(&mut head))
+        .and_then(|f| f.take(HEAD_LEN as u64).read_to_end(&mut head))
         .with_context(|| format!("reading {}", binary.display()))?;
-    let bytes = head;
     let name = binary
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| binary.display().to_string());
-    let why = if contains(&bytes, b"\x04\0\0\0Go\0\0") {
+    Ok(reach_head(name, &head))
+}
+
+/// How much of a binary [`reach_head`] looks at. Both marks sit in an ELF's
+/// first pages: the program interpreter (/lib64/ld-linux-*.so) and the Go
+/// linker's build-id note (name "Go", type 4), which every Go binary carries.
+pub(super) const HEAD_LEN: usize = 64 * 1024;
+
+/// [`reach`] from the first [`HEAD_LEN`] bytes of binary `name` (read here, or
+/// on a node's host).
+pub(super) fn reach_head(name: String, bytes: &[u8]) -> Reach {
+    let why = if contains(bytes, b"\x04\0\0\0Go\0\0") {
         Some("a Go binary reading the vDSO (it never calls libc's clock functions)")
-    } else if !contains(&bytes, b"ld-linux") {
+    } else if !contains(bytes, b"ld-linux") {
         Some("statically linked (LD_PRELOAD never loads)")
     } else {
         None
     };
-    Ok(match why {
+    match why {
         Some(why) => Reach::Unreachable(Unreachable {
             binary: name,
             why: why.to_string(),
         }),
         None => Reach::Live,
-    })
+    }
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
