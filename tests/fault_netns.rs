@@ -289,7 +289,15 @@ fn one_leader_isolation_leaves_nothing_behind(name: &str) {
         history.lines().filter(|l| l.contains("\"heal\"")).count() >= cuts.len(),
         "every partition healed:\n{history}"
     );
-    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    // etcd's clients wait on the cut-off leader, and an acquire in doubt there
+    // keeps its key while the new leader renews its lease: a 6 s run may see no
+    // grant after the cut (exit 3, `faults.unseen`), which is etcd's business, not
+    // this test's. ZooKeeper's ensemble must ride it out: exit 0.
+    if name.starts_with("etcd") {
+        r.assert_valid_faults_started();
+    } else {
+        assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    }
     assert_network_gone(&netns::run_id(&dir));
     r.assert_nothing_left();
 }

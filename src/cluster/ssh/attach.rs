@@ -282,14 +282,10 @@ impl Cluster for AttachedCluster {
         Runtime::Ssh
     }
     fn node_names(&self) -> Vec<String> {
-        self.plan.nodes.iter().map(|n| n.name.clone()).collect()
+        self.plan.node_names()
     }
     fn endpoints(&self) -> Vec<String> {
-        self.plan
-            .nodes
-            .iter()
-            .map(|n| n.client_advertise.to_string())
-            .collect()
+        self.plan.advertised()
     }
     fn dir(&self) -> &Path {
         &self.plan.spec.dir
