@@ -13,7 +13,6 @@ mod ssh_support;
 use lockcheck::journal::{self, Effect};
 use run_support::{wait_for, workload, write_workload};
 use ssh_support::{run_on, shipped_on, Hosts};
-use std::process::Stdio;
 use std::time::Duration;
 
 #[test]
@@ -221,16 +220,7 @@ after = "500ms"
     );
     let w = write_workload(hosts.dir.path(), "redlock-stopped-cut-ssh.toml", &text);
     let results = tempfile::tempdir().unwrap();
-    let mut controller = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(results.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut controller = hosts.spawn_run(&w, results.path());
     let (run_dir, pid) = wait_for(
         "the server stopped on h1, the links of h2 cut and its clock skewed, journaled",
         Duration::from_secs(20),
@@ -276,21 +266,14 @@ after = "500ms"
 
     // Its host unreachable: named, and a failure.
     hosts.stop_sshd(0);
-    let out = hosts
-        .lockcheck()
-        .arg("recover")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let (code, said, stderr) = hosts.recover(&run_dir);
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(
         stderr.contains("host h1 is unreachable over SSH"),
         "{stderr}"
     );
     assert!(journal::is_stopped(pid), "nothing was done on h1");
     assert!(hosts.chains("h2").is_empty(), "h2, reachable, was healed");
-    let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         said.contains("clock of n2") && said.contains("on host h2: reset"),
         "h2's clock was reset: {said}"
@@ -298,17 +281,12 @@ after = "500ms"
 
     // Reachable again: resumed, killed, removed; a second recover finds nothing.
     hosts.start_sshd(0);
-    let out = hosts
-        .lockcheck()
-        .arg("recover")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{said}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, said, stderr) = hosts.recover(&run_dir);
+    assert_eq!(
+        code,
+        Some(0),
+        "{said}
+{stderr}"
     );
     assert!(said.contains("on host h1: resumed"), "{said}");
     assert!(said.contains("on host h1: killed"), "{said}");

@@ -17,7 +17,6 @@ use lockcheck::journal::{self, Effect};
 use run_support::{wait_for, workload, write_workload};
 use ssh_support::{run_on, Hosts, Server};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// A Redis of the test's own on host `i`, as a team runs it, listening on the
@@ -116,16 +115,7 @@ after = "300ms"
     );
     let w = write_workload(hosts.dir.path(), "team-redis-stopped.toml", &text);
     let results = tempfile::tempdir().unwrap();
-    let mut controller = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(results.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut controller = hosts.spawn_run(&w, results.path());
     let run_dir = wait_for(
         "the team's server stopped on h1, journaled",
         Duration::from_secs(20),
@@ -145,17 +135,12 @@ after = "300ms"
     controller.kill().unwrap(); // SIGKILL: nothing of it runs on
     controller.wait().unwrap();
     assert!(journal::is_stopped(redis.pid()), "left stopped by the kill");
-    let out = hosts
-        .lockcheck()
-        .arg("recover")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{said}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, said, stderr) = hosts.recover(&run_dir);
+    assert_eq!(
+        code,
+        Some(0),
+        "{said}
+{stderr}"
     );
     assert!(said.contains("on host h1: resumed"), "{said}");
     assert!(
@@ -368,16 +353,7 @@ after = "300ms"
     );
     let w = write_workload(hosts.dir.path(), "clients-left.toml", &text);
     let results = tempfile::tempdir().unwrap();
-    let mut controller = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(results.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut controller = hosts.spawn_run(&w, results.path());
     let (run_dir, paused) = wait_for(
         "a client paused on its host, journaled",
         Duration::from_secs(30),
@@ -400,17 +376,12 @@ after = "300ms"
         journal::is_stopped(paused),
         "the paused client is left stopped"
     );
-    let out = hosts
-        .lockcheck()
-        .arg("recover")
-        .arg(&run_dir)
-        .output()
-        .unwrap();
-    let said = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{said}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, said, stderr) = hosts.recover(&run_dir);
+    assert_eq!(
+        code,
+        Some(0),
+        "{said}
+{stderr}"
     );
     assert!(said.contains(&format!("(pid {paused}) on host")), "{said}");
     // No worker, server or copy of the program left on either host.
@@ -455,16 +426,7 @@ after = "1s"
     );
     let w = write_workload(hosts.dir.path(), "team-redis-ctrl-c.toml", &text);
     let results = tempfile::tempdir().unwrap();
-    let mut controller = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(results.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut controller = hosts.spawn_run(&w, results.path());
     let run_dir = wait_for(
         "the team's server and a client stopped on h1",
         Duration::from_secs(30),

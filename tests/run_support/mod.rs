@@ -141,8 +141,14 @@ pub struct Running {
 
 /// Starts `lockcheck run WORKLOAD --json --results TMP ARGS...`.
 pub fn start_json(workload: &Path, args: &[&str]) -> Running {
+    start_json_with(lockcheck(), workload, args)
+}
+
+/// [`start_json`] through `lockcheck`, a command with what the test adds to it
+/// (the ssh tests' configuration in its environment).
+pub fn start_json_with(mut lockcheck: Command, workload: &Path, args: &[&str]) -> Running {
     let results = tempfile::tempdir().unwrap();
-    let child = lockcheck()
+    let child = lockcheck
         .arg("run")
         .arg(workload)
         .arg("--json")

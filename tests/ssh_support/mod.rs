@@ -7,7 +7,7 @@
 //! is never read. Dropping the hosts stops the sshds and removes the namespaces.
 #![allow(dead_code)]
 
-use crate::run_support::{workload, write_workload, Finished};
+use crate::run_support::{start_json_with, workload, write_workload, Finished};
 use lockcheck::cluster::netns::{self, Network};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -16,27 +16,7 @@ use std::time::{Duration, Instant};
 
 /// `lockcheck run WORKLOAD --json` on the hosts; waits for its end.
 pub fn run_on(hosts: &Hosts, workload: &Path, args: &[&str]) -> Finished {
-    let results = tempfile::tempdir().unwrap();
-    let out = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(workload)
-        .arg("--json")
-        .arg("--results")
-        .arg(results.path())
-        .args(args)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let json = serde_json::from_str(&stdout)
-        .unwrap_or_else(|e| panic!("not one JSON object ({e}): {stdout}\nstderr: {stderr}"));
-    Finished {
-        code: out.status.code().unwrap_or(-1),
-        json,
-        stderr,
-        results,
-    }
+    start_json_with(hosts.lockcheck(), workload, args).finish()
 }
 
 /// A shipped workload moved onto the first `n` hosts.
@@ -198,6 +178,36 @@ impl Hosts {
         let mut c = Command::new(env!("CARGO_BIN_EXE_lockcheck"));
         c.env("LOCKCHECK_SSH_CONFIG", &self.ssh_config);
         c
+    }
+
+    /// `lockcheck run WORKLOAD --results RESULTS` on the hosts in the background,
+    /// its output dropped: for a test that stops or kills it mid-run.
+    pub fn spawn_run(&self, workload: &Path, results: &Path) -> Child {
+        self.lockcheck()
+            .arg("run")
+            .arg(workload)
+            .arg("--results")
+            .arg(results)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// `lockcheck recover RUN_DIR` with the hosts' configuration: its exit code,
+    /// stdout and stderr.
+    pub fn recover(&self, run_dir: &Path) -> (Option<i32>, String, String) {
+        let out = self
+            .lockcheck()
+            .arg("recover")
+            .arg(run_dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     /// Nothing a run left on the hosts: no server (a process whose command
