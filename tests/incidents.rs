@@ -152,11 +152,24 @@ fn a_stuck_etcd_leader_revokes_a_lease_its_holder_was_renewing() {
 /// resource turns the deposed holder's writes away.
 #[test]
 fn a_revision_fence_keeps_the_data_safe_from_a_stuck_leaders_revoke() {
-    let r = fenced_is_safe("incidents/etcd-stuck-leader-revokes-leases-fenced.toml");
-    assert!(
-        !r.anomalies("double-holder").is_empty(),
-        "the stuck leader revoked no lease: {}",
-        r.json["anomalies"]
-    );
-    names_the_incident(&r, "4");
+    // The revoke hangs on timing (a renewal that reaches the new leader, a stall
+    // that ends after the lease ran out in the stuck one's view): on a loaded
+    // machine a run may see none, and then tests nothing of the fence. Up to
+    // three seeds, each valid, until one shows the revoke and the fence at work.
+    let w = workload("incidents/etcd-stuck-leader-revokes-leases-fenced.toml");
+    let mut seen = Vec::new();
+    for seed in ["1", "2", "3"] {
+        let r = run(&w, &["--seed", seed]);
+        r.assert_valid();
+        r.assert_nothing_left();
+        names_the_incident(&r, "4");
+        let rejected = r.json["figures"]["writes_rejected_by_fence"]
+            .as_u64()
+            .unwrap();
+        if !r.anomalies("double-holder").is_empty() && rejected > 0 {
+            return;
+        }
+        seen.push(format!("seed {seed}: {}", r.json["figures"]));
+    }
+    panic!("the stuck leader revoked no lease the fence had to face: {seen:#?}");
 }
