@@ -245,7 +245,9 @@ after = "5s"
     )
     .unwrap();
     let r = run(&w, &[]);
-    assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+    // nats-server elects a stream leader 4 to 9 s after losing one: a 12 s run
+    // may see no grant after the pause (exit 3, `faults.unseen`), never a pass.
+    r.assert_valid_faults_started();
     let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
     for f in ["pause", "resume", "kill", "start"] {
         let op = history
