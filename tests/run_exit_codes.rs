@@ -389,33 +389,17 @@ fn private_results_run(workload_file: &str, cluster: &str) -> serde_json::Value 
     json
 }
 
-/// One client holding the lock across the whole run while its Redis is paused at
-/// 1 s: the fault starts, and no client acquires after it.
-const NO_GRANT_AFTER_THE_FAULT: &str = r#"
-duration = "2500ms"
-seed = 1
-resource = "fenced"
-[backend]
-kind = "redis"
-lease = "5s"
-fencing_token = true
-acquire_timeout = "500ms"
-[clients]
-count = 1
-[critical_section]
-hold = "3s"
-writes = 1
-[[faults]]
-kind = "pause-node"
-nodes = "one"
-duration = "300ms"
-after = "1s"
-"#;
-
 #[test]
 fn a_valid_run_that_saw_nothing_of_its_fault_is_untested() {
     let dir = tempfile::tempdir().unwrap();
-    let w = write_workload(dir.path(), "no-grant-after.toml", NO_GRANT_AFTER_THE_FAULT);
+    // ONE_LONG_HOLDER with its Redis paused at 1 s instead of its holder: the fault
+    // starts, and no client acquires after it.
+    let paused_server = ONE_LONG_HOLDER.replace(
+        "kind = \"pause\"\ntarget = \"holder\"\nduration = \"500ms\"",
+        "kind = \"pause-node\"\nnodes = \"one\"\nduration = \"300ms\"",
+    );
+    assert_ne!(paused_server, ONE_LONG_HOLDER);
+    let w = write_workload(dir.path(), "no-grant-after.toml", &paused_server);
     let r = run(&w, &[]);
     assert_eq!(r.code, 3, "{}\n{}", r.json, r.stderr);
     assert_eq!(r.json["valid"], true);

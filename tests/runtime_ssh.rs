@@ -11,8 +11,8 @@ mod run_support;
 mod ssh_support;
 
 use lockcheck::journal::{self, Effect};
-use run_support::{wait_for, workload, write_workload};
-use ssh_support::{run_on, shipped_on, Hosts};
+use run_support::{workload, write_workload};
+use ssh_support::{assert_nothing_left_on_hosts, run_on, shipped_on, wait_journaled, Hosts};
 use std::time::Duration;
 
 #[test]
@@ -39,23 +39,7 @@ fn the_redis_and_etcd_pause_workloads_are_flagged_over_ssh() {
         // The clients dialled the hosts' addresses.
         let w = std::fs::read_to_string(f.run_dir().join("workload.toml")).unwrap();
         assert!(w.contains("runtime = \"ssh\""), "{w}");
-        let left: Vec<_> = journal::pending(&f.run_dir())
-            .unwrap()
-            .effects
-            .into_iter()
-            .filter(|(_, e)| {
-                matches!(
-                    e,
-                    Effect::RemoteProcess { .. }
-                        | Effect::RemoteStopped { .. }
-                        | Effect::RemoteDir { .. }
-                )
-            })
-            .collect();
-        assert!(
-            left.is_empty(),
-            "a clean end leaves nothing on the hosts: {left:?}"
-        );
+        assert_nothing_left_on_hosts(&f.run_dir());
     }
     hosts.assert_clean();
 }
@@ -221,12 +205,11 @@ after = "500ms"
     let w = write_workload(hosts.dir.path(), "redlock-stopped-cut-ssh.toml", &text);
     let results = tempfile::tempdir().unwrap();
     let mut controller = hosts.spawn_run(&w, results.path());
-    let (run_dir, pid) = wait_for(
+    let (run_dir, pid) = wait_journaled(
         "the server stopped on h1, the links of h2 cut and its clock skewed, journaled",
         Duration::from_secs(20),
-        || {
-            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
-            let pending = journal::pending(&dir).ok()?;
+        results.path(),
+        |pending| {
             let cut = pending
                 .effects
                 .iter()
@@ -236,7 +219,7 @@ after = "500ms"
             );
             let stopped = pending.effects.iter().find_map(|(_, e)| match e {
                 Effect::RemoteStopped { host, proc } if host.name == "h1" => {
-                    journal::is_stopped(proc.pid).then_some((dir.clone(), proc.pid))
+                    journal::is_stopped(proc.pid).then_some(proc.pid)
                 }
                 _ => None,
             });
@@ -306,15 +289,12 @@ fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
             "{base}[[faults]]\nkind = \"pause-node\"\nmethod = \"freezer\"\nduration = \"1s\"\n"
         ),
     );
-    let out = run_support::lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) = run_support::run_refused(
+        run_support::lockcheck(),
+        &w,
+        &["--results", dir.path().to_str().unwrap()],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("faults[0].method: the freezer is not available under the ssh runtime yet"),
         "{stderr}"
@@ -325,14 +305,9 @@ fn faults_the_ssh_runtime_does_not_apply_yet_are_refused_by_name() {
         "w.toml",
         "duration = \"2s\"\n[backend]\nkind = \"etcd\"\nlease = \"1s\"\n[clients]\ncount = 1\n[critical_section]\nhold = \"100ms\"\nwrites = 1\n",
     );
-    let out = run_support::lockcheck()
-        .arg("run")
-        .arg(&w)
-        .args(["--runtime", "ssh"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let (code, stderr) =
+        run_support::run_refused(run_support::lockcheck(), &w, &["--runtime", "ssh"]);
+    assert_eq!(code, Some(2), "{stderr}");
     assert!(
         stderr.contains("backend.hosts: the ssh runtime needs the hosts"),
         "{stderr}"

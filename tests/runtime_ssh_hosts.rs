@@ -14,8 +14,8 @@ mod run_support;
 mod ssh_support;
 
 use lockcheck::journal::{self, Effect};
-use run_support::{wait_for, workload, write_workload};
-use ssh_support::{run_on, Hosts, Server};
+use run_support::{workload, write_workload};
+use ssh_support::{assert_nothing_left_on_hosts, run_on, wait_journaled, Hosts, Server};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -116,20 +116,16 @@ after = "300ms"
     let w = write_workload(hosts.dir.path(), "team-redis-stopped.toml", &text);
     let results = tempfile::tempdir().unwrap();
     let mut controller = hosts.spawn_run(&w, results.path());
-    let run_dir = wait_for(
+    let (run_dir, ()) = wait_journaled(
         "the team's server stopped on h1, journaled",
         Duration::from_secs(20),
-        || {
-            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
-            let pending = journal::pending(&dir).ok()?;
-            pending.effects.iter().find_map(|(_, e)| match e {
-                Effect::RemoteStopped { proc, .. }
-                    if proc.pid == redis.pid() && journal::is_stopped(proc.pid) =>
-                {
-                    Some(dir.clone())
-                }
-                _ => None,
-            })
+        results.path(),
+        |pending| {
+            let stopped = pending.effects.iter().any(|(_, e)| {
+                matches!(e, Effect::RemoteStopped { proc, .. }
+                    if proc.pid == redis.pid() && journal::is_stopped(proc.pid))
+            });
+            stopped.then_some(())
         },
     );
     controller.kill().unwrap(); // SIGKILL: nothing of it runs on
@@ -171,15 +167,12 @@ fn what_cannot_be_done_to_running_servers_is_refused_by_name() {
             "w.toml",
             &format!("{base}[[faults]]\n{fault}\nduration = \"1s\"\n"),
         );
-        let out = run_support::lockcheck()
-            .arg("run")
-            .arg(&w)
-            .arg("--results")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let (code, stderr) = run_support::run_refused(
+                run_support::lockcheck(),
+                &w,
+                &["--results", dir.path().to_str().unwrap()],
+            );
+        assert_eq!(code, Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
     }
     for (key, says) in [
@@ -212,15 +205,12 @@ fn what_cannot_be_done_to_running_servers_is_refused_by_name() {
         ),
     ] {
         let w = write_workload(dir.path(), "w.toml", &key);
-        let out = run_support::lockcheck()
-            .arg("run")
-            .arg(&w)
-            .arg("--results")
-            .arg(dir.path())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let (code, stderr) = run_support::run_refused(
+                run_support::lockcheck(),
+                &w,
+                &["--results", dir.path().to_str().unwrap()],
+            );
+        assert_eq!(code, Some(2), "{stderr}");
         assert!(stderr.contains(says), "{stderr}");
     }
 }
@@ -234,16 +224,13 @@ fn a_host_without_the_server_fails_the_run_naming_the_host() {
         1,
     );
     let w = write_workload(hosts.dir.path(), "no-redis.toml", &text);
-    let out = hosts
-        .lockcheck()
-        .arg("run")
-        .arg(&w)
-        .arg("--results")
-        .arg(hosts.dir.path().join("results"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    let results = hosts.dir.path().join("results");
+    let (code, stderr) = run_support::run_refused(
+        hosts.lockcheck(),
+        &w,
+        &["--results", results.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(5), "{stderr}");
     for says in [
         "no-redis.toml: backend.manage = false",
         "backend.hosts[0] = \"h1\" (n1)",
@@ -290,28 +277,6 @@ fn clients_on_the_hosts_are_paused_there_and_leave_nothing() {
     hosts.assert_clean();
 }
 
-/// The run's journal holds nothing still in force on a host.
-fn assert_nothing_left_on_hosts(run_dir: &std::path::Path) {
-    let left: Vec<_> = journal::pending(run_dir)
-        .unwrap()
-        .effects
-        .into_iter()
-        .filter(|(_, e)| {
-            matches!(
-                e,
-                Effect::RemoteProcess { .. }
-                    | Effect::RemoteStopped { .. }
-                    | Effect::RemoteDir { .. }
-                    | Effect::RemoteChain { .. }
-            )
-        })
-        .collect();
-    assert!(
-        left.is_empty(),
-        "a clean end leaves nothing on the hosts: {left:?}"
-    );
-}
-
 /// Every effect `run_dir`'s journal ever recorded.
 fn journal_effects(run_dir: &std::path::Path) -> Vec<Effect> {
     std::fs::read_to_string(run_dir.join("journal.jsonl"))
@@ -354,17 +319,16 @@ after = "300ms"
     let w = write_workload(hosts.dir.path(), "clients-left.toml", &text);
     let results = tempfile::tempdir().unwrap();
     let mut controller = hosts.spawn_run(&w, results.path());
-    let (run_dir, paused) = wait_for(
+    let (run_dir, paused) = wait_journaled(
         "a client paused on its host, journaled",
         Duration::from_secs(30),
-        || {
-            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
-            let pending = journal::pending(&dir).ok()?;
+        results.path(),
+        |pending| {
             pending.effects.iter().find_map(|(_, e)| match e {
                 Effect::RemoteProcess { proc, .. }
                     if proc.name.starts_with("client-") && journal::is_stopped(proc.pid) =>
                 {
-                    Some((dir.clone(), proc.pid))
+                    Some(proc.pid)
                 }
                 _ => None,
             })
@@ -427,16 +391,15 @@ after = "1s"
     let w = write_workload(hosts.dir.path(), "team-redis-ctrl-c.toml", &text);
     let results = tempfile::tempdir().unwrap();
     let mut controller = hosts.spawn_run(&w, results.path());
-    let run_dir = wait_for(
+    let (run_dir, ()) = wait_journaled(
         "the team's server and a client stopped on h1",
         Duration::from_secs(30),
-        || {
-            let dir = std::fs::canonicalize(results.path().join("latest")).ok()?;
-            let pending = journal::pending(&dir).ok()?;
+        results.path(),
+        |pending| {
             let client = pending.effects.iter().any(|(_, e)| {
                 matches!(e, Effect::RemoteProcess { proc, .. } if journal::is_stopped(proc.pid))
             });
-            (client && journal::is_stopped(redis.pid())).then_some(dir)
+            (client && journal::is_stopped(redis.pid())).then_some(())
         },
     );
     let status = run_support::end(&mut controller, nix::sys::signal::Signal::SIGINT);

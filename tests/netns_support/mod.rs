@@ -77,6 +77,21 @@ pub async fn put_get(addr: &str) -> Duration {
     times[2]
 }
 
+/// Slow raft links showed in [`put_get`]'s times, and went with the heal. A put
+/// commits after a round trip to a follower and a linearizable get confirms the
+/// leadership with another: with 200 ms each way, ~2 x 400 ms added; 150 ms is a
+/// margin a loaded machine cannot fake.
+pub fn assert_slowed_then_healed(before: Duration, during: Duration, after: Duration) {
+    assert!(
+        during > before + Duration::from_millis(150),
+        "{during:?} with the latency, {before:?} without"
+    );
+    assert!(
+        after + Duration::from_millis(150) < during,
+        "{after:?} after the heal, {during:?} during"
+    );
+}
+
 /// Whether the member at `addr` grants a lease (which needs a quorum) within 1 s.
 pub async fn grants_lease(addr: &str) -> bool {
     let Some(mut c) = member(addr).await else {

@@ -128,6 +128,26 @@ pub fn lockcheck_ok<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>
     out.stdout
 }
 
+/// `lockcheck run WORKLOAD ARGS...` through `lockcheck` (a command with what the
+/// test adds to it), to its end: its exit code and stderr, for a run refused or
+/// failed before it starts.
+pub fn run_refused(
+    mut lockcheck: Command,
+    workload: &Path,
+    args: &[&str],
+) -> (Option<i32>, String) {
+    let out = lockcheck
+        .arg("run")
+        .arg(workload)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// `lockcheck run WORKLOAD --json --results TMP ARGS...`
 pub fn run(workload: &Path, args: &[&str]) -> Finished {
     start_json(workload, args).finish()

@@ -7,8 +7,9 @@
 //! is never read. Dropping the hosts stops the sshds and removes the namespaces.
 #![allow(dead_code)]
 
-use crate::run_support::{start_json_with, workload, write_workload, Finished};
+use crate::run_support::{start_json_with, wait_for, workload, write_workload, Finished};
 use lockcheck::cluster::netns::{self, Network};
+use lockcheck::journal::{self, Effect};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,43 @@ use std::time::{Duration, Instant};
 /// `lockcheck run WORKLOAD --json` on the hosts; waits for its end.
 pub fn run_on(hosts: &Hosts, workload: &Path, args: &[&str]) -> Finished {
     start_json_with(hosts.lockcheck(), workload, args).finish()
+}
+
+/// Waits until the journal of the run going on under `results` shows what
+/// `check` looks for; the run directory and what `check` found.
+pub fn wait_journaled<T>(
+    what: &str,
+    timeout: Duration,
+    results: &Path,
+    mut check: impl FnMut(&journal::Pending) -> Option<T>,
+) -> (PathBuf, T) {
+    wait_for(what, timeout, || {
+        let dir = std::fs::canonicalize(results.join("latest")).ok()?;
+        let pending = journal::pending(&dir).ok()?;
+        check(&pending).map(|found| (dir, found))
+    })
+}
+
+/// The run's journal holds nothing still in force on a host.
+pub fn assert_nothing_left_on_hosts(run_dir: &Path) {
+    let left: Vec<_> = journal::pending(run_dir)
+        .unwrap()
+        .effects
+        .into_iter()
+        .filter(|(_, e)| {
+            matches!(
+                e,
+                Effect::RemoteProcess { .. }
+                    | Effect::RemoteStopped { .. }
+                    | Effect::RemoteDir { .. }
+                    | Effect::RemoteChain { .. }
+            )
+        })
+        .collect();
+    assert!(
+        left.is_empty(),
+        "a clean end leaves nothing on the hosts: {left:?}"
+    );
 }
 
 /// A shipped workload moved onto the first `n` hosts.
