@@ -111,8 +111,8 @@ fn every_fixture_gives_its_expected_verdict() {
     }
     assert!(rows >= 20);
     for kind in AnomalyKind::ALL
-        .into_iter()
-        .filter(|k| *k != AnomalyKind::NotLinearizable)
+        .iter()
+        .filter(|k| **k != AnomalyKind::NotLinearizable)
     {
         assert!(
             table.contains(kind.name()),

@@ -58,44 +58,84 @@ impl Validity {
     }
 }
 
-/// Stable anomaly names (the spec's table), plus `not-linearizable` for the
-/// general models, whose only anomaly is that no order of the ops fits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AnomalyKind {
-    DoubleHolder,
-    InterleavedWrites,
-    StaleWriteAccepted,
-    TokenNotMonotonic,
-    DuplicateToken,
-    ForeignRelease,
-    LostUpdate,
-    NotLinearizable,
+/// The one list of anomaly kinds: each with its stable name (the spec's table),
+/// the check it fails (one JUnit case per check, in this order) and its meaning in
+/// one sentence. Every output — verdict.json, JUnit, the HTML report's legend, the
+/// docs' tables — is derived from it, so a kind added here is in all of them (the
+/// tests in tests/anomaly_kinds.rs hold each output to it).
+macro_rules! anomaly_kinds {
+    ($($(#[$doc:meta])* $kind:ident = $name:literal, $check:literal, $meaning:literal;)*) => {
+        /// Stable anomaly names (the spec's table), plus `not-linearizable` for the
+        /// general models, whose only anomaly is that no order of the ops fits.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum AnomalyKind {
+            $($(#[$doc])* #[serde(rename = $name)] $kind,)*
+        }
+
+        impl AnomalyKind {
+            /// Every kind, in the order of the checks.
+            pub const ALL: &'static [AnomalyKind] = &[$(AnomalyKind::$kind),*];
+
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(AnomalyKind::$kind => $name,)*
+                }
+            }
+
+            /// The check this kind fails (JUnit's test case): kinds of one check
+            /// are next to each other in [`AnomalyKind::ALL`].
+            pub fn check(self) -> &'static str {
+                match self {
+                    $(AnomalyKind::$kind => $check,)*
+                }
+            }
+
+            /// What it means, in one sentence (the docs' table).
+            pub fn meaning(self) -> &'static str {
+                match self {
+                    $(AnomalyKind::$kind => $meaning,)*
+                }
+            }
+        }
+    };
+}
+
+anomaly_kinds! {
+    DoubleHolder = "double-holder", "mutual exclusion",
+        "two processes held the lock at once: no order of the ops fits an owner-aware mutex";
+    StaleWriteAccepted = "stale-write-accepted", "fencing (stale writes)",
+        "the resource applied a write whose token is lower than one it had applied";
+    TokenNotMonotonic = "token-not-monotonic", "tokens",
+        "a critical section that began after another ended got a token that is not greater";
+    DuplicateToken = "duplicate-token", "tokens",
+        "two critical sections got the same token";
+    ForeignRelease = "foreign-release", "releases",
+        "a release succeeded from a process that did not hold the lock";
+    LostUpdate = "lost-update", "lost updates",
+        "a counter read back less than the increments acknowledged before it asked, or less than an earlier read (one that completed before it asked) returned";
+    InterleavedWrites = "interleaved-writes", "interleaving",
+        "in the resource's order, one critical section's writes are split by another's";
+    /// The general models' only anomaly: no order of the ops fits.
+    NotLinearizable = "not-linearizable", "linearizability",
+        "(general models) no order of the ops fits the model";
 }
 
 impl AnomalyKind {
-    pub const ALL: [AnomalyKind; 8] = [
-        AnomalyKind::DoubleHolder,
-        AnomalyKind::InterleavedWrites,
-        AnomalyKind::StaleWriteAccepted,
-        AnomalyKind::TokenNotMonotonic,
-        AnomalyKind::DuplicateToken,
-        AnomalyKind::ForeignRelease,
-        AnomalyKind::LostUpdate,
-        AnomalyKind::NotLinearizable,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            AnomalyKind::DoubleHolder => "double-holder",
-            AnomalyKind::InterleavedWrites => "interleaved-writes",
-            AnomalyKind::StaleWriteAccepted => "stale-write-accepted",
-            AnomalyKind::TokenNotMonotonic => "token-not-monotonic",
-            AnomalyKind::DuplicateToken => "duplicate-token",
-            AnomalyKind::ForeignRelease => "foreign-release",
-            AnomalyKind::LostUpdate => "lost-update",
-            AnomalyKind::NotLinearizable => "not-linearizable",
+    /// The checks a verdict of `model` answers, in order, each with its kinds:
+    /// every kind's check, but linearizability only for the general models (the
+    /// lock model decides mutual exclusion itself) or where it was found.
+    pub fn checks(model: &str, found: &[AnomalyKind]) -> Vec<(&'static str, Vec<AnomalyKind>)> {
+        let mut out: Vec<(&'static str, Vec<AnomalyKind>)> = Vec::new();
+        for &k in AnomalyKind::ALL {
+            if k == AnomalyKind::NotLinearizable && model == "lock" && !found.contains(&k) {
+                continue;
+            }
+            match out.last_mut() {
+                Some((check, kinds)) if *check == k.check() => kinds.push(k),
+                _ => out.push((k.check(), vec![k])),
+            }
         }
+        out
     }
 }
 
@@ -103,7 +143,8 @@ impl std::str::FromStr for AnomalyKind {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         AnomalyKind::ALL
-            .into_iter()
+            .iter()
+            .copied()
             .find(|k| k.name() == s)
             .ok_or_else(|| {
                 let names: Vec<_> = AnomalyKind::ALL.iter().map(|k| k.name()).collect();

@@ -9,7 +9,7 @@ use super::sections::Calls;
 use super::summary::{summarize, validity_word, Summary};
 use super::timeline::{self, FaultBand};
 use super::{escape, Input};
-use crate::check::{secs, Anomaly, Validity};
+use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 use std::fmt::Write;
 
 /// Cards beyond this many are summarised in one line: verdict.json has them all.
@@ -82,7 +82,7 @@ pub fn render(input: &Input<'_>) -> String {
     page += &guidance_panel(&analysis.guidance);
     page += &super::library::panel(input.run, analysis.library.as_ref());
     page += &timeline_section(&bands, section_word);
-    page += &cards(&v.anomalies);
+    page += &cards(v);
     page += &analysis_panels(&analysis);
     page += &notes(input);
     let _ = write!(
@@ -269,10 +269,36 @@ fn card(a: &Anomaly) -> String {
     )
 }
 
-fn cards(anomalies: &[Anomaly]) -> String {
+/// The cards' legend: every kind the verdict's model is checked for (the one list
+/// of anomaly kinds), how many of each were found, and what each means.
+fn kinds_legend(v: &Verdict) -> String {
+    let found: Vec<AnomalyKind> = v.anomalies.iter().map(|a| a.kind).collect();
+    let (mut counts, mut meanings) = (Vec::new(), String::new());
+    for (_, kinds) in AnomalyKind::checks(&v.model, &found) {
+        for k in kinds {
+            let n = found.iter().filter(|&&f| f == k).count();
+            counts.push(format!("{} {n}", k.name()));
+            let _ = write!(
+                meanings,
+                "<dt data-kind=\"{}\">{}</dt><dd>{}</dd>",
+                k.name(),
+                k.name(),
+                escape(k.meaning())
+            );
+        }
+    }
+    format!(
+        "<details class=\"kinds\" id=\"lc-kinds\"><summary>Checked for: {}</summary><dl>{meanings}</dl></details>",
+        counts.join(" · ")
+    )
+}
+
+fn cards(v: &Verdict) -> String {
+    let anomalies = &v.anomalies;
     let mut out = format!(
-        "<section id=\"lc-anomalies\"><h2>Anomalies ({}) <span class=\"muted\">— click one to see it on the timeline</span></h2>",
-        anomalies.len()
+        "<section id=\"lc-anomalies\"><h2>Anomalies ({}) <span class=\"muted\">— click one to see it on the timeline</span></h2>{}",
+        anomalies.len(),
+        kinds_legend(v)
     );
     if anomalies.is_empty() {
         out += "<p class=\"muted\">None: no anomaly was found.</p>";

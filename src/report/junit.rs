@@ -1,24 +1,11 @@
-//! JUnit XML for CI: one test case per check, failing with the anomaly sentences.
+//! JUnit XML for CI: one test case per check of the anomaly kinds
+//! ([`AnomalyKind::check`]), failing with the anomaly sentences.
 //! Allowed anomalies are not failures; they are listed in the case's system-out.
 //! A run adds one case for its faults: planned faults that never started fail it
 //! (unless `--allow-missed-faults`), so CI never counts an untested run as a pass.
 
 use super::{escape, MissedFaults};
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
-
-/// The checks a verdict answers, each with the anomaly kinds that fail it.
-const CHECKS: [(&str, &[AnomalyKind]); 7] = [
-    ("mutual exclusion", &[AnomalyKind::DoubleHolder]),
-    ("fencing (stale writes)", &[AnomalyKind::StaleWriteAccepted]),
-    (
-        "tokens",
-        &[AnomalyKind::TokenNotMonotonic, AnomalyKind::DuplicateToken],
-    ),
-    ("releases", &[AnomalyKind::ForeignRelease]),
-    ("lost updates", &[AnomalyKind::LostUpdate]),
-    ("interleaving", &[AnomalyKind::InterleavedWrites]),
-    ("linearizability", &[AnomalyKind::NotLinearizable]),
-];
 
 fn evidence(a: &Anomaly) -> String {
     let ix: Vec<String> = a.indexes.iter().map(u64::to_string).collect();
@@ -50,13 +37,10 @@ pub fn render_run(
 ) -> String {
     let mut cases = String::new();
     let (mut tests, mut failures, mut errors) = (0, 0, 0);
-    // The linearizability case only for models that have it, or where it was found.
-    let checks = CHECKS.iter().filter(|(_, kinds)| {
-        kinds != &[AnomalyKind::NotLinearizable]
-            || verdict.model != "lock"
-            || verdict.anomalies.iter().any(|a| kinds.contains(&a.kind))
-    });
-    for (name, kinds) in checks {
+    // One case per check of the one list of anomaly kinds: a kind that fails the
+    // verdict fails its case, whichever kind it is.
+    let found: Vec<AnomalyKind> = verdict.anomalies.iter().map(|a| a.kind).collect();
+    for (name, kinds) in AnomalyKind::checks(&verdict.model, &found) {
         tests += 1;
         let of = |allowed: bool| -> Vec<&Anomaly> {
             verdict
