@@ -129,6 +129,7 @@ async fn main() -> Result<()> {
                 client: format!("client-{i}"),
                 op_timeout: Duration::from_secs(10),
                 run_dir: dir.path().to_path_buf(),
+                election: false,
             };
             let measured = match AdapterClient::start(spec, kind, &endpoints, &cfg).await {
                 Ok(mut adapter) => cycles(&mut adapter, args.secs).await,

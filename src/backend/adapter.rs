@@ -113,6 +113,12 @@ pub struct Spec {
     /// The run directory: the adapter's `LOCKCHECK_RUN_DIR` (an extension of
     /// client.md v1), for files of its own, and to tell its processes from others'.
     pub run_dir: PathBuf,
+    /// `mode = "election"`: the adapter campaigns (acquire), keeps its leadership's
+    /// lease (renew) and resigns (release) through its library's election recipe.
+    /// Sent in `init` as `"mode"` (an extension of client.md v1); such an adapter
+    /// must list `campaign` in its init reply's ops.
+    #[serde(default)]
+    pub election: bool,
 }
 
 /// What the adapter said about itself in its `init` reply.
@@ -200,6 +206,8 @@ impl AdapterClient {
                     // Extension (client.md v1 + fencing_token): whether the workload
                     // asks for a fencing token, for a library that can give one or not.
                     "fencing_token": self.cfg.fencing_token,
+                    // Extension: whether to take the lock or campaign for leadership.
+                    "mode": if self.spec.election { "election" } else { "lock" },
                 });
                 match self.exchange("init", request, deadline).await {
                     Ok(reply) => match kind_of(&reply) {
@@ -207,6 +215,7 @@ impl AdapterClient {
                             let reply = Value::Object(reply);
                             serde_json::from_value::<Hello>(reply.clone())
                                 .map_err(|e| anyhow!("its init reply {reply}: {e}"))
+                                .and_then(|hello| self.able(hello))
                         }
                         _ => Err(anyhow!(
                             "init: {}",
@@ -235,6 +244,19 @@ impl AdapterClient {
                 })
             }
         }
+    }
+
+    /// An adapter that ignores `"mode": "election"` would take a lock where the
+    /// workload asked for an election: it must say it campaigns.
+    fn able(&self, hello: Hello) -> anyhow::Result<Hello> {
+        if self.spec.election && !hello.supports("campaign") {
+            bail!(
+                "mode = \"election\" needs an adapter that campaigns, and its init reply's ops {:?} \
+                 do not name \"campaign\"",
+                hello.ops
+            );
+        }
+        Ok(hello)
     }
 
     fn spawn(&mut self) -> anyhow::Result<()> {

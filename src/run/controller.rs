@@ -325,6 +325,16 @@ pub enum AskHeld {
     Fence,
 }
 
+/// What a holder does after asking its library ([`Slot::ask_library`]).
+enum Heeded {
+    /// Write (the library said yes, or it is only observed).
+    Go,
+    /// Stop writing: `self_fencing = "library"` and the library did not say yes.
+    Stop,
+    /// The process id was retired meanwhile: the new id holds nothing.
+    Retired,
+}
+
 /// One client slot: a worker process driven through the ops of the workload.
 pub struct Slot {
     index: usize,
@@ -435,6 +445,15 @@ impl Slot {
                 }
             }
             self.announce_holder().await;
+            match self.ask_library(process).await? {
+                Heeded::Retired => return Ok(()),
+                Heeded::Stop => {
+                    // The library says it no longer leads: it resigns, as on a lost lease.
+                    lease_lost = true;
+                    break;
+                }
+                Heeded::Go => {}
+            }
             self.writes += 1;
             let data = format!("{}:{}", self.process, self.writes);
             let acted = self.call(Command::Write { token, data }).await?;
@@ -485,15 +504,10 @@ impl Slot {
                 granted = Instant::now();
                 token = renewed.value.get("token").and_then(Value::as_u64).or(token);
             }
-            if self.shared.ask_held != AskHeld::Never {
-                let held = self.call(Command::Held).await?;
-                if self.process != process || !self.alive {
-                    return Ok(());
-                }
-                let believes = held.value.get("held").and_then(Value::as_bool);
-                if self.shared.ask_held == AskHeld::Fence && believes != Some(true) {
-                    break;
-                }
+            match self.ask_library(process).await? {
+                Heeded::Retired => return Ok(()),
+                Heeded::Stop => break,
+                Heeded::Go => {}
             }
             self.writes += 1;
             let data = format!("{}:{}", self.process, self.writes);
@@ -513,6 +527,27 @@ impl Slot {
         })
         .await?;
         Ok(())
+    }
+
+    /// Before a write or an act: asks the adapter's library whether it still holds
+    /// (when it can tell), recorded as a `held` op, and heeds a no under
+    /// `self_fencing = "library"`.
+    async fn ask_library(&mut self, process: u64) -> Result<Heeded> {
+        if self.shared.ask_held == AskHeld::Never {
+            return Ok(Heeded::Go);
+        }
+        let held = self.call(Command::Held).await?;
+        if self.process != process || !self.alive {
+            return Ok(Heeded::Retired);
+        }
+        let believes = held.value.get("held").and_then(Value::as_bool);
+        Ok(
+            if self.shared.ask_held == AskHeld::Fence && believes != Some(true) {
+                Heeded::Stop
+            } else {
+                Heeded::Go
+            },
+        )
     }
 
     /// Sends one op to the worker and records its invoke and completion.

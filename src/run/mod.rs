@@ -462,6 +462,7 @@ async fn execute(
                 client: client_name(i),
                 op_timeout: w.clients.op_timeout,
                 run_dir: dir.to_path_buf(),
+                election: matches!(w.mode, workload::ClientMode::Election(_)),
             }),
         })
         .collect();

@@ -100,8 +100,6 @@ pub(super) struct RawMode {
     pub critical_section: Option<toml::Spanned<raw::CriticalSection>>,
     pub leader: Option<toml::Spanned<LeaderTable>>,
     pub on_lease_loss: Option<toml::Spanned<OnLeaseLoss>>,
-    /// Whether the workload names an adapter program (`[client]`).
-    pub adapter: bool,
 }
 
 /// Reads the mode and its table, refusing what the other mode's keys ask for, with
@@ -173,14 +171,6 @@ pub(super) fn mode(
                 "{kind} has no leader-election recipe here; election runs on {}",
                 able.join(", ")
             ),
-        ));
-    }
-    if raw.adapter {
-        return Err(at(
-            mode_span,
-            "mode",
-            "an adapter program ([client]) takes locks; elections run on the built-in recipes"
-                .into(),
         ));
     }
     let renew_every = lease.renew_every.unwrap_or(lease.ttl / 3);

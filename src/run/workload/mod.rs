@@ -599,7 +599,6 @@ impl Workload {
                 critical_section: raw.critical_section,
                 leader: raw.leader,
                 on_lease_loss: raw.clients.on_lease_loss,
-                adapter: client.is_some(),
             },
             kind,
             &lease,

@@ -1,0 +1,167 @@
+//! The Go adapters of clients/go (etcd 3.4's `concurrency.Mutex` and `Election`, a
+//! redigo lock) end to end against real servers, built once by `clients/go/build`
+//! from Debian's packages only. A machine without them fails here, naming the
+//! package to install: a lock library that was never run is never "passed".
+//! The protocol's misbehaviour cases (an adapter that dies, goes silent, prints
+//! garbage) are the adapter's language's business nowhere: tests/run_clients.rs
+//! runs them once, for every adapter, through the worker's side of the pipe.
+
+mod run_support;
+use lockcheck::history::{read_jsonl, Op, OpType};
+use run_support::*;
+use std::path::Path;
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Builds the Go adapters (once per test process; the script itself is quick when
+/// nothing changed, and takes a lock against parallel tests), or fails the test with
+/// what the build said (it names the missing Debian package).
+fn go_adapters() {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/go/build");
+        let out = Command::new(&script)
+            .output()
+            .map_err(|e| format!("running {}: {e}", script.display()))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{} failed ({}):\n{}",
+                script.display(),
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    });
+    if let Err(e) = built {
+        panic!("the Go adapters did not build: {e}");
+    }
+}
+
+fn history(r: &Finished) -> Vec<Op> {
+    read_jsonl(&r.run_dir().join("history.jsonl")).unwrap().ops
+}
+
+/// How many times the library said it still held, and how many it said it did not.
+fn held_answers(ops: &[Op]) -> (usize, usize) {
+    let answers = ops.iter().filter(|o| o.f == "held" && o.kind == OpType::Ok);
+    let no = answers.clone().filter(|o| o.value["held"] == false).count();
+    (answers.count() - no, no)
+}
+
+fn assert_library(r: &Finished, prefix: &str) {
+    let library = r.json["client"]["library"].as_str().unwrap_or("");
+    assert!(
+        library.starts_with(prefix),
+        "library {library:?}, not {prefix}"
+    );
+}
+
+/// Every grant carries a token, and successive grants' tokens only grow.
+fn assert_tokens_grow(ops: &[Op]) {
+    let tokens: Vec<u64> = ops
+        .iter()
+        .filter(|o| o.f == "acquire" && o.kind == OpType::Ok)
+        .map(|o| o.value["token"].as_u64().expect("a token with every grant"))
+        .collect();
+    assert!(tokens.len() >= 2, "{tokens:?}");
+    assert!(tokens.windows(2).all(|t| t[0] < t[1]), "{tokens:?}");
+}
+
+/// The paused holder of `unfenced` is deposed and writes anyway (double-holder), its
+/// library said no when asked after the pause, and `fenced` turns its stale writes
+/// away with the adapter's token.
+fn deposed_unfenced_and_fenced(unfenced: &str, fenced: &str, library: &str) {
+    go_adapters();
+    let r = shows_the_break(unfenced, &["double-holder"]);
+    assert_library(&r, library);
+    let (yes, no) = held_answers(&history(&r));
+    assert!(yes > 0 && no > 0, "held said yes {yes}, no {no} times");
+    let r = fenced_is_safe(fenced);
+    assert_library(&r, library);
+    assert_tokens_grow(&history(&r));
+}
+
+/// etcd's Go `concurrency.Mutex`: its session's keep-alive stops with the paused
+/// holder, etcd expires the lease and the next waiter's `Lock` returns; the key's
+/// create revision fences the woken holder's writes.
+#[test]
+fn etcd_go_mutex_is_deposed_by_a_pause_and_its_create_revision_fences() {
+    deposed_unfenced_and_fenced(
+        "clients/etcd-concurrency-mutex-pause-unfenced.toml",
+        "clients/etcd-concurrency-mutex-pause-fenced.toml",
+        "etcd clientv3/concurrency 3.4.23",
+    );
+}
+
+/// A redigo lock (SET NX PX, an INCR'd token in the same script): the key expires
+/// under the paused holder; the token fences it.
+#[test]
+fn redigo_lock_is_deposed_by_a_pause_and_its_incr_token_fences() {
+    deposed_unfenced_and_fenced(
+        "clients/redigo-lock-pause-unfenced.toml",
+        "clients/redigo-lock-pause-fenced.toml",
+        "redigo 1.8.3",
+    );
+}
+
+/// etcd's Go `concurrency.Election` through an adapter in election mode: the paused
+/// leader goes on acting after the next one's Campaign returned (two leaders acting),
+/// and the leader key's create revision fences its acts.
+#[test]
+fn etcd_go_election_paused_leader_acts_with_another_and_its_key_revision_fences() {
+    go_adapters();
+    let r = shows_the_break(
+        "clients/etcd-concurrency-election-pause-unfenced.toml",
+        &["double-holder"],
+    );
+    assert_eq!(r.json["mode"], "election", "{}", r.json);
+    assert_library(&r, "etcd clientv3/concurrency 3.4.23");
+    assert!(r.json["client"]["ops"]
+        .as_array()
+        .is_some_and(|ops| ops.iter().any(|o| o == "campaign")));
+    let ops = history(&r);
+    let (yes, no) = held_answers(&ops);
+    assert!(yes > 0 && no > 0, "Leader() said yes {yes}, no {no} times");
+    let r = fenced_is_safe("clients/etcd-concurrency-election-pause-fenced.toml");
+    assert_tokens_grow(&history(&r));
+}
+
+/// An adapter that does not say it campaigns (the redigo lock has no election) is
+/// refused for `mode = "election"` before anything runs: exit 5, naming `campaign`,
+/// rather than taking a lock where a leadership was asked for.
+#[test]
+fn an_adapter_that_does_not_campaign_is_refused_for_an_election() {
+    go_adapters();
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/go/run");
+    let text = format!(
+        r#"mode = "election"
+duration = "3s"
+resource = "unfenced"
+
+[backend]
+kind = "redis"
+lease = "1s"
+fencing_token = true
+acquire_timeout = "500ms"
+
+[client]
+command = ["{}", "redigo-lock"]
+
+[clients]
+count = 2
+"#,
+        adapter.display()
+    );
+    let w = write_workload(dir.path(), "redigo-election.toml", &text);
+    let running = start_json(&w, &[]);
+    let results = running.results;
+    let out = running.child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(stderr.contains("\"campaign\""), "{stderr}");
+    let left = leftovers(results.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
