@@ -2,9 +2,10 @@
 //! fixtures (a holder paused past its lease, unfenced and fenced) and generated
 //! histories with planted overlaps.
 
+use lockcheck::check::calls::Calls;
 use lockcheck::check::{lock, Limits};
 use lockcheck::history::synth::{generate, SynthConfig};
-use lockcheck::report::{analysis, sections::Calls};
+use lockcheck::report::analysis;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -47,7 +47,7 @@ fn render_fixture(
     assert_eq!(r.body["mode"], "detail", "{name}");
     // The page decoded the embedded columns to what the history says.
     let history = lockcheck::history::read_jsonl(&fixture.join("history.jsonl")).unwrap();
-    let calls = lockcheck::report::sections::Calls::of(&history);
+    let calls = lockcheck::check::calls::Calls::of(&history);
     assert_eq!(n(&r, "calls"), calls.calls.len());
     assert_eq!(n(&r, "sections"), calls.sections.len());
     let last_invoke = history

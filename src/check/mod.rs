@@ -7,10 +7,12 @@
 //!   memoization, P-compositional), generic over a small `Model` trait.
 //! - `models`: the registers, kv and mutex models of Jepsen and Porcupine histories.
 
+pub mod calls;
 pub mod linear;
 pub mod lock;
 pub mod model;
 pub mod models;
+pub mod provoked;
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //! (the zombie window), whether a fencing resource would have stopped them, and which
 //! of the three designs fits what was observed. Pure functions of the history.
 
-use super::sections::{Calls, Outcome};
+use crate::check::calls::{Calls, Outcome};
+use crate::check::provoked::{provoked, Provoked};
 use crate::check::secs;
 use crate::history::{AppliedWrite, History};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -11,6 +12,11 @@ use serde::{Deserialize, Serialize};
 /// Everything the report adds to the verdict. Stored under `analysis` in verdict.json.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Analysis {
+    /// Whether the run exercised the danger (history.md v1.2): provoked, deposed
+    /// but not provoked, fired with nobody deposed, or the fault not seen. Absent
+    /// from a verdict.json written before v1.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provoked: Option<Provoked>,
     pub zombies: ZombieWindows,
     pub fencing: FencingReplay,
     /// Present when the workers checked their own lease deadline (run.self_fencing_margin_ms).
@@ -153,6 +159,7 @@ pub fn analyze(
     let guidance = guidance(&zombies, &fencing, self_fencing.as_ref());
     let library = super::library::belief(history, &zombies);
     Analysis {
+        provoked: Some(provoked(history, calls)),
         library,
         election: None,
         zombies,
@@ -605,8 +612,8 @@ pub fn times(n: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::calls::tests::H;
     use crate::history::error;
-    use crate::report::sections::tests::H;
     use serde_json::json;
 
     /// Process 0 holds token 1, pauses; its lease runs out; process 1 acquires token 2

@@ -7,7 +7,7 @@
 //! a leader stops acting as soon as its lease may be gone.
 
 use super::analysis::{count, times, Analysis, Answer, Guidance, Zombie};
-use super::sections::Calls;
+use crate::check::calls::Calls;
 use crate::check::secs;
 use serde::{Deserialize, Serialize};
 

@@ -5,10 +5,10 @@
 
 use super::analysis::{self, Analysis, Guidance, Zombie};
 use super::election::{self, Leaderships};
-use super::sections::Calls;
 use super::summary::{summarize, validity_word, Summary};
 use super::timeline::{self, FaultBand};
 use super::{escape, Input};
+use crate::check::calls::Calls;
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 use std::fmt::Write;
 
@@ -232,6 +232,18 @@ fn analysis_panels(a: &Analysis) -> String {
         a.fencing.writes,
         a.fencing.tokenless
     );
+    if let Some(p) = &a.provoked {
+        let _ = write!(
+            out,
+            "<h2>Did the run provoke the danger?</h2><p id=\"lc-provoked\" data-class=\"{}\">{} ({} deposed, {} late writes, {} reached the resource; {} fault starts).</p>",
+            p.class.name(),
+            escape(p.class.sentence()),
+            p.deposed,
+            p.late_writes,
+            p.late_writes_reached,
+            p.faults_started
+        );
+    }
     if let Some(s) = &a.self_fencing {
         let _ = write!(
             out,

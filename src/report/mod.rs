@@ -9,7 +9,6 @@ pub mod election;
 pub mod html;
 pub mod junit;
 pub mod library;
-pub mod sections;
 pub mod summary;
 pub mod timeline;
 
@@ -91,12 +90,15 @@ impl Input<'_> {
 
     /// Runs the analyses (zombie windows, fencing replay, guidance).
     pub fn analyze(&self) -> analysis::Analysis {
-        self.analyze_calls(&sections::Calls::of_run(self.history, self.resource))
+        self.analyze_calls(&crate::check::calls::Calls::of_run(
+            self.history,
+            self.resource,
+        ))
     }
 
     /// The analyses over calls already read off the history; an election's in its
     /// own words (leaderships, deposed leaders acting).
-    pub fn analyze_calls(&self, calls: &sections::Calls) -> analysis::Analysis {
+    pub fn analyze_calls(&self, calls: &crate::check::calls::Calls) -> analysis::Analysis {
         let mut a = analysis::analyze(
             self.history,
             calls,

@@ -7,7 +7,7 @@
 (function () {
   const started = performance.now();
   const D = JSON.parse(document.getElementById("lc-data").textContent);
-  // Codes of sections.rs CallKind (acquire, renew, release, write, read, other) and
+  // Codes of check/calls.rs CallKind (acquire, renew, release, write, read, other) and
   // Outcome (ok, fail, stale-token rejected, info, withheld by self-fencing).
   const F_ACQUIRE = 0, F_RENEW = 1, F_WRITE = 3, F_READ = 4;
   const O_OK = 0, O_STALE = 2, O_INFO = 3;

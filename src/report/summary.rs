@@ -1,8 +1,8 @@
 //! The run in figures, and the analyses in words for a terminal.
 
 use super::analysis::Analysis;
-use super::sections::{CallKind, Calls, Outcome};
 use super::timeline::FaultBand;
+use crate::check::calls::{CallKind, Calls, Outcome};
 use crate::check::{secs, Validity};
 use crate::history::History;
 

@@ -2,7 +2,7 @@
 //! call, delta-encoded integers in microseconds) so that a million-op history stays
 //! a few megabytes and the page decodes it into typed arrays without one DOM node per op.
 
-use super::sections::Calls;
+use crate::check::calls::Calls;
 use crate::history::{fault_ops, FaultOps, History, Process};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -320,7 +320,7 @@ pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::sections::tests::H;
+    use crate::check::calls::tests::H;
 
     #[test]
     fn faults_pair_by_family_and_targets() {

@@ -1,8 +1,9 @@
-//! The history as the report sees it: client calls (an invoke and its completion as
+//! The history as its readers see it: client calls (an invoke and its completion as
 //! one thing) and critical sections (acquire ok .. release invoke, as the spec defines
-//! them). The timeline draws these and the analyses measure them.
+//! them), with who deposed whom. The report's timeline draws these, its analyses
+//! measure them, and `provoked` classifies a run by them.
 
-use crate::check::lock::critical_sections;
+use super::lock::critical_sections;
 use crate::history::{error, AppliedWrite, History, OpType, Process};
 use rustc_hash::FxHashMap;
 

@@ -1,0 +1,269 @@
+//! Whether a run *exercised* the danger it was built for (history.md v1.2,
+//! "Deposed holders and provoked runs"): a holder deposed — another process's
+//! acquire completed `ok` while its critical section was still open — and at
+//! least one of its late writes reaching the resource, so that the resource (and
+//! its fence, if any) had to decide. Only such a run is evidence that a fence
+//! holds; a clean run where no deposed holder wrote is not.
+//!
+//! A pure function of the history: the checker, the report and the audit read
+//! the same runs the same way.
+
+use super::calls::{Calls, Outcome};
+use crate::history::{error, fault_ops, History, Process};
+use serde::{Deserialize, Serialize};
+
+/// What a run exercised, most to least.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Provocation {
+    /// A holder was deposed and one of its late writes reached the resource.
+    Provoked,
+    /// A holder was deposed, but none of its late writes reached the resource
+    /// (it wrote nothing more, or withheld its writes itself).
+    DeposedNotProvoked,
+    /// A fault took effect, but no holder was deposed.
+    FiredNobodyDeposed,
+    /// No fault took effect: the history records none started.
+    FaultNotSeen,
+}
+
+impl Provocation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Provocation::Provoked => "provoked",
+            Provocation::DeposedNotProvoked => "deposed-not-provoked",
+            Provocation::FiredNobodyDeposed => "fired-nobody-deposed",
+            Provocation::FaultNotSeen => "fault-not-seen",
+        }
+    }
+
+    /// In words, for a run's report.
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Provocation::Provoked => {
+                "provoked: a deposed holder's late write reached the resource, which had to decide"
+            }
+            Provocation::DeposedNotProvoked => {
+                "deposed, not provoked: a holder was deposed, but none of its later writes reached the resource"
+            }
+            Provocation::FiredNobodyDeposed => {
+                "fired, nobody deposed: the fault took effect, but no holder lost the lock while it held it"
+            }
+            Provocation::FaultNotSeen => {
+                "fault not seen: the history records no fault taking effect"
+            }
+        }
+    }
+
+    /// Whether the fault took effect at all.
+    pub fn fired(self) -> bool {
+        self != Provocation::FaultNotSeen
+    }
+}
+
+/// The run's provocation, with the figures behind it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Provoked {
+    pub class: Provocation,
+    /// Critical sections deposed while still open.
+    pub deposed: usize,
+    /// Writes deposed holders invoked after their deposition.
+    pub late_writes: usize,
+    /// Of those, the ones that reached the resource (`ok`, `stale-token`, `missing-token`).
+    pub late_writes_reached: usize,
+    /// Fault starts the history records (nemesis ops that open a fault).
+    pub faults_started: usize,
+}
+
+/// Whether a late write reached the resource: applied, or refused by the
+/// resource's own fence. A write the client withheld (`self-fenced…`), one that
+/// failed otherwise, or one whose fate is unknown (`info`) did not.
+fn reached(history: &History, calls: &Calls, c: usize) -> bool {
+    let call = &calls.calls[c];
+    match call.outcome {
+        Outcome::Ok | Outcome::StaleRejected => true,
+        Outcome::Fail => call
+            .completion
+            .and_then(|p| history.ops[p].error.as_deref())
+            .is_some_and(|e| e == error::MISSING_TOKEN),
+        Outcome::Info | Outcome::Withheld => false,
+    }
+}
+
+/// The provocation of a run from its history and its calls.
+///
+/// A fault counts as taken effect when the history records its start with at
+/// least one target: every fault records its start only once its act is done (a
+/// client's process group sent SIGSTOP, a killed server's process reaped,
+/// blackhole rules or proxies in place, a clock shifted through the interposer);
+/// a fault that found nothing to hit records nothing, and a clock fault that
+/// reached none of its targets records them under `unreachable`, none under
+/// `targets`. The README's audit section lists each kind's evidence.
+pub fn provoked(history: &History, calls: &Calls) -> Provoked {
+    let faults_started = history
+        .ops
+        .iter()
+        .filter(|o| o.process == Process::Nemesis && fault_ops::started_by(&o.f).is_some())
+        // A start that reached none of its targets (a clock fault every one of
+        // whose targets was out of the interposer's reach) changed nothing.
+        .filter(|o| {
+            o.value
+                .get("targets")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|t| !t.is_empty())
+        })
+        .count();
+    let (mut deposed, mut late_writes, mut late_writes_reached) = (0, 0, 0);
+    for (i, s) in calls.sections.iter().enumerate() {
+        let Some(by) = calls.deposer(i) else {
+            continue;
+        };
+        deposed += 1;
+        // Late: invoked after the successor's acquire completed.
+        let late = s
+            .inside
+            .iter()
+            .copied()
+            .filter(|&c| calls.calls[c].is_write() && calls.calls[c].t0 > by.start);
+        for c in late {
+            late_writes += 1;
+            late_writes_reached += usize::from(reached(history, calls, c));
+        }
+    }
+    let class = if faults_started == 0 {
+        Provocation::FaultNotSeen
+    } else if late_writes_reached > 0 {
+        Provocation::Provoked
+    } else if deposed > 0 {
+        Provocation::DeposedNotProvoked
+    } else {
+        Provocation::FiredNobodyDeposed
+    };
+    Provoked {
+        class,
+        deposed,
+        late_writes,
+        late_writes_reached,
+        faults_started,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::calls::tests::H;
+    use serde_json::json;
+
+    fn class(h: H) -> Provoked {
+        let h = h.history();
+        provoked(&h, &Calls::of(&h))
+    }
+
+    /// Process 0 acquires (token 1) and is paused; process 1 acquires (token 2)
+    /// at 1201 ms while 0 never released.
+    fn deposed() -> H {
+        H::default()
+            .acquire(0, 0, Some(1))
+            .write(10, 0, Some(1), 1)
+            .nemesis(20, "pause", &["client-0"])
+            .inv(1100, 1, "acquire", json!({"lock": "l"}))
+            .ok(1201, 1, "acquire", json!({"token": 2, "lease_ms": 1000}))
+            .write(1300, 1, Some(2), 2)
+            .nemesis(3520, "resume", &["client-0"])
+    }
+
+    #[test]
+    fn a_late_write_the_fence_rejected_provokes_the_run() {
+        let p = class(
+            deposed()
+                .inv(3521, 0, "write", json!({"token": 1, "data": "x"}))
+                .fail(3522, 0, "write", "stale-token"),
+        );
+        assert_eq!(p.class, Provocation::Provoked);
+        assert_eq!((p.deposed, p.late_writes, p.late_writes_reached), (1, 1, 1));
+    }
+
+    #[test]
+    fn a_late_write_applied_or_refused_for_no_token_provokes_the_run() {
+        let p = class(deposed().write(3521, 0, Some(1), 3));
+        assert_eq!(p.class, Provocation::Provoked);
+        let p = class(
+            deposed()
+                .inv(3521, 0, "write", json!({"token": null, "data": "x"}))
+                .fail(3522, 0, "write", "missing-token"),
+        );
+        assert_eq!(p.class, Provocation::Provoked);
+    }
+
+    /// The case the audit must never count for a fence: the deposed holder never
+    /// wrote after the successor's grant, so the fence decided nothing.
+    #[test]
+    fn a_fenced_run_where_the_deposed_holder_never_wrote_after_the_grant_is_not_provoked() {
+        let p = class(deposed().release(3521, 0, Some(1)));
+        assert_eq!(p.class, Provocation::DeposedNotProvoked);
+        assert_eq!((p.deposed, p.late_writes), (1, 0));
+    }
+
+    #[test]
+    fn a_self_fenced_or_failed_late_write_did_not_reach_the_resource() {
+        for err in [error::SELF_FENCED, "connection refused"] {
+            let p = class(
+                deposed()
+                    .inv(3521, 0, "write", json!({"token": 1, "data": "x"}))
+                    .fail(3522, 0, "write", err),
+            );
+            assert_eq!(p.class, Provocation::DeposedNotProvoked, "{err}");
+            assert_eq!((p.late_writes, p.late_writes_reached), (1, 0), "{err}");
+        }
+        // Unknown fate: not known to have reached it.
+        let p = class(deposed().inv(3521, 0, "write", json!({"token": 1, "data": "x"})));
+        assert_eq!(p.class, Provocation::DeposedNotProvoked);
+    }
+
+    /// A write invoked before the successor's grant is not late, whenever it lands.
+    #[test]
+    fn a_write_invoked_before_the_grant_is_not_late() {
+        let p = class(
+            H::default()
+                .acquire(0, 0, Some(1))
+                .nemesis(20, "pause", &["client-0"])
+                .inv(1100, 0, "write", json!({"token": 1, "data": "x"}))
+                .inv(1100, 1, "acquire", json!({"lock": "l"}))
+                .ok(1201, 1, "acquire", json!({"token": 2, "lease_ms": 1000}))
+                .ok(3500, 0, "write", json!({"token": 1, "data": "x", "seq": 1})),
+        );
+        assert_eq!(p.class, Provocation::DeposedNotProvoked);
+        assert_eq!(p.late_writes, 0);
+    }
+
+    #[test]
+    fn a_fault_with_nobody_deposed_fired_and_no_fault_is_not_seen() {
+        let quiet = || {
+            H::default()
+                .acquire(0, 0, Some(1))
+                .write(10, 0, Some(1), 1)
+                .release(20, 0, Some(1))
+                .acquire(30, 1, Some(2))
+                .write(40, 1, Some(2), 2)
+                .release(50, 1, Some(2))
+        };
+        let p = class(quiet().nemesis(60, "kill", &["n1"]));
+        assert_eq!(p.class, Provocation::FiredNobodyDeposed);
+        assert_eq!(p.faults_started, 1);
+        // Only the end of a fault (no start): nothing took effect.
+        let p = class(quiet().nemesis(60, "resume", &["client-0"]));
+        assert_eq!(p.class, Provocation::FaultNotSeen);
+        // A clock fault that reached none of its targets.
+        let p = class(quiet().nemesis(60, "clock-skew", &[]));
+        assert_eq!(p.class, Provocation::FaultNotSeen);
+        let p = class(quiet().nemesis(60, "clock-skew", &["n1"]));
+        assert_eq!(p.class, Provocation::FiredNobodyDeposed);
+        // Deposed without any fault recorded: still not seen, whatever happened.
+        let ops = deposed().write(3521, 0, Some(1), 3).0;
+        let p = class(H(ops
+            .into_iter()
+            .filter(|o| o.process != Process::Nemesis)
+            .collect()));
+        assert_eq!(p.class, Provocation::FaultNotSeen);
+    }
+}
