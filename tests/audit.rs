@@ -1,8 +1,10 @@
 //! `lockcheck audit`: one short audit end to end against real Redis (the known
-//! break flagged, its fenced twin clean, the scorecard files linking each run's
-//! report), Ctrl-C stopping every run in flight, the battery this machine's
-//! binaries give (etcd's Go server takes no live clock fault), and the budget and
-//! usage exits, which start no server.
+//! break flagged at its first run, its fenced twin run to its floor of provoked
+//! runs and clean, the scorecard files linking each run's report, and no safe
+//! word for a `--scenarios` subset), Ctrl-C stopping every run in flight and
+//! leaving a partial scorecard, a budget cut (exit 3, inconclusive, with the
+//! battery this machine's etcd binary gives: no live clock fault on a Go
+//! server), and the usage exits, which start no server.
 
 mod run_support;
 use nix::sys::signal::{kill, Signal};
@@ -37,7 +39,7 @@ fn scenario<'a>(card: &'a Value, name: &str) -> &'a Value {
 }
 
 #[test]
-fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
+fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
     let dir = tempfile::tempdir().unwrap();
     let (code, card, stderr) = audit(
         dir.path(),
@@ -48,18 +50,33 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
             "holder-pause",
             "--runs",
             "1",
+            "--provoked",
+            "2",
             "--jobs",
             "3",
-            "--expect",
-            "safe-with-fencing",
         ],
     );
-    assert_eq!(code, Some(0), "{stderr}\n{card:#}");
-    assert_eq!(card["verdict"], "safe-with-fencing");
+    // A subset of the battery is never a verdict on the lock: exit 3, `partial`.
+    assert_eq!(code, Some(3), "{stderr}\n{card:#}");
+    assert_eq!(card["verdict"], "partial");
+    assert_eq!(card["complete"], false);
+    assert_eq!(card["provoked_floor"], 2);
+    assert!(
+        card["missing"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("--scenarios"),
+        "{card:#}"
+    );
     let unfenced = scenario(&card, "holder-pause-unfenced");
     assert_eq!(
         (unfenced["flagged"].as_u64(), unfenced["counted"].as_u64()),
         (Some(1), Some(1))
+    );
+    assert_eq!(unfenced["stopped"], "broke");
+    assert!(
+        unfenced["counterexample"].as_str().is_some(),
+        "{unfenced:#}"
     );
     assert!(
         unfenced["zombie_window_ms"]["p50"].as_f64().unwrap() > 0.0,
@@ -68,19 +85,40 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
     assert!(unfenced["median_first_anomaly_s"].as_f64().is_some());
     // 1 of 1: the interval is Wilson's [0.21, 1].
     assert!((unfenced["interval_95"]["low"].as_f64().unwrap() - 0.2065).abs() < 1e-3);
+    // The fenced twin ran because the pause broke the lock, until 2 of its runs
+    // were provoked (a deposed holder's late write reached the fenced resource).
     let fenced = scenario(&card, "holder-pause-fenced");
-    assert_eq!(
-        (fenced["flagged"].as_u64(), fenced["counted"].as_u64()),
-        (Some(0), Some(1))
+    assert_eq!(fenced["flagged"], 0, "{fenced:#}");
+    assert_eq!(fenced["stopped"], "floor", "{fenced:#}");
+    let provoked = fenced["provoked"].as_u64().unwrap();
+    assert!(provoked >= 2, "{fenced:#}");
+    let ran = fenced["ran"].as_u64().unwrap();
+    assert!(ran >= provoked && ran <= 6, "{fenced:#}");
+    // 0 failures in n provoked runs: exactly 1 - 0.05^(1/n).
+    let bound = 1.0 - 0.05f64.powf(1.0 / provoked as f64);
+    assert!(
+        (fenced["upper_95"].as_f64().unwrap() - bound).abs() < 1e-9,
+        "{fenced:#}"
     );
     assert_eq!(fenced["stale_writes_accepted"], 0);
     assert!(
         fenced["writes_rejected_by_fence"].as_u64().unwrap() > 0,
         "{fenced:#}"
     );
-    // Progress: each run's end, with the scenario, run k/N, flagged so far, time left.
+    let classes: Vec<&str> = fenced["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["provoked"].as_str())
+        .collect();
+    assert_eq!(
+        classes.iter().filter(|c| **c == "provoked").count() as u64,
+        provoked,
+        "{classes:?}"
+    );
+    // Progress: each run's end, with the scenario, its class, flagged and provoked so far.
     assert!(
-        stderr.contains("holder-pause-unfenced run 1/1: flagged"),
+        stderr.contains("holder-pause-unfenced run 1: flagged"),
         "{stderr}"
     );
     assert!(
@@ -93,7 +131,7 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(audit_dir.join("audit.json")).unwrap())
             .unwrap();
-    assert_eq!(json["verdict"], "safe-with-fencing");
+    assert_eq!(json["verdict"], "partial");
     let junit = std::fs::read_to_string(audit_dir.join("audit.xml")).unwrap();
     let failures = junit.matches("<failure ").count();
     assert!(
@@ -111,7 +149,13 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
         .skip(1)
         .map(|s| s.split('"').next().unwrap())
         .collect();
-    assert_eq!(links.len(), 3, "{html}");
+    let all_runs: u64 = card["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["ran"].as_u64().unwrap())
+        .sum();
+    assert_eq!(links.len() as u64, all_runs, "{html}");
     for link in links {
         assert!(
             link.starts_with("runs/") && link.ends_with("/report.html"),
@@ -123,6 +167,14 @@ fn a_short_redis_audit_flags_the_pause_and_clears_its_fenced_twin() {
         assert!(!run_dir.join("data").exists(), "{}", run_dir.display());
         assert!(run_dir.join("nodes").is_dir(), "{}", run_dir.display());
     }
+    // Each run's report says which class the run was.
+    let first = audit_dir.join(unfenced["runs"][0]["run_dir"].as_str().unwrap());
+    let report = std::fs::read_to_string(first.join("report.html")).unwrap();
+    assert!(
+        report.contains("id=\"lc-provoked\" data-class=\"provoked\""),
+        "{}",
+        first.display()
+    );
     assert!(leftovers(audit_dir).is_empty());
 }
 
@@ -165,21 +217,50 @@ fn ctrl_c_stops_every_run_in_flight() {
     assert!(stderr.contains("interrupted by SIGINT"), "{stderr}");
     let left = leftovers(&results);
     assert!(left.is_empty(), "left behind: {left:?}");
+    // The scorecard so far is written, and claims nothing.
+    let audit_dir = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("audit.json").is_file())
+        .expect("an audit.json");
+    let card: Value =
+        serde_json::from_str(&std::fs::read_to_string(audit_dir.join("audit.json")).unwrap())
+            .unwrap();
+    assert_eq!(card["complete"], false, "{card:#}");
+    assert_ne!(card["verdict"], "safe-with-fencing", "{card:#}");
 }
 
 #[test]
-fn a_budget_too_small_for_any_run_exits_3_and_says_what_was_left_out() {
+fn a_budget_cut_exits_3_with_no_safe_word_and_says_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, card, stderr) = audit(dir.path(), &["--backend", "etcd", "--budget", "1s"]);
+    // Room for the first run (8 s of workload and its servers), not for the audit.
+    let (code, card, stderr) = audit(
+        dir.path(),
+        &["--backend", "etcd", "--budget", "20s", "--jobs", "1"],
+    );
     assert_eq!(code, Some(3), "{stderr}");
-    assert!(stderr.contains("never ran to a verdict"), "{stderr}");
+    assert!(stderr.contains("not complete (exit 3)"), "{stderr}");
     assert_eq!(card["complete"], false);
-    // Not one run checked: nothing is known, and the verdict says so rather than
-    // "no break found".
     assert_eq!(card["verdict"], "inconclusive", "{card}");
-    let left = card["left_out"].as_array().unwrap();
-    assert_eq!(left.len(), card["scenarios"].as_array().unwrap().len());
-    assert_eq!(left[0]["runs"].as_array().unwrap().len(), 10);
+    let missing: Vec<&str> = card["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    assert!(
+        missing
+            .iter()
+            .any(|m| m.contains("cut short (the budget (0m20s) ran out)")),
+        "{missing:?}"
+    );
+    let cut = card["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["stopped"] == "cut-short")
+        .count();
+    assert!(cut > 0, "{card:#}");
     // What this machine's etcd binary allows: no live clock fault on a Go server.
     let na = card["not_applicable"].as_array().unwrap();
     let clock = na
@@ -198,18 +279,30 @@ fn a_budget_too_small_for_any_run_exits_3_and_says_what_was_left_out() {
 }
 
 #[test]
-fn usage_errors_exit_2() {
+fn usage_errors_exit_2_naming_the_flag() {
     let dir = tempfile::tempdir().unwrap();
-    for args in [
-        &["--backend", "nope"][..],
-        &["--backend", "redis", "--runs", "0"],
-        &["--backend", "redis", "--budget", "0s"],
-        &["--backend", "redis", "--jobs", "0"],
-        &["--backend", "redis", "--scenarios", "holder-pause,nope"],
-        &["--backend", "redis", "--expect", "maybe"],
-        &["--backend", "redis", "--scenarios", "leader-isolated"],
+    for (args, flag) in [
+        (&["--backend", "nope"][..], "--backend"),
+        (&["--backend", "redis", "--runs", "0"], "--runs"),
+        (&["--backend", "redis", "--provoked", "0"], "--provoked"),
+        (&["--backend", "redis", "--budget", "0s"], "--budget"),
+        // Shorter than one run of the shortest scenario.
+        (&["--backend", "redis", "--budget", "5s"], "--budget"),
+        (&["--backend", "redis", "--jobs", "0"], "--jobs"),
+        (
+            &["--backend", "redis", "--scenarios", "holder-pause,nope"],
+            "--scenarios",
+        ),
+        (&["--backend", "redis", "--expect", "maybe"], "--expect"),
+        (
+            &["--backend", "redis", "--scenarios", "leader-isolated"],
+            "--scenarios",
+        ),
     ] {
         let (code, _, stderr) = audit(dir.path(), args);
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(flag), "{args:?}: {stderr}");
     }
+    // No audit directory for a usage error.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

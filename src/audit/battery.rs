@@ -101,6 +101,43 @@ impl Recipe {
         }
     }
 
+    /// What the recipe does, and to whom on this backend: one node of three is
+    /// not the same fault as the only server.
+    pub fn describe_for(self, facts: &Facts) -> String {
+        let n = facts.nodes;
+        let whom = match self {
+            Recipe::KillRestart | Recipe::KillRestartWiped if n == 1 => {
+                "the only server: every grant it made is gone with it".to_string()
+            }
+            Recipe::KillRestart | Recipe::KillRestartWiped if facts.elects_leader => {
+                format!("the leader, one node of {n}")
+            }
+            Recipe::KillRestart | Recipe::KillRestartWiped => format!("one node of {n}"),
+            Recipe::ClockJumpMajority | Recipe::ClockRateMajority if n == 1 => {
+                "the only server".to_string()
+            }
+            Recipe::ClockJumpMajority | Recipe::ClockRateMajority => {
+                format!("{} nodes of {n}", n / 2 + 1)
+            }
+            Recipe::LeaderIsolated => format!("the leader, from the other {}", n - 1),
+            Recipe::SlowLinks if n == 1 => "the link to the only server".to_string(),
+            Recipe::SlowLinks => format!("the links to all {n} nodes"),
+            _ => return self.describe().to_string(),
+        };
+        let kept = match self {
+            Recipe::KillRestart => persistence(facts.kind)
+                .map(|p| format!("; {p}"))
+                .unwrap_or_default(),
+            _ => String::new(),
+        };
+        format!(
+            "{} ({} on {}: {whom}{kept})",
+            self.describe(),
+            facts.kind,
+            count_nodes(n)
+        )
+    }
+
     /// A clock fault on the servers: it takes the clock interposer reaching them.
     fn skews_servers(self) -> bool {
         matches!(self, Recipe::ClockJumpMajority | Recipe::ClockRateMajority)
@@ -170,6 +207,28 @@ impl Recipe {
     }
 }
 
+/// What a killed server keeps, as lockcheck's cluster recipes start it: said
+/// where the recipe sets it, so that a restart's losses read right.
+fn persistence(kind: BackendKind) -> Option<&'static str> {
+    match kind {
+        BackendKind::Redis | BackendKind::RedisSentinel | BackendKind::Redlock => Some(
+            "Redis with no AOF and no RDB snapshots (--save \"\" --appendonly no): a killed node restarts empty",
+        ),
+        BackendKind::PostgresLease | BackendKind::PostgresAdvisory => Some(
+            "PostgreSQL with fsync=off: a killed postmaster keeps what the OS has (its WAL is written at every commit)",
+        ),
+        BackendKind::Etcd => Some("etcd fsyncs its log at every commit: a killed member replays it"),
+        _ => None,
+    }
+}
+
+fn count_nodes(n: usize) -> String {
+    match n {
+        1 => "1 server".to_string(),
+        n => format!("{n} nodes"),
+    }
+}
+
 /// What the resource and the holders do about a deposed holder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -213,6 +272,41 @@ impl Scenario {
     pub fn name(&self) -> String {
         format!("{}-{}", self.recipe.name(), self.fencing.name())
     }
+}
+
+/// What a scenario's runs are asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Question {
+    /// Can the recipe break the lock? One flagged run answers it (the run is the
+    /// counterexample): its runs stop at the first.
+    CanItBreak,
+    /// Does the fence (or a self-fencing holder) hold against a recipe that broke
+    /// the lock unfenced? Asked only once that break is seen; only provoked runs
+    /// answer it, up to the floor, and one flagged run answers it no.
+    DoesItHold {
+        /// The battery index of the recipe's unfenced scenario.
+        unfenced: usize,
+    },
+}
+
+/// The question each scenario of `scenarios` asks: a fencing mode of a recipe
+/// that also runs unfenced asks whether it holds; every other scenario (the
+/// unfenced ones, and a holder's clock fault, which has no unfenced scenario:
+/// only a self-fencing holder reads that clock) asks whether it breaks.
+pub fn questions(scenarios: &[Scenario]) -> Vec<Question> {
+    scenarios
+        .iter()
+        .map(|s| {
+            let unfenced = scenarios
+                .iter()
+                .position(|u| u.recipe == s.recipe && u.fencing == Fencing::Unfenced);
+            match unfenced {
+                Some(u) if s.fencing != Fencing::Unfenced => Question::DoesItHold { unfenced: u },
+                _ => Question::CanItBreak,
+            }
+        })
+        .collect()
 }
 
 /// A scenario the battery leaves out for this backend, and why.
@@ -388,7 +482,7 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
     let mut t = format!(
         "# lockcheck audit: {} against {kind}: {}, {}.\n",
         scenario.name(),
-        recipe.describe(),
+        recipe.describe_for(facts),
         fencing.name()
     );
     t += &format!(
@@ -426,6 +520,18 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
         "\n[critical_section]\nhold = \"{hold}\"\nwrites = {writes}\nthink = \"50ms\"\n\n{faults}"
     );
     t
+}
+
+/// The shortest workload of `scenarios`: no audit can run one in less.
+pub fn shortest(scenarios: &[Scenario], facts: &Facts) -> Option<Duration> {
+    scenarios
+        .iter()
+        .filter_map(|&s| {
+            let path = Path::new("scenario.toml");
+            Workload::parse(&workload_text(s, facts), path).ok()
+        })
+        .map(|w| w.duration)
+        .min()
 }
 
 /// Writes each scenario's workload into `dir` and reads it back as `lockcheck run`
@@ -601,6 +707,32 @@ mod tests {
         }
         let b = battery(&Facts::registered(BackendKind::Zookeeper, None, None), None);
         assert!(!refused(&b).contains(&"leader-isolated"));
+    }
+
+    #[test]
+    fn fencing_modes_of_a_recipe_that_runs_unfenced_ask_whether_they_hold() {
+        let b = battery(&Facts::registered(BackendKind::Redis, None, None), None);
+        let q = questions(&b.scenarios);
+        for (s, q) in b.scenarios.iter().zip(&q) {
+            match q {
+                Question::CanItBreak => assert!(
+                    s.fencing == Fencing::Unfenced || s.recipe.skews_holder(),
+                    "{}",
+                    s.name()
+                ),
+                Question::DoesItHold { unfenced } => {
+                    assert_ne!(s.fencing, Fencing::Unfenced);
+                    assert_eq!(b.scenarios[*unfenced].recipe, s.recipe);
+                    assert_eq!(b.scenarios[*unfenced].fencing, Fencing::Unfenced);
+                }
+            }
+        }
+        let clock = b
+            .scenarios
+            .iter()
+            .position(|s| s.name() == "clock-jump-holder-self-fencing")
+            .unwrap();
+        assert_eq!(q[clock], Question::CanItBreak);
     }
 
     #[test]

@@ -1,22 +1,31 @@
-//! The verdict of an audit, from a decision tree over its scenarios' figures:
+//! The verdict of an audit, from a decision tree over its scenarios' figures.
+//! A break needs one run (its directory is the counterexample); a claim that a
+//! fence holds needs its floor of provoked runs (history.md v1.2) with none
+//! flagged, and carries its exact upper bound.
 //!
-//! 1. a fenced scenario flagged (a stale write got past the token check, a token
-//!    went backwards or repeated): **unsafe even with fencing**;
-//! 2. else no run counted at all (every run failed, missed its faults, or the budget
-//!    allowed none): **inconclusive**, never "no break found": a verdict over zero
-//!    runs would read as a clean bill for a lock nothing tested;
-//! 3. else no scenario flagged: **no break found** (within the budget);
-//! 4. else the backend hands out no token: **an efficiency lock only** (two holders
-//!    happen; fine where a duplicate run costs nothing);
-//! 5. else every recipe that broke ran fenced, and no fenced run was flagged: **safe
-//!    with fencing** (a clock fault on the holder breaks self-fencing only: a fenced
-//!    resource never reads the holder's clock, so it needs no fenced run); a recipe that broke but never ran fenced (the budget, errors)
-//!    leaves it at an efficiency lock, and says which.
+//! 1. a fenced scenario flagged: **unsafe even with fencing**, naming what failed
+//!    (tokens reissued or going backwards after the token source lost data, a
+//!    stale write accepted past the fence, two holders' writes interleaved);
+//! 2. else the backend hands out no token: **efficiency lock only**, whatever was
+//!    observed (the evidence says whether a break was seen): nothing lets a
+//!    resource turn a deposed holder away, so it can never be a correctness lock;
+//! 3. else only some recipes were asked for (`--scenarios`): **partial**;
+//! 4. else the audit was cut short (budget, signal), or something the verdict
+//!    would rest on is missing (a "can it break?" scenario with no checked run
+//!    or whose fault never took effect, a fenced twin of a recipe that broke
+//!    below its floor of provoked runs): **inconclusive**, naming what is missing;
+//! 5. else nothing broke: **no break found**;
+//! 6. else every recipe that broke has a fenced twin at its floor with none
+//!    flagged: **safe with fencing** (a clock fault on the holder breaks
+//!    self-fencing only: a fenced resource never reads the holder's clock, so it
+//!    needs no fenced twin). With no fenceable recipe broken, no break found.
 //!
-//! Each verdict comes with its evidence: the lines of the scenarios that decided it.
+//! Cases 1 and 2 stand however the audit ended: a counterexample and a missing
+//! token are facts, not rates. Only a complete audit (no cut, no subset, nothing
+//! missing) exits 0.
 
-use super::battery::Fencing;
-use super::scorecard::ScenarioCard;
+use super::battery::{Fencing, Question, Recipe};
+use super::card::{ScenarioCard, Stopped};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -27,6 +36,7 @@ pub enum AuditVerdict {
     UnsafeEvenWithFencing,
     NoBreakFound,
     Inconclusive,
+    Partial,
 }
 
 impl AuditVerdict {
@@ -37,115 +47,290 @@ impl AuditVerdict {
             AuditVerdict::UnsafeEvenWithFencing => "unsafe-even-with-fencing",
             AuditVerdict::NoBreakFound => "no-break-found",
             AuditVerdict::Inconclusive => "inconclusive",
+            AuditVerdict::Partial => "partial",
         }
     }
 
     pub fn sentence(self) -> &'static str {
         match self {
-            AuditVerdict::EfficiencyLockOnly => "an efficiency lock only: two holders happen; use it where a duplicate run costs nothing",
-            AuditVerdict::SafeWithFencing => "safe with fencing: two holders happen, and no stale write got past the token check",
-            AuditVerdict::UnsafeEvenWithFencing => "unsafe even with fencing: the token check cannot be trusted (a token went backwards or was handed out twice, or a stale write got past it)",
-            AuditVerdict::NoBreakFound => "no break found within the budget",
-            AuditVerdict::Inconclusive => "inconclusive: no run was checked, so nothing is known about this lock",
+            AuditVerdict::EfficiencyLockOnly => "an efficiency lock only: it hands out no fencing token, so nothing turns a deposed holder away; use it where a duplicate run costs nothing",
+            AuditVerdict::SafeWithFencing => "safe with fencing: two holders happen, and in every recipe that broke it the fence held in at least its floor of provoked runs",
+            AuditVerdict::UnsafeEvenWithFencing => "unsafe even with fencing: the token check cannot be trusted",
+            AuditVerdict::NoBreakFound => "no break found within the runs made",
+            AuditVerdict::Inconclusive => "inconclusive: what the verdict would rest on is missing",
+            AuditVerdict::Partial => "partial: only some scenarios were asked for; no verdict on the lock",
         }
     }
 }
 
-/// The verdict over `cards` for a backend that hands out a token (`token`) or not,
-/// and the evidence behind it.
-pub fn decide(backend: &str, token: bool, cards: &[ScenarioCard]) -> (AuditVerdict, Vec<String>) {
-    let flagged = |c: &&ScenarioCard| c.flagged > 0;
-    let fenced_breaks: Vec<String> = cards
+/// What failed when a fenced scenario was flagged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failure {
+    /// Tokens reissued or going backwards after the token source lost data.
+    TokenDurability,
+    /// The resource applied a write whose token was lower than one it had applied.
+    StaleWriteAccepted,
+    /// Two holders' writes interleaved at the resource.
+    InterleavedWrites,
+    /// Another anomaly the fence does not allow (named in the evidence).
+    Other,
+}
+
+impl Failure {
+    fn of(anomaly: &str) -> Failure {
+        match anomaly {
+            "token-not-monotonic" | "duplicate-token" => Failure::TokenDurability,
+            "stale-write-accepted" => Failure::StaleWriteAccepted,
+            "interleaved-writes" => Failure::InterleavedWrites,
+            _ => Failure::Other,
+        }
+    }
+
+    pub fn sentence(self) -> &'static str {
+        match self {
+            Failure::TokenDurability => "tokens were reissued or went backwards: the token source lost what it had handed out",
+            Failure::StaleWriteAccepted => "a stale write was accepted past the fence",
+            Failure::InterleavedWrites => "two holders' writes interleaved at the resource",
+            Failure::Other => "an anomaly the fence does not excuse",
+        }
+    }
+}
+
+/// What the audit was asked, besides its cards.
+#[derive(Debug, Clone)]
+pub struct Asked<'a> {
+    pub backend: &'a str,
+    /// It hands out a fencing token.
+    pub token: bool,
+    /// `--scenarios` narrowed the battery.
+    pub subset: bool,
+    /// Why the audit stopped before it was done (the budget, a signal), if it did.
+    pub cut: Option<String>,
+}
+
+/// The verdict and what stands behind it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub verdict: AuditVerdict,
+    pub sentence: String,
+    pub failures: Vec<Failure>,
+    pub evidence: Vec<String>,
+    /// What a complete verdict lacks: empty only for a complete audit.
+    pub missing: Vec<String>,
+}
+
+/// The verdict over `cards`.
+pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
+    let missing = missing(asked, cards);
+    let decision = |verdict: AuditVerdict, evidence: Vec<String>| Decision {
+        verdict,
+        sentence: verdict.sentence().to_string(),
+        failures: Vec::new(),
+        evidence,
+        missing: missing.clone(),
+    };
+    let fenced_breaks: Vec<&ScenarioCard> = cards
         .iter()
-        .filter(|c| c.fencing == Fencing::Fenced)
-        .filter(flagged)
-        .map(ScenarioCard::evidence)
+        .filter(|c| c.fencing == Fencing::Fenced && c.flagged > 0)
         .collect();
     if !fenced_breaks.is_empty() {
-        return (AuditVerdict::UnsafeEvenWithFencing, fenced_breaks);
+        let mut failures: Vec<Failure> = fenced_breaks
+            .iter()
+            .flat_map(|c| c.anomalies.iter().map(|a| Failure::of(a)))
+            .collect();
+        failures.sort();
+        failures.dedup();
+        let words: Vec<&str> = failures.iter().map(|f| f.sentence()).collect();
+        let mut d = decision(
+            AuditVerdict::UnsafeEvenWithFencing,
+            fenced_breaks.iter().map(|c| c.evidence()).collect(),
+        );
+        d.sentence = format!("{}: {}", d.sentence, words.join("; "));
+        d.failures = failures;
+        return d;
     }
     let breaks: Vec<&ScenarioCard> = cards
         .iter()
-        .filter(|c| c.fencing != Fencing::Fenced)
-        .filter(flagged)
+        .filter(|c| c.question == Question::CanItBreak && c.flagged > 0)
         .collect();
-    if breaks.is_empty() {
-        let counted: usize = cards.iter().map(|c| c.counted).sum();
-        let ran = cards.iter().filter(|c| c.counted > 0).count();
-        if counted == 0 {
-            return (
-                AuditVerdict::Inconclusive,
-                vec![format!(
-                    "0 runs of {} scenarios checked: every run failed, missed its faults or was left out",
-                    cards.len()
-                )],
-            );
-        }
-        return (
-            AuditVerdict::NoBreakFound,
-            vec![format!(
-                "{counted} runs of {ran} scenarios (of {}) checked: none flagged",
-                cards.len()
-            )],
-        );
-    }
     let mut evidence: Vec<String> = breaks.iter().map(|c| c.evidence()).collect();
-    if !token {
-        evidence.push(format!(
-            "{backend} hands out no fencing token: nothing lets the resource turn a deposed holder away"
-        ));
-        return (AuditVerdict::EfficiencyLockOnly, evidence);
-    }
-    let mut recipes: Vec<_> = breaks.iter().map(|c| c.recipe).collect();
-    recipes.sort();
-    recipes.dedup();
-    let mut unshown = Vec::new();
-    for recipe in recipes {
-        if !recipe.fenceable() {
+    if !asked.token {
+        if breaks.is_empty() {
+            let (counted, provoked) = cards
+                .iter()
+                .fold((0, 0), |(n, p), c| (n + c.counted, p + c.provoked));
             evidence.push(format!(
-                "{} breaks self-fencing only: a fenced resource never reads the holder's clock",
-                recipe.name()
+                "no break seen in {counted} checked runs ({provoked} provoked)"
             ));
-            continue;
         }
-        let fenced = cards
+        evidence.push(format!(
+            "{} hands out no fencing token: nothing lets the resource turn a deposed holder away",
+            asked.backend
+        ));
+        return decision(AuditVerdict::EfficiencyLockOnly, evidence);
+    }
+    let twins = cards
+        .iter()
+        .filter(|c| matches!(c.question, Question::DoesItHold { .. }));
+    evidence.extend(twins.filter(|c| c.ran > 0).map(|c| c.evidence()));
+    if asked.subset {
+        return decision(AuditVerdict::Partial, evidence);
+    }
+    if asked.cut.is_some() || !missing.is_empty() {
+        return decision(AuditVerdict::Inconclusive, evidence);
+    }
+    let mut fenceable: Vec<Recipe> = breaks
+        .iter()
+        .map(|c| c.recipe)
+        .filter(|r| r.fenceable())
+        .collect();
+    fenceable.dedup();
+    for c in breaks.iter().filter(|c| !c.recipe.fenceable()) {
+        evidence.push(format!(
+            "{} breaks self-fencing only: a fenced resource never reads the holder's clock",
+            c.recipe.name()
+        ));
+    }
+    if fenceable.is_empty() {
+        evidence.extend(
+            cards
+                .iter()
+                .filter(|c| c.question == Question::CanItBreak && c.flagged == 0)
+                .map(no_break),
+        );
+        return decision(AuditVerdict::NoBreakFound, evidence);
+    }
+    // Every fenceable break's fenced twin held at its floor: `missing` is empty.
+    decision(AuditVerdict::SafeWithFencing, evidence)
+}
+
+/// `slow-links-unfenced: no break in 10 checked runs (4 provoked): break rate ≤ 25.9%`.
+fn no_break(c: &ScenarioCard) -> String {
+    let bound = super::stats::upper_95(0, c.counted)
+        .map(|u| format!(": break rate ≤ {:.1}% (95%, exact)", u * 100.0))
+        .unwrap_or_default();
+    format!(
+        "{}: no break in {} checked runs ({} provoked){bound}",
+        c.scenario, c.counted, c.provoked
+    )
+}
+
+/// What the verdict would rest on and is not there, each with why.
+fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
+    let mut out = Vec::new();
+    if asked.subset {
+        out.push("--scenarios: only some recipes were asked for".to_string());
+    }
+    for c in cards {
+        let cut = || {
+            asked
+                .cut
+                .clone()
+                .unwrap_or_else(|| "the budget ran out".into())
+        };
+        let why = match (c.question, c.stopped) {
+            (_, Stopped::Broke) => None,
+            (_, Stopped::CutShort) => Some(format!(
+                "cut short ({}) after {} runs, {} provoked",
+                cut(),
+                c.ran,
+                c.provoked
+            )),
+            (Question::CanItBreak, _) if c.counted == 0 => {
+                Some(format!("no run checked of {} ran", c.ran))
+            }
+            (Question::CanItBreak, _) if c.fired == 0 => {
+                Some(format!("its fault never took effect in {} runs", c.ran))
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            out.push(format!("{}: {why}", c.scenario));
+        }
+    }
+    // The fenced twin of each fenceable recipe that broke: at its floor, or flagged.
+    let mut broken: Vec<Recipe> = cards
+        .iter()
+        .filter(|c| c.question == Question::CanItBreak && c.flagged > 0)
+        .map(|c| c.recipe)
+        .filter(|r| asked.token && r.fenceable())
+        .collect();
+    broken.dedup();
+    for recipe in broken {
+        let twin = cards
             .iter()
             .find(|c| c.recipe == recipe && c.fencing == Fencing::Fenced);
-        match fenced {
-            Some(c) if c.counted > 0 => evidence.push(c.evidence()),
-            _ => unshown.push(format!("{}-fenced", recipe.name())),
+        match twin {
+            Some(c) if c.held() || c.flagged > 0 || c.stopped == Stopped::CutShort => {}
+            Some(c) => out.push(format!(
+                "{}: {} of its floor of {} provoked runs in {} runs",
+                c.scenario,
+                c.provoked,
+                c.floor.unwrap_or(0),
+                c.ran
+            )),
+            None => out.push(format!(
+                "{}-fenced: not run, yet {} broke the lock unfenced",
+                recipe.name(),
+                recipe.name()
+            )),
         }
     }
-    if unshown.is_empty() {
-        (AuditVerdict::SafeWithFencing, evidence)
-    } else {
-        evidence.push(format!(
-            "fencing not shown to hold: {} did not run to a verdict",
-            unshown.join(", ")
-        ));
-        (AuditVerdict::EfficiencyLockOnly, evidence)
-    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::battery::Recipe;
+    use crate::audit::card::Classes;
     use std::path::PathBuf;
+    use Fencing::{Fenced, SelfFencing, Unfenced};
+    use Recipe::{ClockJumpHolder, HolderPause, KillRestartWiped, SlowLinks};
 
-    fn card(recipe: Recipe, fencing: Fencing, flagged: usize, counted: usize) -> ScenarioCard {
+    /// A card as the scorecard adds it up: `flagged` of `counted`, `provoked` of them.
+    fn card(
+        recipe: Recipe,
+        fencing: Fencing,
+        flagged: usize,
+        counted: usize,
+        provoked: usize,
+    ) -> ScenarioCard {
+        let question = match fencing {
+            Unfenced => Question::CanItBreak,
+            _ if recipe == ClockJumpHolder => Question::CanItBreak,
+            _ => Question::DoesItHold { unfenced: 0 },
+        };
+        let floor = (question != Question::CanItBreak && fencing == Fenced).then_some(20);
+        let stopped = match (flagged, question) {
+            (1.., _) => Stopped::Broke,
+            (_, Question::CanItBreak) => Stopped::RanOut,
+            _ if floor.is_some_and(|f| provoked >= f) => Stopped::Floor,
+            _ => Stopped::Cap,
+        };
         ScenarioCard {
             scenario: format!("{}-{}", recipe.name(), fencing.name()),
             recipe,
             fencing,
+            question,
             description: String::new(),
             workload: PathBuf::new(),
-            runs_planned: 10,
+            stopped,
+            ran: counted,
+            fired: counted,
+            provoked,
+            classes: Classes::default(),
             counted,
             flagged,
             interval_95: None,
+            floor,
+            upper_95: floor.and(super::super::stats::upper_95(flagged, provoked)),
+            counterexample: (flagged > 0).then(|| PathBuf::from("runs/x")),
             anomalies: if flagged > 0 {
-                vec!["double-holder".into()]
+                vec![match fencing {
+                    Fenced => "stale-write-accepted".into(),
+                    _ => "double-holder".into(),
+                }]
             } else {
                 vec![]
             },
@@ -158,111 +343,161 @@ mod tests {
         }
     }
 
-    use Fencing::{Fenced, SelfFencing, Unfenced};
-    use Recipe::{HolderPause, KillRestart, SlowLinks};
-
-    #[test]
-    fn a_fenced_break_is_unsafe_whatever_else() {
-        let cards = [
-            card(HolderPause, Unfenced, 10, 10),
-            card(HolderPause, Fenced, 1, 10),
-            card(SlowLinks, Fenced, 0, 10),
-        ];
-        let (v, ev) = decide("x", true, &cards);
-        assert_eq!(v, AuditVerdict::UnsafeEvenWithFencing);
-        assert_eq!(ev, ["holder-pause-fenced: flagged 1/10 (double-holder)"]);
+    fn asked(token: bool) -> Asked<'static> {
+        Asked {
+            backend: "x",
+            token,
+            subset: false,
+            cut: None,
+        }
     }
 
     #[test]
-    fn nothing_flagged_is_no_break_found() {
+    fn a_fenced_break_is_unsafe_whatever_else_and_names_what_failed() {
+        let mut wiped = card(KillRestartWiped, Fenced, 1, 3, 1);
+        wiped.anomalies = vec!["token-not-monotonic".into()];
         let cards = [
-            card(HolderPause, Unfenced, 0, 10),
-            card(HolderPause, Fenced, 0, 4),
-            card(SlowLinks, Unfenced, 0, 0),
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, Fenced, 1, 4, 2),
+            card(KillRestartWiped, Unfenced, 1, 1, 1),
+            wiped,
+            card(SlowLinks, Unfenced, 0, 10, 0),
         ];
-        let (v, ev) = decide("x", true, &cards);
-        assert_eq!(v, AuditVerdict::NoBreakFound);
-        assert_eq!(ev, ["14 runs of 2 scenarios (of 3) checked: none flagged"]);
-    }
-
-    #[test]
-    fn no_run_checked_is_inconclusive_not_no_break_found() {
-        let cards = [
-            card(HolderPause, Unfenced, 0, 0),
-            card(HolderPause, Fenced, 0, 0),
-        ];
-        let (v, ev) = decide("x", true, &cards);
-        assert_eq!(v, AuditVerdict::Inconclusive);
-        assert_eq!(ev, ["0 runs of 2 scenarios checked: every run failed, missed its faults or was left out"]);
-    }
-
-    #[test]
-    fn a_break_without_a_token_is_an_efficiency_lock() {
-        let cards = [
-            card(HolderPause, Unfenced, 9, 10),
-            card(HolderPause, SelfFencing, 2, 10),
-        ];
-        let (v, ev) = decide("redlock", false, &cards);
-        assert_eq!(v, AuditVerdict::EfficiencyLockOnly);
-        assert_eq!(ev.len(), 3);
-        assert!(
-            ev[2].contains("redlock hands out no fencing token"),
-            "{ev:?}"
-        );
-    }
-
-    #[test]
-    fn breaks_whose_fenced_twins_held_are_safe_with_fencing() {
-        let cards = [
-            card(HolderPause, Unfenced, 10, 10),
-            card(HolderPause, Fenced, 0, 10),
-            card(KillRestart, SelfFencing, 3, 10),
-            card(KillRestart, Fenced, 0, 10),
-            card(SlowLinks, Unfenced, 0, 10),
-        ];
-        let (v, ev) = decide("redis", true, &cards);
-        assert_eq!(v, AuditVerdict::SafeWithFencing);
+        // Even from a cut-short audit: a counterexample is a fact.
+        let mut a = asked(true);
+        a.cut = Some("the budget ran out".into());
+        let d = decide(&a, &cards);
+        assert_eq!(d.verdict, AuditVerdict::UnsafeEvenWithFencing);
         assert_eq!(
-            ev,
-            [
-                "holder-pause-unfenced: flagged 10/10 (double-holder)",
-                "kill-restart-self-fencing: flagged 3/10 (double-holder)",
-                "holder-pause-fenced: flagged 0/10",
-                "kill-restart-fenced: flagged 0/10",
-            ]
+            d.failures,
+            [Failure::TokenDurability, Failure::StaleWriteAccepted]
+        );
+        assert!(d.sentence.contains("token source lost"), "{}", d.sentence);
+        assert_eq!(d.evidence.len(), 2);
+        assert!(d.evidence[0].starts_with("holder-pause-fenced: flagged 1/4 (2 provoked"));
+        assert!(
+            d.evidence[0].contains("counterexample runs/x"),
+            "{:?}",
+            d.evidence
         );
     }
 
     #[test]
-    fn a_holder_clock_break_needs_no_fenced_twin() {
-        let cards = [
-            card(HolderPause, Unfenced, 4, 4),
-            card(HolderPause, Fenced, 0, 4),
-            card(Recipe::ClockJumpHolder, SelfFencing, 4, 4),
+    fn no_token_is_an_efficiency_lock_whatever_was_observed() {
+        let quiet = [card(HolderPause, Unfenced, 0, 10, 6)];
+        let d = decide(&asked(false), &quiet);
+        assert_eq!(d.verdict, AuditVerdict::EfficiencyLockOnly);
+        assert_eq!(
+            d.evidence[0],
+            "no break seen in 10 checked runs (6 provoked)"
+        );
+        assert!(d.evidence[1].contains("x hands out no fencing token"));
+        let broke = [
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, SelfFencing, 1, 3, 1),
         ];
-        let (v, ev) = decide("etcd", true, &cards);
-        assert_eq!(v, AuditVerdict::SafeWithFencing, "{ev:?}");
-        assert!(ev
-            .last()
-            .unwrap()
-            .contains("clock-jump-holder breaks self-fencing only"));
+        let d = decide(&asked(false), &broke);
+        assert_eq!(d.verdict, AuditVerdict::EfficiencyLockOnly);
+        assert!(d.evidence[0].starts_with("holder-pause-unfenced: flagged 1/1"));
     }
 
     #[test]
-    fn a_break_whose_fenced_twin_never_ran_is_not_called_safe() {
+    fn breaks_whose_fenced_twins_held_at_their_floor_are_safe_with_fencing() {
         let cards = [
-            card(HolderPause, Unfenced, 10, 10),
-            card(HolderPause, Fenced, 0, 10),
-            card(KillRestart, Unfenced, 4, 10),
-            card(KillRestart, Fenced, 0, 0),
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, Fenced, 0, 24, 20),
+            card(HolderPause, SelfFencing, 0, 10, 0),
+            card(SlowLinks, Unfenced, 0, 10, 0),
+            card(ClockJumpHolder, SelfFencing, 1, 2, 1),
         ];
-        let (v, ev) = decide("redis", true, &cards);
-        assert_eq!(v, AuditVerdict::EfficiencyLockOnly);
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::SafeWithFencing, "{d:?}");
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
         assert!(
-            ev.last()
-                .unwrap()
-                .contains("kill-restart-fenced did not run"),
-            "{ev:?}"
+            d.evidence.iter().any(|e| e
+                .starts_with("holder-pause-fenced: flagged 0/24 (20 provoked")
+                && e.contains("failure rate ≤ 13.9%")),
+            "{:?}",
+            d.evidence
+        );
+        assert!(d
+            .evidence
+            .iter()
+            .any(|e| e.contains("clock-jump-holder breaks self-fencing only")));
+    }
+
+    /// The nats case: a fenced twin whose runs never provoked the danger
+    /// supports nothing, however many of them were clean.
+    #[test]
+    fn a_fenced_twin_below_its_floor_of_provoked_runs_is_inconclusive() {
+        for provoked in [0, 19] {
+            let cards = [
+                card(HolderPause, Unfenced, 1, 1, 1),
+                card(HolderPause, Fenced, 0, 60, provoked),
+            ];
+            let d = decide(&asked(true), &cards);
+            assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{provoked}");
+            assert_eq!(
+                d.missing,
+                [format!(
+                    "holder-pause-fenced: {provoked} of its floor of 20 provoked runs in 60 runs"
+                )]
+            );
+        }
+    }
+
+    #[test]
+    fn a_cut_or_a_subset_never_gets_a_safe_word() {
+        let cards = [
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, Fenced, 0, 24, 20),
+        ];
+        let mut a = asked(true);
+        a.subset = true;
+        let d = decide(&a, &cards);
+        assert_eq!(d.verdict, AuditVerdict::Partial);
+        assert_eq!(d.missing, ["--scenarios: only some recipes were asked for"]);
+        let mut cut = cards.clone();
+        cut[1].stopped = Stopped::CutShort;
+        let mut a = asked(true);
+        a.cut = Some("the budget (2m00s) ran out".into());
+        let d = decide(&a, &cut);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive);
+        assert_eq!(
+            d.missing,
+            ["holder-pause-fenced: cut short (the budget (2m00s) ran out) after 24 runs, 20 provoked"]
+        );
+    }
+
+    #[test]
+    fn nothing_flagged_is_no_break_found_with_its_bound() {
+        let cards = [card(HolderPause, Unfenced, 0, 10, 7), {
+            let mut c = card(HolderPause, Fenced, 0, 0, 0);
+            c.stopped = Stopped::NotAsked;
+            c.ran = 0;
+            c
+        }];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::NoBreakFound, "{d:?}");
+        assert_eq!(
+            d.evidence,
+            ["holder-pause-unfenced: no break in 10 checked runs (7 provoked): break rate ≤ 25.9% (95%, exact)"]
+        );
+    }
+
+    #[test]
+    fn a_scenario_with_no_run_checked_or_no_fault_taking_effect_is_missing() {
+        let mut unseen = card(SlowLinks, Unfenced, 0, 10, 0);
+        unseen.fired = 0;
+        let cards = [card(HolderPause, Unfenced, 0, 0, 0), unseen];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive);
+        assert_eq!(
+            d.missing,
+            [
+                "holder-pause-unfenced: no run checked of 0 ran",
+                "slow-links-unfenced: its fault never took effect in 10 runs"
+            ]
         );
     }
 }

@@ -13,8 +13,11 @@
 //! the audit dies first.
 
 use super::battery::ScenarioWorkload;
-use crate::check::Validity;
+use super::plan::{Plan, Tally, Want, Why};
+use crate::check::provoked::Provocation;
+use crate::check::{AnomalyKind, Validity};
 use crate::report::RunDir;
+use crate::resource::Fence;
 use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
 use serde::Serialize;
@@ -68,10 +71,16 @@ pub struct RunRecord {
     /// Each deposed holder's zombie window (another acquired while it still
     /// believed it held), in ms.
     pub zombie_windows_ms: Vec<f64>,
-    /// Applied writes that carried a token lower than one applied before them (the
-    /// fence's replay); without tokens, applied writes of deposed holders.
+    /// Fenced: stale writes the resource applied (the checker's
+    /// `stale-write-accepted`). Unfenced: applied writes that carried a token
+    /// lower than one applied before them (the fence's replay); without tokens,
+    /// applied writes of deposed holders.
     pub stale_writes_accepted: usize,
     pub writes_rejected_by_fence: u64,
+    /// What the run exercised (history.md v1.2), from its history; none for a run
+    /// that left no history to read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provoked: Option<Provocation>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -89,6 +98,7 @@ impl RunRecord {
             zombie_windows_ms: Vec::new(),
             stale_writes_accepted: 0,
             writes_rejected_by_fence: 0,
+            provoked: None,
             error: Some(error),
         }
     }
@@ -115,7 +125,17 @@ impl RunRecord {
             .with_context(|| format!("reading back {}", report.run_dir.display()))?;
         let title = dir.title();
         let analysis = dir.input(&title, &report.verdict).analyze();
-        let stale = if analysis.fencing.applicable {
+        // With the resource's fence on, what got past it is what the checker found
+        // applied out of order; replaying the resource's log through the same
+        // fence would give 0 by construction.
+        let stale = if report.fence != Fence::Off {
+            report
+                .verdict
+                .anomalies
+                .iter()
+                .filter(|a| a.kind == AnomalyKind::StaleWriteAccepted)
+                .count()
+        } else if analysis.fencing.applicable {
             analysis.fencing.would_reject.len()
         } else {
             analysis.zombies.writes_accepted_after
@@ -136,6 +156,7 @@ impl RunRecord {
                 .collect(),
             stale_writes_accepted: stale,
             writes_rejected_by_fence: report.figures.writes_rejected_by_fence,
+            provoked: analysis.provoked.map(|p| p.class),
             error: report.faults.unseen.clone(),
         })
     }
@@ -148,7 +169,8 @@ pub struct Options {
     pub exe: PathBuf,
     /// Where the runs' directories go.
     pub results: PathBuf,
-    pub runs: u32,
+    /// Which run to start next, and when a scenario is done.
+    pub plan: Plan,
     pub first_seed: u64,
     pub jobs: usize,
     pub budget: Duration,
@@ -161,16 +183,6 @@ pub struct Slot {
     pub run: u32,
 }
 
-/// The order runs start in: round by round, every scenario's first run before any
-/// scenario's second, so that a budget that runs out leaves each scenario with as
-/// many runs as the others, give or take one, and every scenario run once if at all
-/// possible.
-pub fn order(scenarios: usize, runs: u32) -> Vec<Slot> {
-    (1..=runs)
-        .flat_map(|run| (0..scenarios).map(move |scenario| Slot { scenario, run }))
-        .collect()
-}
-
 /// What a run costs on top of its workload's duration (servers starting and
 /// stopping, the check, the report), as measured on the runs that ended: before
 /// any did, `FIRST_GUESS`.
@@ -181,7 +193,7 @@ pub struct Overhead {
 
 /// The overhead assumed before any run has ended: a local cluster of three starts
 /// and stops in 2-4 s here, the check and report take 1 s.
-const FIRST_GUESS: Duration = Duration::from_secs(5);
+pub const FIRST_GUESS: Duration = Duration::from_secs(5);
 
 impl Overhead {
     pub fn record(&mut self, wall: Duration, duration: Duration) {
@@ -210,6 +222,8 @@ pub enum Event<'a> {
     /// The battery is written out and about to run.
     Planned {
         scenarios: usize,
+        /// Runs at most (every "can it break?" scenario to `--runs` without a
+        /// break, every twin to its cap).
         runs: usize,
         jobs: usize,
         dir: &'a Path,
@@ -222,44 +236,83 @@ pub enum Event<'a> {
         scenario: &'a str,
         slot: Slot,
         record: &'a RunRecord,
-        /// This scenario's runs so far: flagged, of those that count.
+        /// This scenario's runs so far: flagged, provoked, and those that count.
         flagged: usize,
+        provoked: usize,
         counted: usize,
-        /// Runs ended so far, of all the audit's.
+        /// Runs ended so far.
         done: usize,
-        total: usize,
     },
 }
 
-/// What the runs gave: each scenario's records (by battery index), and the
-/// slots the budget left out.
+/// How a scenario's runs ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// Its question was answered or not asked.
+    Done(Why),
+    /// It wanted more runs when the budget ran out or a signal stopped the audit.
+    CutShort,
+}
+
+/// What the runs gave: each scenario's records and how it ended (by battery index).
 #[derive(Debug, Clone, Default)]
 pub struct Executed {
     pub records: Vec<Vec<RunRecord>>,
-    pub left_out: Vec<Slot>,
+    pub endings: Vec<Ending>,
     pub elapsed: Duration,
     /// A signal stopped the audit: the runs in flight were stopped, none after started.
     pub interrupted: Option<&'static str>,
 }
 
-/// Runs the battery's scenarios, calling `progress` on each start and end, and
-/// `left(elapsed)` to say the time left.
+impl Executed {
+    /// How each scenario stands: done, or cut short if it still wants runs.
+    fn endings(&self, plan: &Plan, in_flight: &[u32]) -> Vec<Ending> {
+        let tallies: Vec<Tally> = (0..self.records.len())
+            .map(|i| self.tally(i, in_flight[i]))
+            .collect();
+        (0..tallies.len())
+            .map(|i| match plan.want(i, &tallies) {
+                Want::Done(why) => Ending::Done(why),
+                Want::Start | Want::Wait => Ending::CutShort,
+            })
+            .collect()
+    }
+
+    fn tally(&self, i: usize, in_flight: u32) -> Tally {
+        let r = &self.records[i];
+        Tally {
+            started: r.len() as u32 + in_flight,
+            in_flight,
+            flagged: r.iter().filter(|r| r.outcome == Outcome::Flagged).count() as u32,
+            provoked: r
+                .iter()
+                .filter(|r| r.outcome.counts() && r.provoked == Some(Provocation::Provoked))
+                .count() as u32,
+        }
+    }
+}
+
+/// Runs the battery's scenarios as `opts.plan` asks, calling `progress` on each
+/// start and end with the budget's time left, and `checkpoint` after each end
+/// with what the runs gave so far (the runs in flight counted as cut short).
 pub fn execute(
     battery: &[ScenarioWorkload],
     opts: &Options,
     progress: &mut dyn FnMut(Event<'_>, Duration),
+    checkpoint: &mut dyn FnMut(&Executed),
 ) -> Result<Executed> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(execute_async(battery, opts, progress))
+    runtime.block_on(execute_async(battery, opts, progress, checkpoint))
 }
 
 async fn execute_async(
     battery: &[ScenarioWorkload],
     opts: &Options,
     progress: &mut dyn FnMut(Event<'_>, Duration),
+    checkpoint: &mut dyn FnMut(&Executed),
 ) -> Result<Executed> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut int = signal(SignalKind::interrupt())?;
@@ -272,29 +325,36 @@ async fn execute_async(
         ..Executed::default()
     };
     let mut overhead = Overhead::default();
-    let slots = order(battery.len(), opts.runs);
-    let total = slots.len();
+    let mut in_flight = vec![0u32; battery.len()];
+    // Scenarios the budget has no room for (with nothing running to show the
+    // overhead is smaller): no run of theirs starts again.
+    let mut barred = vec![false; battery.len()];
     let mut done = 0usize;
-    let mut pending = slots.into_iter().peekable();
     let mut running = tokio::task::JoinSet::new();
     let mut pids: HashMap<tokio::task::Id, u32> = HashMap::new();
     loop {
         while running.len() < opts.jobs && out.interrupted.is_none() {
-            let Some(slot) = pending.peek().copied() else {
+            let tallies: Vec<Tally> = (0..battery.len())
+                .map(|i| out.tally(i, in_flight[i]))
+                .collect();
+            let Some(i) = opts.plan.next(&tallies, &barred) else {
                 break;
             };
-            let s = &battery[slot.scenario];
+            let s = &battery[i];
             if !overhead.fits(started.elapsed(), s.duration(), opts.budget) {
                 // Runs already going may show the overhead is smaller: wait for them;
-                // with none going, a shorter scenario further on may still fit.
+                // with none going, a shorter scenario may still fit.
                 if !running.is_empty() {
                     break;
                 }
-                out.left_out.push(slot);
-                pending.next();
+                barred[i] = true;
                 continue;
             }
-            pending.next();
+            let slot = Slot {
+                scenario: i,
+                run: tallies[i].started + 1,
+            };
+            in_flight[i] += 1;
             let seed = opts.first_seed.wrapping_add(u64::from(slot.run) - 1);
             let mut child = spawn(&opts.exe, &s.workload.path, seed, &opts.results)?;
             let pid = child.id();
@@ -309,7 +369,7 @@ async fn execute_async(
             }
             progress(
                 Event::Started {
-                    scenario: &names[slot.scenario],
+                    scenario: &names[i],
                     slot,
                 },
                 opts.budget.saturating_sub(started.elapsed()),
@@ -327,37 +387,45 @@ async fn execute_async(
                 overhead.record(wall, duration);
                 done += 1;
                 let record = read_back(slot.run, seed, wall, output).await;
-                let mine = &mut out.records[slot.scenario];
-                mine.push(record);
-                let counted = mine.iter().filter(|r| r.outcome.counts()).count();
-                let flagged = mine.iter().filter(|r| r.outcome == Outcome::Flagged).count();
+                in_flight[slot.scenario] -= 1;
+                out.records[slot.scenario].push(record);
+                let t = out.tally(slot.scenario, 0);
+                let mine = &out.records[slot.scenario];
                 progress(
                     Event::Ended {
                         scenario: &names[slot.scenario],
                         slot,
                         record: mine.last().expect("just pushed"),
-                        flagged,
-                        counted,
+                        flagged: t.flagged as usize,
+                        provoked: t.provoked as usize,
+                        counted: mine.iter().filter(|r| r.outcome.counts()).count(),
                         done,
-                        total,
                     },
                     opts.budget.saturating_sub(started.elapsed()),
                 );
+                let mut so_far = out.clone();
+                so_far.endings = out.endings(&opts.plan, &in_flight);
+                so_far.interrupted = Some(UNFINISHED);
+                so_far.elapsed = started.elapsed();
+                checkpoint(&so_far);
             }
             _ = int.recv() => stop(&mut out, &pids, "SIGINT"),
             _ = term.recv() => stop(&mut out, &pids, "SIGTERM"),
             _ = hup.recv() => stop(&mut out, &pids, "SIGHUP"),
         }
     }
-    if out.interrupted.is_some() {
-        out.left_out.extend(pending);
-    }
+    out.endings = out.endings(&opts.plan, &in_flight);
     for records in &mut out.records {
         records.sort_by_key(|r| r.run);
     }
     out.elapsed = started.elapsed();
     Ok(out)
 }
+
+/// What a scorecard written while the audit runs says stopped it: should the
+/// audit die before its end (SIGKILL, a crash), this is what is left.
+pub const UNFINISHED: &str =
+    "the audit's end never came (this scorecard was written after the last run that ended)";
 
 /// A signal: every run in flight is sent SIGTERM (each undoes its faults and
 /// stops its servers) and awaited; no run starts after.
@@ -465,14 +533,6 @@ async fn read_back(run: u32, seed: u64, wall: Duration, output: Output) -> RunRe
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn runs_go_round_by_round() {
-        let o = order(3, 2);
-        let pairs: Vec<(usize, u32)> = o.iter().map(|s| (s.scenario, s.run)).collect();
-        assert_eq!(pairs, [(0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2)]);
-        assert!(order(0, 5).is_empty());
-    }
 
     #[test]
     fn a_run_starts_only_if_it_ends_within_the_budget() {

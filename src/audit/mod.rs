@@ -1,16 +1,22 @@
 //! `lockcheck audit`: the battery of scenarios that applies to one backend
-//! (`battery`), each run `--runs` times with distinct seeds as child `lockcheck
-//! run` processes, several at once, within a budget (`execute`), added up into a
-//! scorecard (`scorecard`, `stats`) with a verdict from a decision tree
-//! (`decide`), shown in the terminal, as JUnit and as audit.html (`render`).
+//! (`battery`), run as child `lockcheck run` processes with distinct seeds,
+//! several at once, within a budget (`execute`), sequential and targeted
+//! (`plan`: a "can it break?" scenario stops at its first counterexample, a
+//! fenced twin runs only for a recipe that broke, up to its floor of provoked
+//! runs), each run classified from its history (`check::provoked`), added up
+//! (`card`, `stats`) into a scorecard (`scorecard`) with a verdict from a
+//! decision tree (`decide`), shown in the terminal, as JUnit and as audit.html
+//! (`render`).
 //!
 //! The audit's directory (`results/audit-<backend>-<UTC stamp>/`) holds the
 //! scenarios' workloads (`scenarios/*.toml`), the run directories (`runs/`), and
 //! `audit.json`, `audit.xml`, `audit.html`.
 
 pub mod battery;
+pub mod card;
 pub mod decide;
 pub mod execute;
+pub mod plan;
 pub mod render;
 pub mod scorecard;
 pub mod stats;
@@ -18,8 +24,9 @@ pub mod stats;
 use crate::backend::BackendKind;
 use crate::exit::Exit;
 use anyhow::{Context, Result};
-use battery::{Facts, Recipe};
+use battery::{Facts, Fencing, Recipe};
 use execute::Event;
+use plan::Plan;
 use scorecard::{Scorecard, Setting};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,7 +43,10 @@ pub struct Options {
     pub client: Option<Vec<String>>,
     /// Only these recipes (`--scenarios`), else all that apply.
     pub recipes: Option<Vec<Recipe>>,
+    /// Runs of a "can it break?" scenario at most.
     pub runs: u32,
+    /// Provoked runs each fenced twin needs (`--provoked`).
+    pub provoked: u32,
     pub first_seed: u64,
     pub jobs: usize,
     pub budget: Duration,
@@ -58,10 +68,21 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
             .map(|n| format!("{}: {}", n.scenario, n.why))
             .collect();
         return Err(Exit::usage(format!(
-            "no scenario asked for applies to {}: {}",
+            "--scenarios: none asked for applies to {}: {}",
             opts.backend,
             why.join("; ")
         )));
+    }
+    if let Some(shortest) = battery::shortest(&battery.scenarios, &facts) {
+        let one_run = shortest + execute::FIRST_GUESS;
+        if opts.budget < one_run {
+            return Err(Exit::usage(format!(
+                "--budget {}: shorter than one run ({} of workload and about {} to start and stop its servers)",
+                stats::minutes(opts.budget.as_secs_f64()),
+                stats::minutes(shortest.as_secs_f64()),
+                stats::minutes(execute::FIRST_GUESS.as_secs_f64())
+            )));
+        }
     }
     let dir = crate::run::new_run_dir(&opts.results, &format!("audit-{}", opts.backend))
         .map_err(Exit::environment)?;
@@ -69,47 +90,68 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
         .canonicalize()
         .with_context(|| format!("resolving {}", dir.display()))?;
     let workloads = battery::write_workloads(&battery.scenarios, &facts, &dir.join("scenarios"))?;
+    let questions = battery::questions(&battery.scenarios);
+    let fenced: Vec<bool> = battery
+        .scenarios
+        .iter()
+        .map(|s| s.fencing == Fencing::Fenced)
+        .collect();
+    let plan = Plan::new(questions.clone(), &fenced, opts.runs, opts.provoked);
     progress(
         Event::Planned {
             scenarios: workloads.len(),
-            runs: workloads.len() * opts.runs as usize,
+            runs: plan.caps.iter().map(|&c| c as usize).sum(),
             jobs: opts.jobs,
             dir: &dir,
         },
         opts.budget,
     );
+    let setting = |executed: execute::Executed| {
+        Scorecard::of(
+            Setting {
+                facts: &facts,
+                battery: &battery,
+                workloads: &workloads,
+                questions: &questions,
+                subset: opts.recipes.is_some(),
+                runs: opts.runs,
+                floor: opts.provoked,
+                jobs: opts.jobs,
+                budget_s: opts.budget.as_secs_f64(),
+                dir: dir.clone(),
+            },
+            executed,
+        )
+    };
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    let write_all = |card: &Scorecard| -> Result<()> {
+        write(JSON_FILE, serde_json::to_string_pretty(card)? + "\n")?;
+        write(JUNIT_FILE, render::junit(card))?;
+        write(HTML_FILE, render::html(card))
+    };
+    // After each run: an audit killed midway leaves its partial scorecard.
+    let mut checkpoint = |so_far: &execute::Executed| {
+        if let Err(e) = write_all(&setting(so_far.clone())) {
+            eprintln!("lockcheck audit: {e:#}");
+        }
+    };
     let executed = execute::execute(
         &workloads,
         &execute::Options {
             exe: opts.exe.clone(),
             results: dir.join("runs"),
-            runs: opts.runs,
+            plan,
             first_seed: opts.first_seed,
             jobs: opts.jobs,
             budget: opts.budget,
         },
         progress,
+        &mut checkpoint,
     )?;
-    let card = Scorecard::of(
-        Setting {
-            backend: opts.backend.name().to_string(),
-            token: facts.token,
-            client: opts.client.clone(),
-            battery: &battery,
-            workloads: &workloads,
-            runs: opts.runs,
-            jobs: opts.jobs,
-            budget_s: opts.budget.as_secs_f64(),
-            dir: dir.clone(),
-        },
-        executed,
-    );
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
-    write(JSON_FILE, serde_json::to_string_pretty(&card)? + "\n")?;
-    write(JUNIT_FILE, render::junit(&card))?;
-    write(HTML_FILE, render::html(&card))?;
+    let card = setting(executed);
+    write_all(&card)?;
     Ok(card)
 }

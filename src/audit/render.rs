@@ -2,7 +2,9 @@
 //! case per scenario) and audit.html, one self-contained page (inline CSS, no
 //! script, no network) linking every run's report.html.
 
-use super::scorecard::{ScenarioCard, Scorecard};
+use super::card::{ScenarioCard, Stopped};
+use super::scorecard::Scorecard;
+pub use super::stats::minutes;
 use crate::report::escape;
 use std::fmt::Write;
 use std::path::Path;
@@ -27,10 +29,55 @@ fn zombie(c: &ScenarioCard) -> String {
     })
 }
 
-/// `14m05s`.
-pub fn minutes(s: f64) -> String {
-    let s = s.max(0.0).round() as u64;
-    format!("{}m{:02}s", s / 60, s % 60)
+/// `20 / 24 / 24`: provoked, fired, ran.
+fn exercised(c: &ScenarioCard) -> String {
+    format!("{} / {} / {}", c.provoked, c.fired, c.ran)
+}
+
+/// A twin's exact bound (`≤ 13.9%`), its floor where it has one, else `-`.
+fn bound(c: &ScenarioCard) -> String {
+    match (c.upper_95, c.floor) {
+        (Some(u), Some(f)) => format!("≤ {:.1}% (floor {f})", u * 100.0),
+        (Some(u), None) => format!("≤ {:.1}%", u * 100.0),
+        (None, Some(f)) => format!("- (floor {f})"),
+        (None, None) => "-".into(),
+    }
+}
+
+fn stopped(c: &ScenarioCard) -> &'static str {
+    match c.stopped {
+        Stopped::Broke => "broke",
+        Stopped::RanOut => "ran its runs",
+        Stopped::Floor => "floor reached",
+        Stopped::Cap => "below floor",
+        Stopped::NotAsked => "not asked",
+        Stopped::CutShort => "cut short",
+    }
+}
+
+/// Rows padded to their columns' widths, the first left-aligned.
+fn aligned(rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..rows[0].len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let padded: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, &w))| {
+                let pad = " ".repeat(w - c.chars().count());
+                if i == 0 {
+                    format!("{c}{pad}")
+                } else {
+                    format!("{pad}{c}")
+                }
+            })
+            .collect();
+        let _ = writeln!(out, "{}", padded.join("  ").trim_end());
+    }
+    out
 }
 
 /// The scorecard for the terminal.
@@ -42,9 +89,10 @@ pub fn table(card: &Scorecard) -> String {
         .map_or("its built-in client".to_string(), |c| c.join(" "));
     let _ = writeln!(
         out,
-        "lockcheck audit: {} ({client}), {} runs per scenario, {} at once, {} of {}",
+        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin, {} at once, {} of {}",
         card.backend,
         card.runs_per_scenario,
+        card.provoked_floor,
         card.jobs,
         minutes(card.elapsed_s),
         minutes(card.budget_s)
@@ -52,61 +100,42 @@ pub fn table(card: &Scorecard) -> String {
     let head = [
         "scenario",
         "flagged",
-        "95% interval",
+        "provoked / fired / ran",
+        "holds: rate bound",
+        "stopped",
         "1st anomaly",
         "zombie p50 / p99",
         "stale accepted",
         "fence rejected",
     ];
-    let rows: Vec<[String; 7]> = card
-        .scenarios
-        .iter()
-        .map(|c| {
-            let (k, i) = rate(c);
-            [
-                c.scenario.clone(),
-                k,
-                i,
-                seconds(c.median_first_anomaly_s),
-                zombie(c),
-                c.stale_writes_accepted.to_string(),
-                c.writes_rejected_by_fence.to_string(),
-            ]
-        })
-        .collect();
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain([head[i].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..head.len()).map(width).collect();
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(i, (c, &w))| {
-                if i == 0 {
-                    format!("{c:<w$}")
-                } else {
-                    format!("{c:>w$}")
-                }
-            })
-            .collect();
-        padded.join("  ").trim_end().to_string()
-    };
-    let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
-    let _ = writeln!(out, "{}", line(&head));
-    for r in &rows {
-        let _ = writeln!(out, "{}", line(r));
-    }
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|h| h.to_string()).collect()];
+    rows.extend(card.scenarios.iter().map(|c| {
+        vec![
+            c.scenario.clone(),
+            rate(c).0,
+            exercised(c),
+            bound(c),
+            stopped(c).to_string(),
+            seconds(c.median_first_anomaly_s),
+            zombie(c),
+            c.stale_writes_accepted.to_string(),
+            c.writes_rejected_by_fence.to_string(),
+        ]
+    }));
+    out += &aligned(&rows);
     for c in card.scenarios.iter().filter(|c| !c.not_counted.is_empty()) {
         for why in &c.not_counted {
             let _ = writeln!(out, "  {}: not counted: {why}", c.scenario);
         }
     }
+    out += &footer(card);
+    out
+}
+
+/// Below the table: stale writes by fencing mode, what did not apply, what is
+/// missing, and the verdict with its evidence.
+fn footer(card: &Scorecard) -> String {
+    let mut out = String::new();
     if !card.stale_writes.is_empty() {
         let _ = writeln!(out, "stale writes accepted, by fencing mode:");
         for s in &card.stale_writes {
@@ -115,41 +144,29 @@ pub fn table(card: &Scorecard) -> String {
                 .iter()
                 .map(|(mode, n)| format!("{mode} {n}"))
                 .collect();
-            let _ = writeln!(
-                out,
-                "  {}: {}{}",
-                s.recipe.name(),
-                by.join(", "),
-                if s.rejected_by_fence > 0 {
-                    format!(" ({} rejected by the fence)", s.rejected_by_fence)
-                } else {
-                    String::new()
-                }
-            );
+            let rejected = match s.rejected_by_fence {
+                0 => String::new(),
+                n => format!(" ({n} rejected by the fence)"),
+            };
+            let _ = writeln!(out, "  {}: {}{rejected}", s.recipe.name(), by.join(", "));
         }
     }
-    if !card.not_applicable.is_empty() {
-        let _ = writeln!(out, "not applicable:");
-        for n in &card.not_applicable {
-            let _ = writeln!(out, "  {}: {}", n.scenario, n.why);
+    let mut section = |title: &str, lines: Vec<String>| {
+        if !lines.is_empty() {
+            let _ = writeln!(out, "{title}:");
+            for l in lines {
+                let _ = writeln!(out, "  {l}");
+            }
         }
-    }
-    if !card.left_out.is_empty() {
-        let why = card
-            .interrupted
-            .as_ref()
-            .map_or("by the budget".to_string(), |s| format!("by {s}"));
-        let _ = writeln!(out, "left out {why}:");
-        for l in &card.left_out {
-            let _ = writeln!(
-                out,
-                "  {}: {} of {} runs",
-                l.scenario,
-                l.runs.len(),
-                card.runs_per_scenario
-            );
-        }
-    }
+    };
+    section(
+        "not applicable",
+        card.not_applicable
+            .iter()
+            .map(|n| format!("{}: {}", n.scenario, n.why))
+            .collect(),
+    );
+    section("missing for a complete verdict", card.missing.clone());
     let _ = writeln!(
         out,
         "verdict: {} ({})",
@@ -184,16 +201,22 @@ pub fn junit(card: &Scorecard) -> String {
                 escape(&c.evidence()),
                 escape(&c.description)
             );
-        } else if c.counted == 0 {
+        } else if let Some(why) = card
+            .missing
+            .iter()
+            .find(|m| m.starts_with(&format!("{}: ", c.scenario)))
+        {
             errors += 1;
-            let why = card
-                .untested()
-                .into_iter()
-                .find(|u| u.starts_with(&c.scenario));
             let _ = writeln!(
                 cases,
                 "      <error type=\"untested\" message=\"{}\"/>",
-                escape(why.as_deref().unwrap_or("no run counted"))
+                escape(why)
+            );
+        } else if c.stopped == Stopped::NotAsked {
+            skipped += 1;
+            let _ = writeln!(
+                cases,
+                "      <skipped message=\"not asked: its recipe never broke the lock unfenced\"/>"
             );
         }
         cases += "    </testcase>\n";
@@ -235,9 +258,10 @@ pub fn html(card: &Scorecard) -> String {
     );
     let _ = write!(
         h,
-        "<h1>{}</h1><p>{} runs per scenario, {} at once, {} of a {} budget{}.</p>",
+        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin, {} at once, {} of a {} budget{}.</p>",
         escape(&title),
         card.runs_per_scenario,
+        card.provoked_floor,
         card.jobs,
         minutes(card.elapsed_s),
         minutes(card.budget_s),
@@ -255,7 +279,7 @@ pub fn html(card: &Scorecard) -> String {
     for e in &card.evidence {
         let _ = write!(h, "<li>{}</li>", escape(e));
     }
-    h += "</ul><h2>Scenarios</h2><table><tr><th>scenario</th><th>what</th><th>flagged</th><th>95% interval</th><th>median 1st anomaly</th><th>zombie window p50 / p99</th><th>stale writes accepted</th><th>rejected by the fence</th><th>runs</th></tr>";
+    h += "</ul><h2>Scenarios</h2><table><tr><th>scenario</th><th>what</th><th>flagged</th><th>95% interval</th><th>provoked / fired / ran</th><th>holds: rate bound</th><th>stopped</th><th>median 1st anomaly</th><th>zombie window p50 / p99</th><th>stale writes accepted</th><th>rejected by the fence</th><th>runs</th></tr>";
     for c in &card.scenarios {
         let (k, i) = rate(c);
         let class = match (c.counted, c.flagged) {
@@ -274,9 +298,10 @@ pub fn html(card: &Scorecard) -> String {
                 };
                 match &r.run_dir {
                     Some(d) => format!(
-                        "<a href=\"{}\" title=\"seed {}: {}\">{}{mark}</a>",
+                        "<a href=\"{}\" title=\"seed {}: {} {}\">{}{mark}</a>",
                         escape(&relative(&card.dir, &d.join(crate::report::REPORT_FILE))),
                         r.seed,
+                        r.provoked.map_or("", |p| p.name()),
                         escape(&r.anomalies.join(", ")),
                         r.run
                     ),
@@ -290,9 +315,12 @@ pub fn html(card: &Scorecard) -> String {
             .collect();
         let _ = write!(
             h,
-            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{k}</td><td>{i}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"runs\">{}</td></tr>",
+            "<tr class=\"{class}\"><td>{}</td><td>{}</td><td>{k}</td><td>{i}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"runs\">{}</td></tr>",
             escape(&c.scenario),
             escape(&c.description),
+            exercised(c),
+            escape(&bound(c)),
+            stopped(c),
             seconds(c.median_first_anomaly_s),
             zombie(c),
             c.stale_writes_accepted,
@@ -326,19 +354,7 @@ pub fn html(card: &Scorecard) -> String {
         .map(|n| format!("{}: {}", n.scenario, n.why))
         .collect();
     list(&mut h, "Not applicable", &na);
-    let left: Vec<String> = card
-        .left_out
-        .iter()
-        .map(|l| {
-            format!(
-                "{}: {} of {} runs",
-                l.scenario,
-                l.runs.len(),
-                card.runs_per_scenario
-            )
-        })
-        .collect();
-    list(&mut h, "Left out", &left);
+    list(&mut h, "Missing for a complete verdict", &card.missing);
     h += "<p>Each scenario's workload is in <code>scenarios/</code>; <code>audit.json</code> has every figure.</p></body></html>\n";
     h
 }

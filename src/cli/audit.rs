@@ -1,8 +1,9 @@
 //! `lockcheck audit --backend B`: the battery of scenarios that applies to one
-//! backend, each run `--runs` times, added up into a scorecard with a verdict.
-//! Exit: 0 the audit ran (and its verdict matches `--expect`, if given), 1 the
-//! verdict does not match `--expect`, 2 usage, 3 some scenario never ran to a
-//! verdict (the budget ran out first, or its runs failed), 5 environment, 130
+//! backend, run sequentially and targeted, added up into a scorecard with a
+//! verdict. Exit: 0 the audit is complete (and its verdict matches `--expect`,
+//! if given), 1 the verdict does not match `--expect`, 2 usage, 3 not complete
+//! (a `--scenarios` subset, the budget ran out, or something the verdict would
+//! rest on is missing: the scorecard's `missing` says what), 5 environment, 130
 //! interrupted (`crate::exit`).
 
 use crate::audit::battery::Recipe;
@@ -26,10 +27,17 @@ pub struct Args {
     /// no expansion) (docs/clients.md); adds library self-fencing scenarios.
     #[arg(long, value_name = "CMD")]
     pub client: Option<String>,
-    /// Runs of each scenario, with seeds --seed .. --seed+N-1.
+    /// Runs of each "can it break?" scenario at most (it stops at its first
+    /// break), with seeds --seed .. --seed+N-1; also the cap of a self-fencing twin.
     #[arg(long, value_name = "N", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
+    /// Provoked runs (history.md v1.2) each fenced twin needs before the verdict
+    /// may rest on it: its floor. A fenced twin runs until it has them, is
+    /// flagged, ran 3 × N runs, or none of its first --runs runs provoked.
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub provoked: u32,
     /// Start no run that would end past this (what is left out is said).
     #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = budget)]
     pub budget: Duration,
@@ -39,7 +47,7 @@ pub struct Args {
     /// Exit 1 unless the verdict is this one.
     #[arg(long, value_enum, value_name = "VERDICT")]
     pub expect: Option<AuditVerdict>,
-    /// Print the scorecard as one JSON object (its "verdict" one of `efficiency-lock-only`, `safe-with-fencing`, `unsafe-even-with-fencing`, `no-break-found`, `inconclusive`).
+    /// Print the scorecard as one JSON object (its "verdict" one of `efficiency-lock-only`, `safe-with-fencing`, `unsafe-even-with-fencing`, `no-break-found`, `inconclusive`, `partial`).
     #[arg(long)]
     pub json: bool,
     /// Where the audit's directory goes.
@@ -132,13 +140,14 @@ pub fn main(args: Args) -> Result<u8> {
         client,
         recipes: (!args.scenarios.is_empty()).then(|| args.scenarios.clone()),
         runs: args.runs,
+        provoked: args.provoked,
         first_seed: args.seed,
         jobs,
         budget: args.budget,
         results: args.results.clone(),
         exe: std::env::current_exe().context("finding the lockcheck program")?,
     };
-    let runs = args.runs;
+    let floor = args.provoked;
     let mut progress = |event: Event<'_>, left: Duration| {
         match event {
         Event::Planned {
@@ -147,7 +156,7 @@ pub fn main(args: Args) -> Result<u8> {
             jobs,
             dir,
         } => eprintln!(
-            "lockcheck audit: {} scenarios × {runs} runs = {all} runs, {jobs} at once, budget {}; in {}",
+            "lockcheck audit: {} scenarios, {all} runs at most (each \"can it break?\" scenario stops at its first break, a fenced twin at {floor} provoked runs), {jobs} at once, budget {}; in {}",
             scenarios,
             render::minutes(left.as_secs_f64()),
             dir.display()
@@ -158,9 +167,9 @@ pub fn main(args: Args) -> Result<u8> {
             slot,
             record,
             flagged,
+            provoked,
             counted,
             done,
-            total,
         } => {
             let what = match record.outcome {
                 Outcome::Flagged => format!("flagged ({})", record.anomalies.join(", ")),
@@ -176,8 +185,9 @@ pub fn main(args: Args) -> Result<u8> {
                     record.error.as_deref().unwrap_or("")
                 ),
             };
+            let class = record.provoked.map_or("", |p| p.name());
             eprintln!(
-                "[{done:>3}/{total}] {scenario} run {}/{runs}: {what} in {:.1} s | flagged so far {flagged}/{counted} | {} left",
+                "[{done:>3}] {scenario} run {}: {what} ({class}) in {:.1} s | flagged so far {flagged}/{counted}, {provoked} provoked | {} left",
                 slot.run,
                 record.wall_s,
                 render::minutes(left.as_secs_f64())
@@ -201,12 +211,11 @@ pub fn main(args: Args) -> Result<u8> {
         eprintln!("lockcheck audit: interrupted by {signal}; every run in flight was stopped");
         return Ok(exit::INTERRUPTED);
     }
-    let untested = card.untested();
-    if !untested.is_empty() {
+    if !card.complete {
         eprintln!(
-            "lockcheck audit: {} scenarios never ran to a verdict (exit 3): {}",
-            untested.len(),
-            untested.join("; ")
+            "lockcheck audit: not complete (exit 3), verdict {}: {}",
+            card.verdict.name(),
+            card.missing.join("; ")
         );
         return Ok(exit::UNKNOWN);
     }

@@ -1,0 +1,245 @@
+//! One scenario's runs, added up: what the scorecard shows of it and what the
+//! verdict (`decide`) reads. Below both, so that neither names the other.
+
+use super::battery::{Fencing, Question, Recipe, ScenarioWorkload};
+use super::execute::{Ending, Outcome, RunRecord};
+use super::plan::Why;
+use super::stats::{median, upper_95, wilson, Interval};
+use crate::check::provoked::Provocation;
+use crate::run::figures::Percentiles;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// Runs of each class (history.md v1.2), over the runs that were read back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Classes {
+    pub provoked: usize,
+    pub deposed_not_provoked: usize,
+    pub fired_nobody_deposed: usize,
+    pub fault_not_seen: usize,
+}
+
+impl Classes {
+    fn of(runs: &[RunRecord]) -> Classes {
+        let n = |c| runs.iter().filter(|r| r.provoked == Some(c)).count();
+        Classes {
+            provoked: n(Provocation::Provoked),
+            deposed_not_provoked: n(Provocation::DeposedNotProvoked),
+            fired_nobody_deposed: n(Provocation::FiredNobodyDeposed),
+            fault_not_seen: n(Provocation::FaultNotSeen),
+        }
+    }
+}
+
+/// How a scenario's runs ended, as the scorecard says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stopped {
+    /// At its first flagged run: the counterexample.
+    Broke,
+    /// Its `--runs` ran without a break.
+    RanOut,
+    /// Its floor of provoked runs reached.
+    Floor,
+    /// Its cap of runs reached below its floor.
+    Cap,
+    /// Not asked: its recipe never broke unfenced.
+    NotAsked,
+    /// The budget ran out (or a signal stopped the audit) while it wanted more runs.
+    CutShort,
+}
+
+impl From<Ending> for Stopped {
+    fn from(e: Ending) -> Stopped {
+        match e {
+            Ending::Done(Why::Broke) => Stopped::Broke,
+            Ending::Done(Why::RanOut) => Stopped::RanOut,
+            Ending::Done(Why::Floor) => Stopped::Floor,
+            Ending::Done(Why::Cap) => Stopped::Cap,
+            Ending::Done(Why::NotAsked) => Stopped::NotAsked,
+            Ending::CutShort => Stopped::CutShort,
+        }
+    }
+}
+
+/// One scenario's runs, added up.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioCard {
+    pub scenario: String,
+    pub recipe: Recipe,
+    pub fencing: Fencing,
+    pub question: Question,
+    /// What it does, to whom on this backend.
+    pub description: String,
+    /// Its workload file, as every run ran it.
+    pub workload: PathBuf,
+    pub stopped: Stopped,
+    /// Runs that ended (read back or not).
+    pub ran: usize,
+    /// Runs whose fault took effect (every class but fault-not-seen).
+    pub fired: usize,
+    /// Runs checked, flagged or not, that provoked the danger.
+    pub provoked: usize,
+    pub classes: Classes,
+    /// Runs checked that tested what the scenario claims (valid or flagged): N.
+    pub counted: usize,
+    /// Of those, runs with anomalies: k.
+    pub flagged: usize,
+    /// The Wilson 95% interval of k/N (none before a run counted).
+    pub interval_95: Option<Interval>,
+    /// A "does it hold?" scenario: provoked runs it needs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor: Option<usize>,
+    /// A "does it hold?" scenario: the exact one-sided 95% upper bound on its
+    /// failure rate, flagged runs of its provoked and flagged runs (a flagged
+    /// run counts against it provoked or not; only a provoked one for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upper_95: Option<f64>,
+    /// The first flagged run's directory: the counterexample.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counterexample: Option<PathBuf>,
+    /// Kinds of anomaly found, over all its runs.
+    pub anomalies: Vec<String>,
+    pub median_first_anomaly_s: Option<f64>,
+    /// Every zombie window of every run, pooled, in ms.
+    pub zombie_window_ms: Option<Percentiles>,
+    pub stale_writes_accepted: usize,
+    pub writes_rejected_by_fence: u64,
+    /// Runs that did not count, each with why.
+    pub not_counted: Vec<String>,
+    pub runs: Vec<RunRecord>,
+}
+
+impl ScenarioCard {
+    pub fn of(
+        s: &ScenarioWorkload,
+        question: Question,
+        description: String,
+        floor: usize,
+        ending: Ending,
+        runs: Vec<RunRecord>,
+    ) -> ScenarioCard {
+        let counted: Vec<&RunRecord> = runs.iter().filter(|r| r.outcome.counts()).collect();
+        let flagged = counted
+            .iter()
+            .filter(|r| r.outcome == Outcome::Flagged)
+            .count();
+        let provoked = counted
+            .iter()
+            .filter(|r| r.provoked == Some(Provocation::Provoked))
+            .count();
+        let flagged_unprovoked = counted
+            .iter()
+            .filter(|r| r.outcome == Outcome::Flagged && r.provoked != Some(Provocation::Provoked))
+            .count();
+        let holds = matches!(question, Question::DoesItHold { .. });
+        let mut anomalies: Vec<String> = counted
+            .iter()
+            .flat_map(|r| r.anomalies.iter().cloned())
+            .collect();
+        anomalies.sort();
+        anomalies.dedup();
+        let classes = Classes::of(&runs);
+        ScenarioCard {
+            scenario: s.scenario.name(),
+            recipe: s.scenario.recipe,
+            fencing: s.scenario.fencing,
+            question,
+            description,
+            workload: s.workload.path.clone(),
+            stopped: ending.into(),
+            ran: runs.len(),
+            fired: runs
+                .iter()
+                .filter(|r| r.provoked.is_some_and(Provocation::fired))
+                .count(),
+            provoked,
+            classes,
+            counted: counted.len(),
+            flagged,
+            interval_95: wilson(flagged, counted.len()),
+            floor: holds.then_some(floor),
+            upper_95: holds
+                .then(|| upper_95(flagged, provoked + flagged_unprovoked))
+                .flatten(),
+            counterexample: counted
+                .iter()
+                .find(|r| r.outcome == Outcome::Flagged)
+                .and_then(|r| r.run_dir.clone()),
+            anomalies,
+            median_first_anomaly_s: median(
+                counted.iter().filter_map(|r| r.first_anomaly_s).collect(),
+            ),
+            zombie_window_ms: Percentiles::of(
+                counted
+                    .iter()
+                    .flat_map(|r| r.zombie_windows_ms.iter().copied())
+                    .collect(),
+            ),
+            stale_writes_accepted: counted.iter().map(|r| r.stale_writes_accepted).sum(),
+            writes_rejected_by_fence: counted.iter().map(|r| r.writes_rejected_by_fence).sum(),
+            not_counted: runs.iter().filter_map(not_counted).collect(),
+            runs,
+        }
+    }
+
+    /// Whether it is a "does it hold?" twin that reached its floor with no flagged run.
+    pub fn held(&self) -> bool {
+        self.flagged == 0 && self.floor.is_some_and(|f| self.provoked >= f)
+    }
+
+    /// `holder-pause-unfenced: flagged 10/10 (double-holder)`: one line of evidence,
+    /// with the provoked runs and, for a twin, its bound.
+    pub fn evidence(&self) -> String {
+        let mut s = format!(
+            "{}: flagged {}/{} ({} provoked, {} fired, {} ran",
+            self.scenario, self.flagged, self.counted, self.provoked, self.fired, self.ran
+        );
+        if let Some(floor) = self.floor {
+            s += &format!("; floor {floor}");
+        }
+        s += ")";
+        if !self.anomalies.is_empty() {
+            s += &format!(" ({})", self.anomalies.join(", "));
+        }
+        if let (Some(u), 0) = (self.upper_95, self.flagged) {
+            s += &format!(
+                ", failure rate ≤ {:.1}% (95%, exact, {} provoked runs)",
+                u * 100.0,
+                self.provoked
+            );
+        }
+        if self.stale_writes_accepted > 0 {
+            s += &format!(", {} stale writes accepted", self.stale_writes_accepted);
+        }
+        if self.writes_rejected_by_fence > 0 {
+            s += &format!(
+                ", {} stale writes rejected by the fence",
+                self.writes_rejected_by_fence
+            );
+        }
+        if let Some(dir) = &self.counterexample {
+            s += &format!("; counterexample {}", dir.display());
+        }
+        s
+    }
+}
+
+/// Why a run did not count, if it did not.
+fn not_counted(r: &RunRecord) -> Option<String> {
+    if r.outcome.counts() {
+        return None;
+    }
+    let why = match r.outcome {
+        Outcome::Unknown => "the checker gave up within its limits".to_string(),
+        Outcome::MissedFaults => {
+            "a planned fault never started: it did not test the scenario".to_string()
+        }
+        Outcome::Unobserved => format!(
+            "valid, not counted: {}",
+            r.error.as_deref().unwrap_or("it saw nothing of the fault")
+        ),
+        _ => r.error.clone().unwrap_or_else(|| "no verdict".into()),
+    };
+    Some(format!("run {} (seed {}): {why}", r.run, r.seed))
+}
