@@ -44,6 +44,11 @@ impl Exit {
         Exit::with(ENVIRONMENT, message)
     }
 
+    /// Stopped by a signal, after stopping what it started: exit 130.
+    pub fn interrupted(message: impl std::fmt::Display) -> anyhow::Error {
+        Exit::with(INTERRUPTED, message)
+    }
+
     fn with(code: u8, message: impl std::fmt::Display) -> anyhow::Error {
         anyhow::Error::new(Exit {
             code,

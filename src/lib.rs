@@ -22,6 +22,8 @@
 //! - `run`: where they meet: workloads, workers, the controller;
 //! - `audit`: the battery of scenarios for one backend, run as `lockcheck run`
 //!   children and added up into a scorecard with a verdict;
+//! - `shrink`: the smallest workload that still breaks the lock as a stored run did,
+//!   and replaying a stored run's faults as they happened (child runs, as `audit`);
 //! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
 pub mod audit;
@@ -37,3 +39,4 @@ pub mod recover;
 pub mod report;
 pub mod resource;
 pub mod run;
+pub mod shrink;

@@ -24,6 +24,10 @@ enum Command {
     Run(cli::run::Args),
     /// Audit one backend: the battery of scenarios that applies, N runs each, a scorecard and a verdict.
     Audit(cli::audit::Args),
+    /// Find the smallest workload that still breaks the lock as a stored run did (shrunk.toml).
+    Shrink(cli::shrink::Args),
+    /// Rerun a stored run's faults as they happened, N times: how often its anomaly comes back.
+    Replay(cli::shrink::ReplayArgs),
     /// Rebuild a run directory's report.html (and JUnit XML) from what it stores.
     Report(cli::report::Args),
     /// Re-check a stored run (other --allow, a newer checker) without running anything.
@@ -53,6 +57,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),
         Command::Report(args) => cli::report::main(args),
+        Command::Shrink(args) => cli::shrink::main(args),
+        Command::Replay(args) => cli::shrink::replay(args),
         Command::Analyze(args) => cli::analyze::main(args),
     };
     match result {

@@ -44,10 +44,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "shrink",
+        &[
+            "exit", "history", "check", "fault", "report", "run", "audit",
+        ],
+    ),
+    (
         "cli",
         &[
             "exit", "history", "journal", "check", "backend", "cluster", "fault", "resource",
-            "recover", "report", "run", "audit",
+            "recover", "report", "run", "audit", "shrink",
         ],
     ),
 ];

@@ -442,7 +442,12 @@ fn stop(out: &mut Executed, pids: &HashMap<tokio::task::Id, u32>, signal: &'stat
     }
 }
 
-fn spawn(exe: &Path, workload: &Path, seed: u64, results: &Path) -> Result<tokio::process::Child> {
+pub(crate) fn spawn(
+    exe: &Path,
+    workload: &Path,
+    seed: u64,
+    results: &Path,
+) -> Result<tokio::process::Child> {
     let mut cmd = tokio::process::Command::new(exe);
     cmd.arg("run")
         .arg(workload)
@@ -461,9 +466,9 @@ fn spawn(exe: &Path, workload: &Path, seed: u64, results: &Path) -> Result<tokio
 }
 
 /// What a child left: its exit code, stdout and stderr.
-type Output = std::io::Result<std::process::Output>;
+pub(crate) type Output = std::io::Result<std::process::Output>;
 
-async fn wait(child: &mut tokio::process::Child) -> Output {
+pub(crate) async fn wait(child: &mut tokio::process::Child) -> Output {
     use tokio::io::AsyncReadExt;
     let (mut so, mut se) = (Vec::new(), Vec::new());
     let mut stdout = child.stdout.take();

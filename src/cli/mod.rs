@@ -11,6 +11,7 @@ pub mod image;
 pub mod recover;
 pub mod report;
 pub mod run;
+pub mod shrink;
 pub mod worker;
 
 pub use crate::exit::Exit;

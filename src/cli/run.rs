@@ -49,6 +49,11 @@ pub struct Args {
     /// ended; by default it is removed with the servers, the nodes' logs kept.
     #[arg(long)]
     pub keep_data: bool,
+    /// When a run flags an anomaly its workload does not allow, shrink it as
+    /// `lockcheck shrink` does with its defaults: RUN_DIR/shrunk.toml, the smallest
+    /// workload that still breaks the lock that way. The exit code stays the run's.
+    #[arg(long, conflicts_with = "json")]
+    pub shrink: bool,
 }
 
 pub fn main(args: Args) -> Result<u8> {
@@ -127,6 +132,25 @@ pub fn main(args: Args) -> Result<u8> {
         println!("{}", serde_json::to_string(&out)?);
     } else if reports.len() > 1 {
         print_summary(&summary);
+    }
+    if args.shrink {
+        if let Some(r) = reports
+            .iter()
+            .find(|r| r.verdict.valid == Validity::Invalid)
+        {
+            let common = super::shrink::Common {
+                kind: None,
+                jobs: None,
+                workload_dir: None,
+            };
+            let opts = common.options(
+                crate::shrink::RULE,
+                crate::shrink::BUDGET,
+                crate::shrink::CONFIRM,
+                crate::shrink::RELIABLE,
+            )?;
+            super::shrink::shrink_dir(&r.run_dir, &opts)?;
+        }
     }
     Ok(summary.exit_code())
 }

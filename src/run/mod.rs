@@ -75,6 +75,11 @@ pub struct RunReport {
     pub fence: resource::Fence,
     pub figures: Figures,
     pub run_dir: PathBuf,
+    /// The folder of the workload file the run read: relative paths in it (an
+    /// adapter program, an ssh config) are this folder's (`lockcheck shrink` and
+    /// `replay` write the workload elsewhere).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_dir: Option<PathBuf>,
     /// The workers fenced themselves this long before their own lease deadline (the
     /// report shows the window this leaves).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -325,6 +330,13 @@ fn judge(
         resource_kind: w.resource.kind,
         fence: w.resource.fence,
         run_dir: dir.to_path_buf(),
+        workload_dir: std::path::absolute(
+            w.path
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty())
+                .unwrap_or(Path::new(".")),
+        )
+        .ok(),
         self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
         mode: match &w.mode {
             workload::ClientMode::Lock(_) => None,

@@ -382,9 +382,10 @@ impl Nemesis {
             cluster: Some(&self.cluster),
         };
         let s = &mut self.faults[i];
-        let Some(value) = s.fault.start(&mut scene).await? else {
+        let Some(mut value) = s.fault.start(&mut scene).await? else {
             return Ok(false);
         };
+        name_entry(&mut value, i);
         let start_f = s.entry.spec.kind().ops.start;
         s.label = format!("{start_f} {}", targets_of(&value));
         s.phase = Phase::Active(Instant::now() + s.entry.duration);
@@ -416,7 +417,8 @@ impl Nemesis {
             cluster: Some(&self.cluster),
         };
         let s = &mut self.faults[i];
-        let value = s.fault.stop(&mut scene).await?;
+        let mut value = s.fault.stop(&mut scene).await?;
+        name_entry(&mut value, i);
         let stop_f = s.entry.spec.kind().ops.end;
         s.phase = match (&mut s.slots, s.entry.interval) {
             (Some(slots), _) => slots
@@ -457,6 +459,16 @@ impl Nemesis {
             .filter(|s| matches!(s.phase, Phase::Active(_)))
             .map(|s| s.label.clone())
             .collect()
+    }
+}
+
+/// Names the `[[faults]]` entry (its index, from 0) a record starts or ends, so
+/// that a reader of the history alone (`lockcheck shrink`, `replay`) can lay the
+/// run's faults out again as they happened (history format v1.2's optional
+/// `fault`).
+fn name_entry(value: &mut serde_json::Value, entry: usize) {
+    if let Some(map) = value.as_object_mut() {
+        map.insert("fault".into(), entry.into());
     }
 }
 

@@ -1,0 +1,209 @@
+//! Running candidates for real: each rerun is a child `lockcheck run` (as the
+//! audit runs its scenarios, and for the same reasons: a run owns its process),
+//! several at once, its verdict read back from its stdout. A candidate "still
+//! breaks" when k of m reruns give the anomaly: servers, schedulers and clocks are
+//! not deterministic, so one run proves a break happened, not that it comes back.
+
+use super::candidate::Candidate;
+use crate::audit::execute::{spawn, wait};
+use crate::check::AnomalyKind;
+use crate::exit::{self, Exit};
+use crate::run::RunReport;
+use anyhow::{anyhow, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// How many of how many reruns must give the anomaly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rule {
+    pub k: u32,
+    pub m: u32,
+}
+
+/// What the reruns of one candidate gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trial {
+    pub flagged: u32,
+    pub ran: u32,
+    pub breaks: bool,
+    /// The run directories of the flagged reruns.
+    pub flagged_dirs: Vec<PathBuf>,
+}
+
+/// Runs candidates as child runs and says which still give `kind`.
+pub struct Runner {
+    exe: PathBuf,
+    /// Where candidate files and their run directories go.
+    dir: PathBuf,
+    seed: u64,
+    kind: AnomalyKind,
+    jobs: usize,
+    tries: usize,
+    runtime: tokio::runtime::Runtime,
+}
+
+/// One rerun, read back.
+struct Rerun {
+    flagged: bool,
+    dir: Option<PathBuf>,
+}
+
+impl Runner {
+    pub fn new(
+        exe: PathBuf,
+        dir: PathBuf,
+        seed: u64,
+        kind: AnomalyKind,
+        jobs: usize,
+    ) -> Result<Runner> {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the async runtime")?;
+        Ok(Runner {
+            exe,
+            dir,
+            seed,
+            kind,
+            jobs: jobs.max(1),
+            tries: 0,
+            runtime,
+        })
+    }
+
+    /// Writes `c` as a workload file of its own (`name.toml` in the runner's folder).
+    pub fn write(&self, c: &Candidate, name: &str, header: &str) -> Result<PathBuf> {
+        let path = self.dir.join(format!("{name}.toml"));
+        std::fs::write(&path, format!("{header}{}", c.text()?))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Reruns `c` until the rule is decided: stops as soon as k reruns gave the
+    /// anomaly, or so many did not that k can no longer be reached.
+    pub fn trial(&mut self, c: &Candidate, rule: Rule) -> Result<Trial> {
+        self.tries += 1;
+        let file = self.write(c, &format!("try-{:03}", self.tries), "")?;
+        let results = self.dir.join(format!("try-{:03}", self.tries));
+        let mut t = Trial::default();
+        while t.flagged < rule.k && t.ran - t.flagged <= rule.m - rule.k {
+            let left = (rule.k - t.flagged) as usize;
+            let wave = left.min(self.jobs).min((rule.m - t.ran) as usize).max(1);
+            for r in self.reruns(&file, wave, &results)? {
+                t.ran += 1;
+                if r.flagged {
+                    t.flagged += 1;
+                    t.flagged_dirs.extend(r.dir);
+                }
+            }
+        }
+        t.breaks = t.flagged >= rule.k;
+        // A candidate's runs are evidence only for the search: the disk is not.
+        let _ = std::fs::remove_dir_all(&results);
+        let _ = std::fs::remove_file(&file);
+        Ok(t)
+    }
+
+    /// Runs the workload file `n` times, `jobs` at once, its run directories under
+    /// `results` (kept): how many gave the anomaly, and where.
+    pub fn rate(&mut self, file: &Path, n: u32, results: &Path) -> Result<Trial> {
+        let mut t = Trial::default();
+        while t.ran < n {
+            let wave = (n - t.ran).min(self.jobs as u32) as usize;
+            for r in self.reruns(file, wave, results)? {
+                t.ran += 1;
+                if r.flagged {
+                    t.flagged += 1;
+                    t.flagged_dirs.extend(r.dir);
+                }
+            }
+        }
+        t.breaks = t.flagged > 0;
+        Ok(t)
+    }
+
+    /// `n` child runs of `file` at once. A run refused as a bad workload (exit 2)
+    /// gave nothing; one this machine cannot run (exit 5) stops everything, as
+    /// does a signal (the children are stopped first: each undoes its faults).
+    fn reruns(&mut self, file: &Path, n: usize, results: &Path) -> Result<Vec<Rerun>> {
+        let (exe, seed, kind) = (self.exe.clone(), self.seed, self.kind);
+        self.runtime.block_on(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut int = signal(SignalKind::interrupt())?;
+            let mut term = signal(SignalKind::terminate())?;
+            let mut children = Vec::new();
+            for _ in 0..n {
+                children.push(spawn(&exe, file, seed, results)?);
+            }
+            let pids: Vec<Option<u32>> = children.iter().map(|c| c.id()).collect();
+            let all = futures_util::future::join_all(children.iter_mut().map(wait));
+            tokio::pin!(all);
+            let outputs = tokio::select! {
+                o = &mut all => o,
+                _ = int.recv() => return Err(stop(&pids, &mut all, "SIGINT").await),
+                _ = term.recv() => return Err(stop(&pids, &mut all, "SIGTERM").await),
+            };
+            outputs.into_iter().map(|o| read(o, kind, file)).collect()
+        })
+    }
+}
+
+/// Stops every child run with SIGTERM and waits for them to undo their faults.
+async fn stop<F: std::future::Future>(
+    pids: &[Option<u32>],
+    all: &mut std::pin::Pin<&mut F>,
+    signal: &str,
+) -> anyhow::Error {
+    for pid in pids.iter().flatten() {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    all.as_mut().await;
+    Exit::interrupted(format!(
+        "interrupted by {signal}; every run it started was stopped"
+    ))
+}
+
+/// A child's end: did it give the anomaly? Exit 2 and 6 gave nothing (said on
+/// stderr); exit 5 is this machine's problem and ends the search.
+fn read(
+    output: std::io::Result<std::process::Output>,
+    kind: AnomalyKind,
+    file: &Path,
+) -> Result<Rerun> {
+    let output = output.context("waiting for a run")?;
+    let code = output.status.code();
+    let report: Option<RunReport> = matches!(code, Some(0 | 1 | 3))
+        .then(|| serde_json::from_slice(&output.stdout).ok())
+        .flatten();
+    if let Some(r) = report {
+        let flagged = r.verdict.anomalies.iter().any(|a| a.kind == kind);
+        return Ok(Rerun {
+            flagged,
+            dir: Some(r.run_dir),
+        });
+    }
+    let said = String::from_utf8_lossy(&output.stderr);
+    let tail = said.lines().rev().take(2).collect::<Vec<_>>().join(" / ");
+    match code.and_then(|c| u8::try_from(c).ok()) {
+        Some(exit::ENVIRONMENT) => Err(Exit::environment(format!(
+            "{}: this machine cannot run it: {tail}",
+            file.display()
+        ))),
+        Some(exit::INTERRUPTED) | None => {
+            Err(anyhow!("{}: a run was stopped: {tail}", file.display()))
+        }
+        Some(c) => {
+            eprintln!(
+                "lockcheck: {}: a run ended in exit {c} (counted as not breaking): {tail}",
+                file.display()
+            );
+            Ok(Rerun {
+                flagged: false,
+                dir: None,
+            })
+        }
+    }
+}
