@@ -94,7 +94,8 @@ pub fn realise(
 /// not allow.
 pub fn pick_kind(report: &RunReport, asked: Option<AnomalyKind>) -> Result<AnomalyKind> {
     let flagged: Vec<AnomalyKind> = AnomalyKind::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .filter(|k| report.verdict.anomalies.iter().any(|a| a.kind == *k))
         .collect();
     if let Some(k) = asked {
@@ -109,7 +110,8 @@ pub fn pick_kind(report: &RunReport, asked: Option<AnomalyKind>) -> Result<Anoma
         };
     }
     AnomalyKind::ALL
-        .into_iter()
+        .iter()
+        .copied()
         .find(|k| report.verdict.anomalies.iter().any(|a| a.kind == *k && !a.allowed))
         .ok_or_else(|| {
             anyhow!(
