@@ -1,33 +1,69 @@
 //! Every history of the Porcupine and Knossos corpora, checked with the format and
 //! model `lockcheck check` picks by itself, against the verdict in the corpus's
-//! `expected.tsv`. The corpora are not ours to commit: they are found at
-//! `$LOCKCHECK_CORPUS`, else `../shared/corpus` next to the repository, and where
-//! there is none these tests fail and say where they looked.
+//! `expected.tsv`. The corpora ship in `fixtures/corpus` (data only, with each
+//! project's licence and source: its README); `$LOCKCHECK_CORPUS` names another
+//! copy. A file listed and not there fails the test with its name: nothing is
+//! skipped.
 
 use lockcheck::check::Validity;
 use lockcheck::cli::bench::{expected, find_corpus};
 use lockcheck::cli::check::{check_file, Options};
 use lockcheck::history::HistoryError;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 fn corpus(name: &str) -> PathBuf {
     let root =
         find_corpus(None, Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(|e| panic!("{e}"));
-    let dir = root.join(name);
-    assert!(
-        dir.is_dir(),
-        "{} is missing from the corpus at {}",
-        name,
-        root.display()
-    );
-    dir
+    root.join(name)
+}
+
+/// The data files under `dir` (every file but the README, the licence and the
+/// table), relative to it.
+fn data_files(dir: &Path) -> BTreeSet<PathBuf> {
+    let mut found = BTreeSet::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if !["README.md", "LICENSE", "expected.tsv"]
+                .iter()
+                .any(|n| path.ends_with(n))
+            {
+                found.insert(path.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    found
 }
 
 /// Checks every row and lists every mismatch at once; `no_ops` rows hold no client
 /// operation at all.
 fn check_all(name: &str, expected_rows: usize, no_ops: usize) {
-    let rows = expected(&corpus(name)).unwrap();
+    let dir = corpus(name);
+    let rows = expected(&dir).unwrap_or_else(|e| panic!("{e:#}"));
     assert_eq!(rows.len(), expected_rows, "rows in {name}/expected.tsv");
+    let missing: Vec<String> = rows
+        .iter()
+        .filter(|(file, _, _)| !file.is_file())
+        .map(|(file, _, _)| file.display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "listed in {name}/expected.tsv, missing: {missing:?}"
+    );
+    // Every history there is one the table lists: none sits unchecked.
+    let listed: BTreeSet<PathBuf> = rows
+        .iter()
+        .map(|(file, _, _)| file.strip_prefix(&dir).unwrap().to_path_buf())
+        .collect();
+    let unlisted: Vec<_> = data_files(&dir).difference(&listed).cloned().collect();
+    assert!(
+        unlisted.is_empty(),
+        "not in {name}/expected.tsv: {unlisted:?}"
+    );
     let mut wrong = Vec::new();
     let mut without_ops = Vec::new();
     for (file, model, ok) in &rows {

@@ -1,6 +1,7 @@
 //! `lockcheck bench`: times the checker on the Porcupine and Knossos corpora (and on
 //! a lock history, given one) and prints the figures: wall time, verdicts against
-//! the corpus's `expected.tsv`, and the peak memory of the process.
+//! the corpus's `expected.tsv`, and the peak memory of the process. The corpora ship
+//! in the repository (`fixtures/corpus`, with their licences and sources).
 
 use super::check::{check_file, ModelKind, Options};
 use crate::check::models::kv;
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The corpus folder (holding porcupine/ and knossos/); default: $LOCKCHECK_CORPUS,
-    /// else ../shared/corpus (from the current directory).
+    /// else fixtures/corpus (the shipped set, from the repository's root).
     #[arg(long, value_name = "DIR")]
     pub corpus: Option<PathBuf>,
     /// Also time the lock checker on this lock history.
@@ -28,24 +29,39 @@ pub struct Args {
 /// The environment variable naming the corpus folder.
 pub const CORPUS_ENV: &str = "LOCKCHECK_CORPUS";
 
+/// The shipped corpora, from the repository's root.
+pub const SHIPPED_CORPUS: &str = "fixtures/corpus";
+
+/// The corpora's folders; a corpus holds both.
+pub const CORPORA: [&str; 2] = ["porcupine", "knossos"];
+
 /// Where the corpora are, in the documented places only: `explicit` (`--corpus`),
-/// else `$LOCKCHECK_CORPUS`, else `../shared/corpus` from `base` (the repository
-/// sits next to `shared/`). A place named (by the flag or the variable) is the
-/// only one looked at: a typo never falls through to some other corpus. The
-/// error says where it looked and how to name another place.
-pub fn find_corpus(explicit: Option<&Path>, base: &Path) -> Result<PathBuf> {
+/// else `$LOCKCHECK_CORPUS`, else the shipped set under `root` (the repository's
+/// root). A place named (by the flag or the variable) is the only one looked at:
+/// a typo never falls through to some other corpus. The error says where it
+/// looked, what is missing there and how to name another place.
+pub fn find_corpus(explicit: Option<&Path>, root: &Path) -> Result<PathBuf> {
     let (dir, how) = match (explicit, std::env::var_os(CORPUS_ENV)) {
         (Some(dir), _) => (dir.to_path_buf(), "named by --corpus"),
         (None, Some(dir)) => (PathBuf::from(dir), "named by $LOCKCHECK_CORPUS"),
-        (None, None) => (base.join("../shared/corpus"), "the default place"),
+        (None, None) => (root.join(SHIPPED_CORPUS), "the shipped set"),
     };
-    if dir.join("porcupine").is_dir() || dir.join("knossos").is_dir() {
+    let missing: Vec<&str> = CORPORA
+        .into_iter()
+        .filter(|c| !dir.join(c).is_dir())
+        .collect();
+    if missing.is_empty() {
         return Ok(dir);
     }
     anyhow::bail!(
-        "no corpus (a folder holding porcupine/ or knossos/) at {} ({how}); \
-         name one with --corpus DIR or ${CORPUS_ENV}, or put it at ../shared/corpus",
-        dir.display()
+        "no corpus at {} ({how}): {} missing; run from the repository's root \
+         (the shipped set is {SHIPPED_CORPUS}) or name one with --corpus DIR or ${CORPUS_ENV}",
+        dir.display(),
+        missing
+            .iter()
+            .map(|c| format!("{c}/"))
+            .collect::<Vec<_>>()
+            .join(" and ")
     )
 }
 
@@ -134,9 +150,7 @@ pub fn main(args: Args) -> Result<u8> {
     }
 
     // Knossos's histories, every one against its default model.
-    if let Ok(rows) = expected(&corpus.join("knossos")) {
-        wrong += time_rows("knossos", &rows)?;
-    }
+    wrong += time_rows("knossos", &expected(&corpus.join("knossos"))?)?;
 
     if let Some(lock) = &args.lock {
         let t = Instant::now();
