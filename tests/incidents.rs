@@ -1,4 +1,4 @@
-//! The incident catalogue (README, "Incident catalogue"; `workloads/incidents/`) on
+//! The incident catalogue (docs/incidents.md; `workloads/incidents/`) on
 //! real servers: each entry is flagged, its twin shows what its fix does, and the
 //! report's guidance names the incident and its design rule. Entry 2 (a leader that
 //! keeps acting) is in `election.rs`.

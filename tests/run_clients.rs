@@ -282,7 +282,7 @@ fn kazoo_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
     assert!(
         !ops.iter()
             .any(|o| o.f == "held" && o.kind == OpType::Ok && o.value["held"] == false),
-        "kazoo's is_acquired said no: the README's finding no longer holds"
+        "kazoo's is_acquired said no: docs/clients.md's finding no longer holds"
     );
     r.assert_nothing_left();
     fenced_is_safe("clients/kazoo-pause-fenced.toml");
@@ -304,7 +304,7 @@ fn curator_does_not_know_it_lost_the_lock_and_its_znode_sequence_fences() {
     assert!(
         !ops.iter()
             .any(|o| o.f == "held" && o.kind == OpType::Ok && o.value["held"] == false),
-        "Curator's isAcquiredInThisProcess said no: the README's finding no longer holds"
+        "Curator's isAcquiredInThisProcess said no: docs/clients.md's finding no longer holds"
     );
     r.assert_nothing_left();
     fenced_is_safe("clients/curator-pause-fenced.toml");

@@ -8,7 +8,7 @@ use std::path::Path;
 fn every_shipped_workload_reads() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads");
     let mut names = Vec::new();
-    // The incident catalogue's entries too (README, "Incident catalogue").
+    // The incident catalogue's entries too (docs/incidents.md).
     let files = std::fs::read_dir(&dir)
         .unwrap()
         .chain(std::fs::read_dir(dir.join("incidents")).unwrap());

@@ -1,6 +1,6 @@
 //! A lock client lockcheck did not write: an adapter program around the lock library a
 //! team actually runs (redis-py's `Lock`, kazoo's `Lock`, Curator's
-//! `InterProcessMutex`), spoken to over JSON lines as `../shared/spec/client.md` (v1)
+//! `InterProcessMutex`), spoken to over JSON lines as `docs/client.md` (v1)
 //! lays down. To the worker it is one more [`LockClient`]; the history, the faults and
 //! the checks are the built-in clients'.
 //!
