@@ -1,6 +1,6 @@
 //! The history: every operation clients and the fault injector performed, in the
 //! order the controller observed them, on one clock. It is the one currency between
-//! the runner, the checker and the report (shared/spec/history.md is the contract).
+//! the runner, the checker and the report (docs/history.md is the contract).
 //!
 //! This module depends on nothing else of ours.
 
@@ -111,6 +111,10 @@ pub mod f {
     pub const CLOCK_RESET: &str = "clock-reset";
     /// Links slowed (delay ± jitter); ends with a `heal`.
     pub const LATENCY: &str = "latency";
+
+    /// Every `f` a client of lockcheck's own runs records; the fault injector's
+    /// are the starts and ends of [`super::fault_ops::ALL`].
+    pub const CLIENT: [&str; 6] = [ACQUIRE, RENEW, RELEASE, WRITE, READ, HELD];
 }
 
 /// The records of a fault period: the nemesis `f` that opens it, the one that
@@ -188,6 +192,9 @@ pub mod error {
     /// An act a node's application withheld because the node's agent (Patroni's
     /// REST API) did not name its node the primary: withheld as [`SELF_FENCED`] is.
     pub const NOT_PRIMARY: &str = "self-fenced: the node's agent does not name it the primary";
+
+    /// Every one of them: what the history's documentation must name.
+    pub const ALL: [&str; 4] = [STALE_TOKEN, MISSING_TOKEN, SELF_FENCED, NOT_PRIMARY];
 
     /// Whether a write's error says the client withheld it itself.
     pub fn withheld(error: &str) -> bool {
