@@ -122,7 +122,21 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
         opts.rule.k,
         opts.rule.m
     ));
-    let first = runner.trial(&r.candidate, opts.rule)?;
+    let mut oracle = Real {
+        runner: &mut runner,
+        rule: opts.rule,
+        seed: r.report.seed,
+        dir: work.clone(),
+    };
+    // The run as it happened must be a workload the reader takes, or every
+    // "does not come back" below would be a refusal in disguise.
+    if let Some(why) = oracle.refuses(&r.candidate) {
+        return Err(anyhow::anyhow!(
+            "{}: the run's faults as they happened do not make a workload lockcheck runs: {why}",
+            dir.display()
+        ));
+    }
+    let first = oracle.trial(&r.candidate)?;
     let mut out = Shrinking {
         kind: r.kind,
         first: first.clone(),
@@ -139,12 +153,6 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
     }
     let budget = opts.budget.saturating_sub(started.elapsed());
     let shrunk = {
-        let mut oracle = Real {
-            runner: &mut runner,
-            rule: opts.rule,
-            seed: r.report.seed,
-            dir: work.clone(),
-        };
         let mut line = |p: &Progress<'_>| progress(&progress_line(p, opts.rule));
         Search::new(&mut oracle, r.candidate.clone(), r.kind, budget, &mut line).run()?
     };

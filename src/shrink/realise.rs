@@ -64,7 +64,8 @@ pub fn realise(
     workload.remove("schedule");
     let history = read_jsonl(&dir.join("history.jsonl"))
         .with_context(|| format!("{}: history.jsonl", dir.display()))?;
-    let events = events(&history.ops, &entries)?;
+    let mut events = events(&history.ops, &entries)?;
+    fit_to_run(&mut events, &workload);
     let base_dir = workload_dir
         .map(Path::to_path_buf)
         .or_else(|| report.workload_dir.clone());
@@ -165,6 +166,25 @@ fn events(ops: &[Op], entries: &[Table]) -> Result<Vec<Event>> {
         });
     }
     Ok(out)
+}
+
+/// An occurrence the run started near its end was cut short by the end (a
+/// repeating fault starts as many as fit and stops them all when the run ends):
+/// as an explicit event it lasts what it lasted, since a workload may not plan a
+/// fault past its end.
+fn fit_to_run(events: &mut Vec<Event>, workload: &Table) {
+    let run = workload
+        .get("duration")
+        .and_then(Value::as_str)
+        .and_then(|d| d.parse::<crate::fault::duration::Dur>().ok())
+        .map(|d| d.0);
+    let Some(run) = run else {
+        return;
+    };
+    events.retain(|e| e.at < run);
+    for e in events.iter_mut() {
+        e.duration = e.duration.min(run - e.at);
+    }
 }
 
 /// Which `[[faults]]` entry a start record belongs to: its `fault` field (written
@@ -342,6 +362,31 @@ mod tests {
         assert_eq!(ev[1].table["nodes"].as_str(), Some("n2"));
         assert_eq!(ev[1].at, Duration::from_millis(2000));
         assert_eq!(ev[2].at, Duration::from_millis(4700));
+    }
+
+    #[test]
+    fn an_occurrence_the_end_cut_short_lasts_what_it_lasted() {
+        let entries = entries("[[faults]]\nkind = \"pause\"\ntarget = \"holder\"\nduration = \"2500ms\"\ninterval = \"1s\"\n");
+        let ops = vec![
+            nemesis(
+                1,
+                1050,
+                "pause",
+                json!({"targets": ["client-0"], "fault": 0}),
+            ),
+            nemesis(
+                2,
+                4850,
+                "pause",
+                json!({"targets": ["client-1"], "fault": 0}),
+            ),
+        ];
+        let mut ev = events(&ops, &entries).unwrap();
+        let w: Table = toml::from_str("duration = \"6s\"").unwrap();
+        fit_to_run(&mut ev, &w);
+        assert_eq!(ev[0].duration, Duration::from_millis(2500));
+        assert_eq!(ev[1].at, Duration::from_millis(4800));
+        assert_eq!(ev[1].duration, Duration::from_millis(1200));
     }
 
     #[test]
