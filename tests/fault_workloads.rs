@@ -253,7 +253,7 @@ fn the_documented_fault_catalogue_reads() {
     assert!(w.schedule.is_some());
     // With the client pause, the example shows every kind of the catalogue.
     let pause = parse("kind = \"pause\"\ntarget = \"holder\"\nduration = \"1s\"").unwrap();
-    for kind in lockcheck::fault::spec::CATALOGUE {
+    for kind in lockcheck::fault::catalogue::CATALOGUE {
         assert!(
             w.faults
                 .iter()

@@ -15,7 +15,8 @@
 //! the next request starts a fresh one. An adapter that cannot `init` at the start is a
 //! run that cannot start, with the adapter's stderr tail.
 
-use super::{BackendKind, Grant, LockClient, LockConfig, LockError};
+use super::client::{Grant, LockClient, LockConfig, LockError};
+use super::BackendKind;
 use anyhow::{anyhow, bail, Context};
 use async_trait::async_trait;
 use nix::sys::signal::{kill, Signal};

@@ -28,7 +28,9 @@
 //! etcd rounds a lease up to whole seconds and to its minimum (1.5 × election
 //! timeout); the grant reports the TTL the server actually gave.
 
-use super::{holder_id, retry_pause, ClientEndpoint, Grant, LockClient, LockConfig, LockError};
+use super::client::{
+    holder_id, retry_pause, ClientEndpoint, Grant, LockClient, LockConfig, LockError,
+};
 use anyhow::Context;
 use async_trait::async_trait;
 use etcd_client::{

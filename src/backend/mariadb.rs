@@ -11,7 +11,7 @@
 //! lock with it, to the server; another session takes the lock; the first wakes up
 //! still believing it holds it (it learns otherwise only at its next statement).
 
-use super::{Grant, LockClient, LockConfig, LockError};
+use super::client::{Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;

@@ -35,7 +35,7 @@
 //! nats-server 2.9 reply; the stream is the one `create_key_value` would make
 //! (file storage, as `nats kv add` and the client libraries default to).
 
-use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_nats::jetstream::{
     self,

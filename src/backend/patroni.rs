@@ -24,30 +24,16 @@
 //! not answer, so its node gets no writes; a node whose agent does not name it the
 //! primary is left at once ([`NOT_PRIMARY`]).
 
+pub use super::client::PrimaryCheck;
+use super::client::{Grant, LockClient, LockConfig, LockError};
 use super::postgres::Conn;
-use super::{Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use crate::history::error::NOT_PRIMARY;
-
-/// How a node's application decides that its node is the primary
-/// (`[backend] primary_check`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PrimaryCheck {
-    /// PostgreSQL says so: `pg_is_in_recovery()` is false. Asked at election and at
-    /// every renewal; an act goes straight to the node.
-    #[default]
-    Postgres,
-    /// Patroni's REST API says so (`GET /primary` answers 200, as HAProxy's health
-    /// check asks), right before every act as well.
-    PatroniApi,
-}
 
 /// A node's address as its clients are given it: its name, its PostgreSQL, its
 /// Patroni REST API (`n1=127.0.0.1:5432+127.0.0.1:8008`).

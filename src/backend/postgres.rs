@@ -23,7 +23,7 @@
 //! (`info`). A session found closed before a statement is opened again: nothing was
 //! sent on it.
 
-use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;

@@ -25,8 +25,8 @@
 //! a primary cut off from its replicas takes a number the promoted replica never saw,
 //! and hands out again.
 
-use super::redis::Instance;
-use super::LockError;
+use super::client::LockError;
+use super::redis_instance::Instance;
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -15,8 +15,8 @@
 //! holds the lock while another client holds a majority. A clock jump forward on a
 //! majority of servers expires the keys early, with the same result.
 
-use super::redis::{ttl_ms, Instance, SetOutcome};
-use super::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::redis_instance::{ttl_ms, Instance, SetOutcome};
 use async_trait::async_trait;
 use std::future::Future;
 use std::time::{Duration, Instant};

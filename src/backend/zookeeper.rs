@@ -18,7 +18,7 @@
 //! request whose outcome is unknown closes the session, which deletes whatever
 //! ephemeral znode it may have created.
 
-use super::{Grant, LockClient, LockConfig, LockError};
+use super::client::{Grant, LockClient, LockConfig, LockError};
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;

@@ -22,34 +22,7 @@ pub enum Outcome {
 }
 
 /// The `f` of a call, as the report tells them apart.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallKind {
-    Acquire,
-    Renew,
-    Release,
-    Write,
-    Read,
-    Other,
-}
-
-impl CallKind {
-    fn of(f: &str) -> CallKind {
-        use crate::history::f;
-        match f {
-            f::ACQUIRE => CallKind::Acquire,
-            f::RENEW => CallKind::Renew,
-            f::RELEASE => CallKind::Release,
-            f::WRITE => CallKind::Write,
-            f::READ => CallKind::Read,
-            _ => CallKind::Other,
-        }
-    }
-
-    /// The small integer the embedded timeline data uses (the page's JS knows them).
-    pub fn code(self) -> u8 {
-        self as u8
-    }
-}
+pub use crate::history::Call as CallKind;
 
 impl Outcome {
     pub fn code(self) -> u8 {

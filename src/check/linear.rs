@@ -330,6 +330,22 @@ struct Stuck<S> {
     state: S,
 }
 
+/// How each op of a part marks the set it joins: by a Zobrist key, or for the
+/// first 128 open-ended ops by a bit (see `Memo`).
+fn op_marks<I, O>(ops: &[Operation<I, O>], part: &[usize]) -> (Vec<u128>, Vec<u128>) {
+    let mut keys = op_keys(part.len());
+    let mut bits = vec![0u128; part.len()];
+    let mut open = 0;
+    for (i, &p) in part.iter().enumerate() {
+        if ops[p].ret == u64::MAX && open < 128 {
+            bits[i] = 1 << open;
+            keys[i] = 0;
+            open += 1;
+        }
+    }
+    (keys, bits)
+}
+
 /// The search over one part (`part` = positions into `ops`). Positions in the
 /// outcome index `ops`.
 fn search<M: Model>(
@@ -340,17 +356,7 @@ fn search<M: Model>(
 ) -> Outcome {
     let mut ev = Events::new(ops, part);
     let op = |i: usize| &ops[part[i]];
-    // Each op marks the set it joins by a Zobrist key or by a bit (see `Memo`).
-    let mut keys = op_keys(part.len());
-    let mut bits = vec![0u128; part.len()];
-    let mut open = 0;
-    for i in 0..part.len() {
-        if op(i).ret == u64::MAX && open < 128 {
-            bits[i] = 1 << open;
-            keys[i] = 0;
-            open += 1;
-        }
-    }
+    let (keys, bits) = op_marks(ops, part);
     let mut remaining = part.iter().filter(|&&p| ops[p].ret != u64::MAX).count();
     let mut memo: Memo<M::State> = Memo {
         seen: FxHashMap::default(),

@@ -40,68 +40,138 @@ struct Item {
     install: Option<&'static str>,
 }
 
+/// Each check of this machine, one function each, in the order they are printed.
+const CHECKS: &[fn() -> Vec<Item>] = &[
+    backends,
+    || vec![pause()],
+    || vec![partition_nodes()],
+    || vec![freezer()],
+    || vec![fsync_stall()],
+    || vec![local_processes()],
+    || vec![docker()],
+    || vec![ssh()],
+    || vec![external()],
+];
+
 pub fn main(args: Args) -> Result<u8> {
-    let mut items = Vec::new();
-    for a in cluster::available_backends() {
-        let name = a.kind.name().to_string();
-        let about = Some(format!(
-            "token: {}; known break: {}; shown by: {}{}",
-            a.kind.token().unwrap_or("none"),
-            a.kind.known_break(),
-            a.kind.shown_by().join(", "),
-            a.kind
-                .fenced_by()
-                .map(|f| format!("; fenced: {f}"))
-                .unwrap_or_default(),
-        ));
-        let workloads: Vec<&'static str> = a
-            .kind
-            .shown_by()
-            .iter()
-            .copied()
-            .chain(a.kind.fenced_by())
-            .collect();
-        let presets: Vec<&'static str> = LEASE_PRESETS
-            .iter()
-            .filter(|p| !p.backends.is_empty() && p.fits(a.kind))
-            .map(|p| p.name)
-            .collect();
-        items.push(match &a.found {
-            Ok(path) => Item {
-                area: "backend",
-                name,
-                ok: true,
-                detail: format!(
-                    "{} {} ({})",
-                    a.binary.name,
-                    version_of(path),
-                    path.display()
-                ),
-                install: None,
-                about: about.clone(),
-                workloads: workloads.clone(),
-                presets: presets.clone(),
-            },
-            Err(e) => Item {
-                area: "backend",
-                name,
-                ok: false,
-                detail: e.to_string(),
-                install: Some(a.binary.package),
-                about,
-                workloads,
-                presets,
-            },
-        });
+    let items: Vec<Item> = CHECKS.iter().flat_map(|check| check()).collect();
+    let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
+    packages.sort();
+    packages.dedup();
+    let install = (!packages.is_empty()).then(|| {
+        format!(
+            "apt-get install {}   (or scripts/setup, which installs everything the tests use)",
+            packages.join(" ")
+        )
+    });
+    if args.json {
+        let out = serde_json::json!({ "items": items, "install": install });
+        println!("{}", serde_json::to_string(&out)?);
+    } else {
+        print_words(&items, install.as_deref());
     }
-    // The pause signals the run's own children: it needs nothing but Linux.
-    items.push(Item {
+    Ok(u8::from(install.is_some()))
+}
+
+/// The items in words, by area, and the command that installs what is missing.
+fn print_words(items: &[Item], install: Option<&str>) {
+    // Presets not tied to one service fit every backend.
+    let generic: Vec<&str> = LEASE_PRESETS
+        .iter()
+        .filter(|p| p.backends.is_empty())
+        .map(|p| p.name)
+        .collect();
+    let mut area = "";
+    for i in items {
+        if i.area != area {
+            area = i.area;
+            println!("{area}s:");
+        }
+        let mark = if i.ok { "ok     " } else { "MISSING" };
+        println!("  {mark} {:<17} {}", i.name, i.detail);
+        if let Some(about) = &i.about {
+            println!("  {:<25} {about}", "");
+        }
+        if !i.presets.is_empty() {
+            println!(
+                "  {:<25} lease presets: {} (on any backend: {})",
+                "",
+                i.presets.join(", "),
+                generic.join(", ")
+            );
+        }
+    }
+    match install {
+        Some(cmd) => println!("to install what is missing: {cmd}"),
+        None => println!("everything lockcheck knows how to run is here"),
+    }
+}
+
+/// Each backend: its server program and version, or the package that installs it;
+/// its token, known break, the workloads that show it and its lease presets.
+fn backends() -> Vec<Item> {
+    cluster::available_backends().iter().map(backend).collect()
+}
+
+fn backend(a: &cluster::Availability) -> Item {
+    let kind = a.kind;
+    let about = Some(format!(
+        "token: {}; known break: {}; shown by: {}{}",
+        kind.token().unwrap_or("none"),
+        kind.known_break(),
+        kind.shown_by().join(", "),
+        kind.fenced_by()
+            .map(|f| format!("; fenced: {f}"))
+            .unwrap_or_default(),
+    ));
+    let workloads: Vec<&'static str> = kind
+        .shown_by()
+        .iter()
+        .copied()
+        .chain(kind.fenced_by())
+        .collect();
+    let presets: Vec<&'static str> = LEASE_PRESETS
+        .iter()
+        .filter(|p| !p.backends.is_empty() && p.fits(kind))
+        .map(|p| p.name)
+        .collect();
+    let (ok, detail, install) = match &a.found {
+        Ok(path) => (
+            true,
+            format!(
+                "{} {} ({})",
+                a.binary.name,
+                version_of(path),
+                path.display()
+            ),
+            None,
+        ),
+        Err(e) => (false, e.to_string(), Some(a.binary.package)),
+    };
+    Item {
+        area: "backend",
+        name: kind.name().to_string(),
+        ok,
+        detail,
+        install,
+        about,
+        workloads,
+        presets,
+    }
+}
+
+/// The pause signals the run's own children: it needs nothing but Linux.
+fn pause() -> Item {
+    Item {
         area: "fault",
         name: "pause".into(),
         ok: true,
         detail: "SIGSTOP / SIGCONT of client processes".into(),
         ..Item::default()
-    });
+    }
+}
+
+fn partition_nodes() -> Item {
     let (ok, detail, install) = match cluster::netns::available() {
         Ok(()) => (
             true,
@@ -110,20 +180,21 @@ pub fn main(args: Args) -> Result<u8> {
         ),
         Err((why, package)) => (false, why, package),
     };
-    items.push(Item {
+    Item {
         area: "fault",
         name: "partition-nodes".into(),
         ok,
         detail,
         install,
-        about: None,
-        workloads: Vec::new(),
-        presets: Vec::new(),
-    });
-    // `pause-node` with `method = "freezer"` on local nodes (containers are
-    // paused by Docker): refused at load where this says why.
+        ..Item::default()
+    }
+}
+
+/// `pause-node` with `method = "freezer"` on local nodes (containers are paused
+/// by Docker): refused at load where this says why.
+fn freezer() -> Item {
     let freezer = cluster::freezer::unavailable();
-    items.push(Item {
+    Item {
         area: "fault",
         name: "freezer".into(),
         ok: freezer.is_none(),
@@ -131,10 +202,13 @@ pub fn main(args: Args) -> Result<u8> {
             "the cgroup freezer for pause-node of local nodes (method = \"freezer\")".into()
         }),
         ..Item::default()
-    });
-    // `pause-node` with `method = "fsync"`: strace delays a node's syncs.
+    }
+}
+
+/// `pause-node` with `method = "fsync"`: strace delays a node's syncs.
+fn fsync_stall() -> Item {
     let strace = crate::fault::sync_stall::unavailable();
-    items.push(Item {
+    Item {
         area: "fault",
         name: "fsync stall".into(),
         ok: strace.is_none(),
@@ -143,28 +217,35 @@ pub fn main(args: Args) -> Result<u8> {
             "strace delays a local node's fsync/fdatasync (pause-node, method = \"fsync\")".into()
         }),
         ..Item::default()
-    });
-    items.push(Item {
+    }
+}
+
+fn local_processes() -> Item {
+    Item {
         area: "runtime",
         name: "local processes".into(),
         ok: true,
         detail: "servers run as local processes on loopback (the default)".into(),
         ..Item::default()
-    });
+    }
+}
+
+fn docker() -> Item {
     let (ok, detail) = crate::cli::image::doctor_line();
-    items.push(Item {
+    Item {
         area: "runtime",
         name: "docker".into(),
         ok,
         detail,
         install: (!ok).then_some("docker.io"),
-        about: None,
-        workloads: Vec::new(),
-        presets: Vec::new(),
-    });
-    // The ssh runtime runs the system's OpenSSH client, never an SSH library.
+        ..Item::default()
+    }
+}
+
+/// The ssh runtime runs the system's OpenSSH client, never an SSH library.
+fn ssh() -> Item {
     let ssh = crate::fault::which("ssh".as_ref()).is_ok();
-    items.push(Item {
+    Item {
         area: "runtime",
         name: "ssh".into(),
         ok: ssh,
@@ -175,59 +256,17 @@ pub fn main(args: Args) -> Result<u8> {
         },
         install: (!ssh).then_some("openssh-client"),
         ..Item::default()
-    });
-    items.push(Item {
+    }
+}
+
+fn external() -> Item {
+    Item {
         area: "runtime",
         name: "external".into(),
         ok: true,
         detail: "servers someone else runs, named by backend.endpoints".into(),
         ..Item::default()
-    });
-    let mut packages: Vec<&str> = items.iter().filter_map(|i| i.install).collect();
-    packages.sort();
-    packages.dedup();
-    let install = (!packages.is_empty()).then(|| {
-        format!(
-            "apt-get install {}   (or scripts/setup, which installs everything the tests use)",
-            packages.join(" ")
-        )
-    });
-    // Presets not tied to one service fit every backend.
-    let generic: Vec<&str> = LEASE_PRESETS
-        .iter()
-        .filter(|p| p.backends.is_empty())
-        .map(|p| p.name)
-        .collect();
-    if args.json {
-        let out = serde_json::json!({ "items": items, "install": install });
-        println!("{}", serde_json::to_string(&out)?);
-    } else {
-        let mut area = "";
-        for i in &items {
-            if i.area != area {
-                area = i.area;
-                println!("{area}s:");
-            }
-            let mark = if i.ok { "ok     " } else { "MISSING" };
-            println!("  {mark} {:<17} {}", i.name, i.detail);
-            if let Some(about) = &i.about {
-                println!("  {:<25} {about}", "");
-            }
-            if !i.presets.is_empty() {
-                println!(
-                    "  {:<25} lease presets: {} (on any backend: {})",
-                    "",
-                    i.presets.join(", "),
-                    generic.join(", ")
-                );
-            }
-        }
-        match &install {
-            Some(cmd) => println!("to install what is missing: {cmd}"),
-            None => println!("everything lockcheck knows how to run is here"),
-        }
     }
-    Ok(u8::from(install.is_some()))
 }
 
 /// The version `PROGRAM --version` prints (`Redis server v=7.0.15 ...` → `7.0.15`,

@@ -24,8 +24,11 @@
 //! this machine's servers from read-only mounts (listed in its `lockcheck.host-mounts`
 //! label), for machines that cannot pull.
 
-use super::local::log_tail;
-use super::{recipe, Cluster, ClusterError, ClusterPlan, ClusterSpec, Init, Runtime};
+use super::node::log_tail;
+use super::plan::{ClusterPlan, ClusterSpec, Prepare, Runtime, DATA_DIR};
+use super::recipe::{ClusterError, Init};
+use super::recipes::recipe;
+use super::running::Cluster;
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
@@ -208,7 +211,7 @@ impl DockerCluster {
                     tracing::warn!("port taken while starting {}, retrying: {e:#}", spec.kind);
                     // The next plan starts from nothing: a data directory of this
                     // one (an etcd member of its cluster) must not be found.
-                    let data = spec.dir.join(super::DATA_DIR);
+                    let data = spec.dir.join(DATA_DIR);
                     if data.exists() {
                         std::fs::remove_dir_all(&data)
                             .with_context(|| format!("emptying {}", data.display()))?;
@@ -452,7 +455,7 @@ impl DockerCluster {
         // The node listens on the run's network, not on loopback: a recipe
         // opens it to clients from outside (Docker's port forwarding) from that.
         let mut cmd = self.plan.recipe().command(&self.plan, i, rejoin)?;
-        if let Some(super::Prepare(prepare)) = &self.plan.spec.prepare {
+        if let Some(Prepare(prepare)) = &self.plan.spec.prepare {
             prepare(&node, &mut cmd)
                 .with_context(|| format!("preparing node {} to start", node.name))?;
         }
@@ -596,19 +599,6 @@ impl DockerCluster {
         Ok(())
     }
 
-    fn index(&self, node: &str) -> Result<usize> {
-        self.plan
-            .nodes
-            .iter()
-            .position(|n| n.name == node)
-            .with_context(|| {
-                format!(
-                    "no node named {node} in this {} cluster",
-                    self.plan.spec.kind
-                )
-            })
-    }
-
     /// The running members, by name and the address this machine reaches them at.
     fn running(&self) -> Vec<(String, SocketAddr)> {
         (0..self.plan.nodes.len())
@@ -716,13 +706,13 @@ impl Cluster for DockerCluster {
             .then_some(self.plan.binary.as_path())
     }
     fn pid(&self, node: &str) -> Option<u32> {
-        self.pids[self.index(node).ok()?]
+        self.pids[self.plan.index(node).ok()?]
     }
 
     /// SIGKILL to the container's main process, through the Engine: the container
     /// stops, its data stays. A paused container is killed as well.
     async fn kill(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         if self.main_pid(i).await.is_some() {
             let options = KillContainerOptionsBuilder::default()
                 .signal("SIGKILL")
@@ -751,7 +741,7 @@ impl Cluster for DockerCluster {
     }
 
     async fn restart(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         if self.main_pid(i).await.is_some() {
             bail!("node {node} is still running: kill it before restarting");
         }
@@ -767,7 +757,7 @@ impl Cluster for DockerCluster {
     }
 
     async fn wipe(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         if self.main_pid(i).await.is_some() {
             bail!("node {node} is still running: kill it before wiping its data");
         }
@@ -784,7 +774,7 @@ impl Cluster for DockerCluster {
     /// `docker pause`: the Engine freezes the container's cgroup, every process
     /// in it at once (a PostgreSQL's backends as well as its postmaster).
     async fn freeze(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.docker
             .pause_container(&self.containers[i])
             .await
@@ -794,7 +784,7 @@ impl Cluster for DockerCluster {
     }
 
     async fn thaw(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         if !std::mem::replace(&mut self.frozen[i], false) {
             return Ok(()); // killed meanwhile: nothing is paused
         }

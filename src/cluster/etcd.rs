@@ -12,7 +12,8 @@
 //! **Leader**: the member a quorum of the members names as leader, asked over
 //! each member's HTTP gateway.
 
-use super::{answers, ClusterPlan, Ports, ServerBinary, ServerRecipe};
+use super::plan::ClusterPlan;
+use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;

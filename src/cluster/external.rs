@@ -4,7 +4,8 @@
 //! node, nor reach a server's clock; the workload's validation refuses those faults
 //! by name before anything runs, and these methods refuse them again if called.
 
-use super::{Cluster, Runtime};
+use super::plan::Runtime;
+use super::running::Cluster;
 use crate::backend::BackendKind;
 use anyhow::{bail, Result};
 use async_trait::async_trait;

@@ -30,85 +30,23 @@
 //! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::netns::{self, Network};
-use super::{recipe, ClusterError, Init, NetworkKind, ServerRecipe};
+use super::node::{log_tail, NodeSpec};
+use super::plan::{ClusterPlan, ClusterSpec, NetworkKind, Prepare, DATA_DIR};
+use super::recipe::{detached_pid, ClusterError, Init, ServerRecipe};
+use super::recipes::recipe;
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom};
+use std::fs::{self, OpenOptions};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// What to start: the backend, how many nodes, and where their files go.
-#[derive(Debug, Clone)]
-pub struct ClusterSpec {
-    pub kind: BackendKind,
-    pub nodes: usize,
-    /// The run directory: nodes' data go under `data/`, their logs under `nodes/`.
-    pub dir: PathBuf,
-    /// The server program to run instead of the default one (tests, odd installs).
-    pub binary: Option<PathBuf>,
-    /// How long all nodes together may take to answer their readiness check.
-    pub ready_timeout: Duration,
-    /// How long a node may take to exit after SIGTERM before it gets SIGKILL.
-    pub stop_grace: Duration,
-    /// Adjusts each node's command before every start, restarts included.
-    pub prepare: Option<Prepare>,
-    /// The same for a node on a host of its own (the ssh runtime), on that host.
-    pub prepare_on_host: Option<super::ssh::HostPrepare>,
-    /// Where each node is a host of its own (ssh): runs once the hosts are
-    /// reached, before any node starts.
-    pub on_hosts: Option<super::ssh::OnHosts>,
-    /// Where the nodes listen: loopback, or each in a network namespace of its own
-    /// (so that faults can cut the links between nodes).
-    pub network: NetworkKind,
-    /// With `network` = namespaces: runs once the network exists, before any node.
-    pub on_network: Option<netns::OnNetwork>,
-    /// The run directory whose journal lists the servers as they spawn (for
-    /// `lockcheck recover`): `dir` itself, unless the cluster is one part of a run
-    /// that keeps it in a folder of its own (the resource's PostgreSQL).
-    pub journal_dir: PathBuf,
-    /// The workload's lease, for servers that keep the lease themselves (the TTL
-    /// of Patroni's leader key).
-    pub lease: Option<Duration>,
-}
-
-/// A change to a node's command line made just before it starts, for what must be in
-/// place from the server's first instruction: a clock interposer in its environment,
-/// a time namespace, a wrapper. Runs again at each restart of the node.
-#[derive(Clone)]
-pub struct Prepare(pub Arc<PrepareFn>);
-
-/// What a [`Prepare`] runs: the node about to start, and its command.
-pub type PrepareFn = dyn Fn(&NodeSpec, &mut Command) -> Result<()> + Send + Sync;
-
-impl Prepare {
-    /// One hook that runs each of `hooks` in turn; none if there are none.
-    pub fn chain(hooks: Vec<Prepare>) -> Option<Prepare> {
-        match hooks.len() {
-            0 => None,
-            1 => hooks.into_iter().next(),
-            _ => Some(Prepare(Arc::new(
-                move |node: &NodeSpec, cmd: &mut Command| {
-                    hooks.iter().try_for_each(|Prepare(h)| h(node, cmd))
-                },
-            ))),
-        }
-    }
-}
-
-impl std::fmt::Debug for Prepare {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Prepare(..)")
-    }
-}
 
 impl ClusterSpec {
     /// The backend's usual shape (its recipe's default number of nodes) with its
@@ -131,44 +69,6 @@ impl ClusterSpec {
             lease: None,
         }
     }
-}
-
-/// One node's identity, addresses and files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeSpec {
-    /// n1, n2, ...
-    pub name: String,
-    /// Where the server accepts clients.
-    pub client_listen: SocketAddr,
-    /// What clients are told to dial: the listen address, unless a proxy is in between.
-    pub client_advertise: SocketAddr,
-    /// Where the server accepts its peers (etcd), if it has any.
-    pub peer_listen: Option<SocketAddr>,
-    /// What peers are told to dial to reach this node.
-    pub peer_advertise: Option<SocketAddr>,
-    /// Where a ZooKeeper server listens for leader election (its peer address is
-    /// for the quorum's traffic).
-    pub election: Option<SocketAddr>,
-    pub data_dir: PathBuf,
-    pub log_path: PathBuf,
-}
-
-/// Names, ports and directories chosen, nothing running yet.
-#[derive(Debug, Clone)]
-pub struct ClusterPlan {
-    pub spec: ClusterSpec,
-    /// The resolved server program.
-    pub binary: PathBuf,
-    pub nodes: Vec<NodeSpec>,
-    /// Distinguishes this cluster from any other on the machine (etcd's
-    /// `--initial-cluster-token`), so that members of two runs never join up.
-    pub cluster_token: String,
-    /// Where the nodes' data directories are (`<dir>/data`, or a stand-in the
-    /// server can reach); it goes with the last plan, once the servers stopped.
-    pub home: Arc<super::home::Home>,
-    /// The client addresses of the coordinator the nodes need
-    /// ([`ServerRecipe::coordinator`]), once it runs; empty without one.
-    pub coordinator: Vec<String>,
 }
 
 impl ClusterPlan {
@@ -194,7 +94,7 @@ impl ClusterPlan {
         let ports = recipe.ports(spec.nodes);
         let names: Vec<String> = node_names(spec.nodes);
         let home = super::home::Home::new(
-            spec.dir.join(super::DATA_DIR),
+            spec.dir.join(DATA_DIR),
             recipe.refuses_root(),
             &spec.journal_dir,
         )?;
@@ -286,21 +186,6 @@ impl ClusterPlan {
         recipe(self.spec.kind)
     }
 
-    /// The nodes' names, in node order.
-    pub fn node_names(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.name.clone()).collect()
-    }
-
-    /// The addresses the nodes advertise to clients (`host:port`), in node order:
-    /// what clients dial where each node has an address of its own (a container,
-    /// a host).
-    pub fn advertised(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .map(|n| n.client_advertise.to_string())
-            .collect()
-    }
-
     /// Starts the one-node cluster of `kind` the nodes need first, its files under
     /// `<dir>/coordinator/`, journaled in the run's journal.
     /// A coordinator needs none itself.
@@ -387,13 +272,13 @@ impl LocalCluster {
 
     /// The process id of a running node, for faults that signal it (SIGSTOP, SIGKILL).
     pub fn pid(&self, node: &str) -> Option<u32> {
-        let i = self.index(node).ok()?;
+        let i = self.plan.index(node).ok()?;
         self.children[i].as_ref().map(|c| c.id())
     }
 
     /// Whether the node's process is alive (running or stopped).
     pub fn is_running(&mut self, node: &str) -> Result<bool> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.reap(i);
         Ok(self.children[i].is_some())
     }
@@ -401,7 +286,7 @@ impl LocalCluster {
     /// Kills a node with SIGKILL, as a crash would: no shutdown, data directory kept.
     /// Killing a node that is already down does nothing.
     pub async fn kill(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         if let Some(mut child) = self.children[i].take() {
             // SIGKILL ends a stopped process too; wait so it leaves no zombie and its
             // ports are free for the restart. A frozen one dies once thawed: it
@@ -423,7 +308,7 @@ impl LocalCluster {
     /// data directory, and waits until it serves. A node still running is an error:
     /// a fault must kill it first, so that the history says so.
     pub async fn restart(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.respawn(i).await?;
         self.wait_ready(&[i]).await
     }
@@ -435,7 +320,7 @@ impl LocalCluster {
         // Try every node; report the first failure after all were tried.
         let (mut started, mut first) = (Vec::new(), None);
         for node in nodes {
-            let i = self.index(node)?;
+            let i = self.plan.index(node)?;
             match self.respawn(i).await {
                 Ok(()) => started.push(i),
                 Err(e) => {
@@ -477,7 +362,7 @@ impl LocalCluster {
     /// Freezes a running node's processes (its server and what it forked) with
     /// the cgroup freezer; journaled, so that `recover` thaws it.
     pub async fn freeze(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.reap(i);
         let Some(child) = &self.children[i] else {
             bail!("node {node} is not running: nothing to freeze");
@@ -510,7 +395,7 @@ impl LocalCluster {
 
     /// Thaws a node [`LocalCluster::freeze`] froze (one not frozen: nothing to do).
     pub async fn thaw(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.thaw_index(i).await
     }
 
@@ -527,7 +412,7 @@ impl LocalCluster {
     /// back with nothing: a Redis without its keys, an etcd member without its log
     /// (re-admitted as a new member at restart).
     pub async fn wipe(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.reap(i);
         if let Some(child) = &self.children[i] {
             bail!(
@@ -609,7 +494,7 @@ impl LocalCluster {
     fn leftovers(&self) -> Vec<u32> {
         (0..self.plan.nodes.len())
             .filter_map(|i| self.plan.recipe().detached(&self.plan, i))
-            .filter_map(|d| super::detached_pid(&d.pid_file, &d.owner))
+            .filter_map(|d| detached_pid(&d.pid_file, &d.owner))
             .collect()
     }
 
@@ -687,14 +572,6 @@ impl LocalCluster {
             }
         }
         killed
-    }
-
-    fn index(&self, node: &str) -> Result<usize> {
-        self.plan
-            .nodes
-            .iter()
-            .position(|n| n.name == node)
-            .with_context(|| format!("no node named {node} in this {} cluster", self.kind()))
     }
 
     /// Forgets a node's process if it has exited.
@@ -933,18 +810,4 @@ fn is_port_taken(e: &anyhow::Error) -> bool {
             ClusterError::MissingBinary { .. } | ClusterError::Docker(_) => false,
         })
     })
-}
-
-/// The last lines of a node's log, for error messages.
-pub(super) fn log_tail(path: &Path) -> String {
-    const TAIL: u64 = 2000;
-    let read = || -> std::io::Result<String> {
-        let mut f = File::open(path)?;
-        let len = f.metadata()?.len();
-        f.seek(SeekFrom::Start(len.saturating_sub(TAIL)))?;
-        let mut bytes = Vec::new();
-        f.read_to_end(&mut bytes)?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
-    };
-    read().unwrap_or_else(|e| format!("(could not read the log: {e})"))
 }

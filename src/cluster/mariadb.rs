@@ -4,7 +4,8 @@
 //! PostgreSQL nodes does. As root, the server runs with `--user=root` (mariadbd
 //! refuses root otherwise).
 
-use super::{ClusterPlan, Init, Ports, ServerBinary, ServerRecipe};
+use super::plan::ClusterPlan;
+use super::recipe::{Init, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
 use std::hash::{Hash, Hasher};
@@ -51,7 +52,7 @@ impl ServerRecipe for Mariadb {
 
     /// The server's greeting packet carries its version, MariaDB's included.
     async fn ready(&self, addr: SocketAddr) -> bool {
-        super::answers(addr, b"", "MariaDB").await
+        super::recipe::answers(addr, b"", "MariaDB").await
     }
 }
 

@@ -24,7 +24,9 @@
 //! Raft elections in nats-server take 4 to 9 s (its fixed election timeouts): a
 //! killed stream leader leaves the lock unavailable that long.
 
-use super::{ClusterPlan, Ports, ServerBinary, ServerRecipe};
+use super::node::NodeSpec;
+use super::plan::ClusterPlan;
+use super::recipe::{Ports, ServerBinary, ServerRecipe};
 use crate::backend::nats::STREAM_PREFIX;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
@@ -94,7 +96,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
         .arg("-sd")
         .arg(&node.data_dir);
     if plan.nodes.len() > 1 {
-        let peer = |n: &super::NodeSpec| {
+        let peer = |n: &NodeSpec| {
             Ok::<_, anyhow::Error>((
                 n.peer_listen
                     .with_context(|| format!("nats node {} has no cluster address", n.name))?,
@@ -206,7 +208,7 @@ async fn ask_stream_leader(addr: SocketAddr) -> Option<String> {
 mod tests {
     use super::*;
     use crate::backend::BackendKind;
-    use crate::cluster::ClusterSpec;
+    use crate::cluster::plan::ClusterSpec;
 
     fn plan(nodes: usize) -> ClusterPlan {
         let spec = ClusterSpec {

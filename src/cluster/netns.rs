@@ -19,7 +19,7 @@
 //! once its server has exited. [`remove_run`] does both from the id alone, which
 //! is all `lockcheck recover` needs from the journal.
 
-use super::local::NodeSpec;
+use super::node::NodeSpec;
 use anyhow::{bail, Context, Result};
 use std::net::Ipv4Addr;
 use std::os::fd::AsRawFd;

@@ -21,8 +21,10 @@
 //! As root, Patroni and its PostgreSQL run as the `postgres` account, which is
 //! given the node's directory.
 
+use super::node::NodeSpec;
+use super::plan::ClusterPlan;
+use super::recipe::{answers, Detached, Init, Ports, ServerBinary, ServerRecipe};
 use super::setup::{hand_over, run_as, unprivileged_user};
-use super::{answers, ClusterPlan, Detached, Ports, ServerBinary, ServerRecipe};
 use crate::backend::postgres::SUPERUSER;
 use crate::backend::BackendKind;
 use anyhow::{bail, Context, Result};
@@ -95,14 +97,14 @@ impl ServerRecipe for Patroni {
         Duration::from_secs(60)
     }
 
-    fn endpoint(&self, node: &super::NodeSpec) -> String {
+    fn endpoint(&self, node: &NodeSpec) -> String {
         let api = node.peer_advertise.unwrap_or(node.client_advertise);
         crate::backend::patroni::endpoint(&node.name, node.client_advertise, api)
     }
 
     /// The node's directory goes to the account Patroni runs as, before its first
     /// start and after a wipe; Patroni itself runs initdb or pg_basebackup.
-    fn init(&self, plan: &ClusterPlan, i: usize) -> Result<Option<super::Init>> {
+    fn init(&self, plan: &ClusterPlan, i: usize) -> Result<Option<Init>> {
         let node = &plan.nodes[i];
         if !pgdata(&node.data_dir).exists() {
             if let Some(u) = unprivileged_user(&[SUPERUSER])? {
@@ -128,7 +130,7 @@ impl ServerRecipe for Patroni {
         let api = node.peer_listen.context("a patroni node has a REST API")?;
         let api_advertise = node.peer_advertise.unwrap_or(api);
         // PostgreSQL's programs, beside its server (`$LOCKCHECK_POSTGRES` too).
-        let postgres = super::server_binary(BackendKind::PostgresLease).resolve(None)?;
+        let postgres = super::postgres::Postgres.binary().resolve(None)?;
         let bin = postgres.parent().context("PostgreSQL's programs")?;
         let config = format!(
             "scope: {scope}

@@ -12,8 +12,9 @@
 //! at every commit); only a machine crash would, and no fault here crashes the
 //! machine. It keeps initdb and commits fast on a shared machine.
 
+use super::plan::ClusterPlan;
+use super::recipe::{Init, Ports, ServerBinary, ServerRecipe};
 use super::setup::{hand_over, run_as, unprivileged_user};
-use super::{ClusterPlan, Init, Ports, ServerBinary, ServerRecipe};
 use crate::backend::postgres::{conninfo, SUPERUSER};
 use anyhow::{Context, Result};
 use async_trait::async_trait;

@@ -2,7 +2,9 @@
 //! its own port, without persistence, so that a killed instance comes back empty,
 //! as the Redis-docs setup the Redlock debate assumes.
 
-use super::{answers, ClusterPlan, NodeSpec, Ports, ServerBinary, ServerRecipe};
+use super::node::NodeSpec;
+use super::plan::ClusterPlan;
+use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
 use std::net::SocketAddr;

@@ -8,11 +8,12 @@
 //! serves, a replica's link to its primary is up, a Sentinel knows both replicas and
 //! both other Sentinels.
 
+use super::node::NodeSpec;
+use super::plan::ClusterPlan;
+use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
 use super::redis::server_command;
-use super::{answers, server_binary, ClusterPlan, NodeSpec, Ports, ServerBinary, ServerRecipe};
-use crate::backend::redis::Instance;
+use crate::backend::redis_instance::Instance;
 use crate::backend::redis_sentinel::{primary_named_by, MASTER_NAME, SENTINELS, SERVERS};
-use crate::backend::BackendKind;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::fmt::Write as _;
@@ -104,7 +105,7 @@ impl ServerRecipe for RedisSentinel {
     fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
         let node = &plan.nodes[i];
         if i < SERVERS {
-            let redis = server_binary(BackendKind::Redis).resolve(None)?;
+            let redis = super::redis::REDIS.binary().resolve(None)?;
             let mut cmd = server_command(&redis, node);
             // A replica's first sync at once, not after diskless sync's 5 s delay.
             cmd.args(["--repl-diskless-sync-delay", "0"]);

@@ -3,7 +3,7 @@
 //! output in the node's log, and — when lockcheck runs as root — an unprivileged
 //! account for a server that refuses to run as root, owning the node's data.
 
-use super::local::{log_tail, NodeSpec};
+use super::node::{log_tail, NodeSpec};
 use anyhow::{bail, Context, Result};
 use nix::unistd::{chown, User};
 use std::fs::OpenOptions;

@@ -8,7 +8,8 @@
 //! client asks for is honoured from 2 ticks up to 2 minutes, so the workload's lease
 //! (the session timeout) is what the server applies.
 
-use super::{answers, ClusterError, ClusterPlan, Ports, ServerBinary, ServerRecipe};
+use super::plan::ClusterPlan;
+use super::recipe::{answers, ClusterError, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::fmt::Write as _;

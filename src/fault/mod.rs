@@ -1,13 +1,14 @@
 //! What lockcheck breaks. Each fault is one small type behind the [`Fault`] trait:
 //! it applies itself to a target and undoes itself. Each kind a workload names has
 //! a file of its own (`pause.rs`, `kill.rs`, ...) with its spec and its line in the
-//! catalogue ([`spec::CATALOGUE`]), which also says how the history records it.
+//! catalogue ([`catalogue::CATALOGUE`]), which also says how the history records it.
 //! *When* faults happen is the run's schedule (`run::nemesis`), not theirs.
 //!
 //! A fault that changes anything outside the run's own processes (a clock, a link)
 //! must also undo it in `Drop`, so that a panic leaves nothing behind; the run stops
 //! and resumes its processes itself.
 
+pub mod catalogue;
 pub mod clock;
 pub mod duration;
 pub mod kill;

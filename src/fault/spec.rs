@@ -1,7 +1,6 @@
-//! The fault catalogue: every kind of fault a workload may name, in one table
-//! ([`CATALOGUE`]) that the workload reader, the nemesis and the run's setup all
-//! read, and that points at the history's records of each (`history::fault_ops`,
-//! which the report draws from a run directory alone).
+//! What a kind of fault is ([`Kind`]) and what its `[[faults]]` entry is read into
+//! ([`Spec`]); the catalogue that lists the kinds is `catalogue.rs`, above the
+//! kinds' files, which import this one.
 //!
 //! A kind's own file (`fault/pause.rs`, `fault/kill.rs`, ...) holds its [`Kind`]
 //! (its name, its keys, its records) and its spec: a struct of its own fields,
@@ -11,7 +10,6 @@
 //! *When* a fault happens (`duration`, `after`, `interval`, a `[schedule]`) is the
 //! run's, read by the workload around the kind's own keys.
 
-use super::{clock, kill, latency, latency_nodes, partition, partition_nodes, pause, pause_node};
 use super::{Fault, Target};
 use crate::cluster::{NetworkKind, Runtime};
 use crate::history::FaultOps;
@@ -22,23 +20,6 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// Every kind of fault, in the order the docs list them.
-pub const CATALOGUE: &[&Kind] = &[
-    &pause::KIND,
-    &pause_node::KIND,
-    &kill::KIND,
-    &clock::KIND,
-    &partition::KIND,
-    &latency::KIND,
-    &partition_nodes::KIND,
-    &latency_nodes::KIND,
-];
-
-/// The kind a workload names `name`.
-pub fn kind(name: &str) -> Option<&'static Kind> {
-    CATALOGUE.iter().copied().find(|k| k.name == name)
-}
 
 /// One kind of fault, as the catalogue lists it.
 pub struct Kind {
@@ -53,34 +34,6 @@ pub struct Kind {
     pub ops: &'static FaultOps,
     /// Reads and checks its entry's keys.
     pub read: fn(&mut Entry<'_>, &Setting) -> Result<Arc<dyn Spec>>,
-}
-
-impl Kind {
-    /// Why an entry of this kind may not have `key`.
-    fn refusal(&self, key: &str, timing: &[&str]) -> String {
-        if let Some((_, what)) = self.instead.iter().find(|(k, _)| *k == key) {
-            return what.to_string();
-        }
-        let takers: Vec<&str> = CATALOGUE
-            .iter()
-            .filter(|k| k.keys.contains(&key))
-            .map(|k| k.name)
-            .collect();
-        if !takers.is_empty() {
-            return format!("only a {} fault takes it", takers.join(" or "));
-        }
-        let known: Vec<&str> = ["kind"]
-            .iter()
-            .chain(self.keys)
-            .chain(timing)
-            .copied()
-            .collect();
-        format!(
-            "unknown key: a {} fault takes {}",
-            self.name,
-            known.join(", ")
-        )
-    }
 }
 
 impl fmt::Debug for Kind {
@@ -219,42 +172,12 @@ impl dyn Spec {
 /// read into its type, every error naming the key (the workload adds the file
 /// and the line).
 pub struct Entry<'a> {
-    kind: &'static Kind,
-    values: BTreeMap<String, toml::Value>,
-    bad: &'a dyn Fn(&str, String) -> anyhow::Error,
+    pub(super) kind: &'static Kind,
+    pub(super) values: BTreeMap<String, toml::Value>,
+    pub(super) bad: &'a dyn Fn(&str, String) -> anyhow::Error,
 }
 
 impl<'a> Entry<'a> {
-    /// The entry of these keys: its `kind` must be in the catalogue, and every
-    /// other key one of that kind's or of `timing` (the keys the run reads itself).
-    /// `bad(key, what)` makes the error about a key.
-    pub fn new(
-        mut values: BTreeMap<String, toml::Value>,
-        timing: &[&str],
-        bad: &'a dyn Fn(&str, String) -> anyhow::Error,
-    ) -> Result<Entry<'a>> {
-        let names: Vec<String> = CATALOGUE
-            .iter()
-            .map(|k| format!("\"{}\"", k.name))
-            .collect();
-        let expected = format!("expected one of {}", names.join(", "));
-        let kind = match values.remove("kind") {
-            Some(toml::Value::String(s)) => match kind(&s) {
-                Some(k) => k,
-                None => return Err(bad("kind", format!("{expected}, found \"{s}\""))),
-            },
-            Some(other) => return Err(bad("kind", format!("{expected}, found {other}"))),
-            None => return Err(bad("kind", format!("missing: {expected}"))),
-        };
-        if let Some(key) = values
-            .keys()
-            .find(|k| !timing.contains(&k.as_str()) && !kind.keys.contains(&k.as_str()))
-        {
-            return Err(bad(key, kind.refusal(key, timing)));
-        }
-        Ok(Entry { kind, values, bad })
-    }
-
     pub fn kind(&self) -> &'static Kind {
         self.kind
     }
@@ -305,26 +228,6 @@ impl<'a> Entry<'a> {
         match self.values.keys().next() {
             Some(key) => Err(self.bad(key, "unknown key")),
             None => Ok(spec),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_kind_has_one_name_and_its_keys_once() {
-        for (i, k) in CATALOGUE.iter().enumerate() {
-            assert!(
-                CATALOGUE[..i].iter().all(|o| o.name != k.name),
-                "{} twice",
-                k.name
-            );
-            for (j, key) in k.keys.iter().enumerate() {
-                assert!(!k.keys[..j].contains(key), "{}: {key} twice", k.name);
-            }
-            assert_eq!(kind(k.name).map(|k| k.name), Some(k.name));
         }
     }
 }

@@ -6,7 +6,7 @@
 //! Lines are read with a bound (`MAX_LINE`), so one hostile line (`/dev/zero`, a
 //! 50 MB line) costs at most that much memory before it is refused with its number.
 
-use super::HistoryError;
+use super::malformed::HistoryError;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 

@@ -9,35 +9,14 @@
 
 use super::input::{Input, Line};
 use super::json::{self, Fault};
-use super::{AppliedWrite, History, Op, OpRef, OpType, Process};
+use super::malformed::HistoryError;
+use super::op::{AppliedWrite, History, Op, OpRef, OpType, Process};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::path::Path;
-
-/// Why a history could not be read. Display gives `file:line: field: reason`.
-#[derive(Debug, thiserror::Error)]
-pub enum HistoryError {
-    /// The reason is in the message itself, not chained as a source, so that it
-    /// is printed once.
-    #[error("{file}: {reason}")]
-    Io {
-        file: String,
-        reason: std::io::Error,
-    },
-    #[error("{file}:{line}: {field}: {reason}")]
-    Malformed {
-        file: String,
-        line: usize,
-        field: String,
-        reason: String,
-    },
-    /// Nothing a verdict could be about (spec v1.1): never VALID.
-    #[error("{file}: no operations: {why}; a history without a client operation has no verdict")]
-    NoOperations { file: String, why: String },
-}
 
 /// Reads and validates a history file (`-` = standard input; gzip and zstd undone).
 pub fn read_jsonl(path: &Path) -> Result<History, HistoryError> {
@@ -421,7 +400,7 @@ const KNOWN: [&str; 8] = [
 /// read, a counter; for an `f` the spec does not name, any number), and their
 /// fields named in the spec have the spec's types.
 fn allowed(process: Process, f: &str, v: &Value) -> Result<Option<u64>, Fault> {
-    use super::f::{ACQUIRE, READ, RELEASE, RENEW, WRITE};
+    use super::op::f::{ACQUIRE, READ, RELEASE, RENEW, WRITE};
     let shape = match v {
         Value::Object(_) => true,
         Value::Number(_) if process == Process::Nemesis => true,
@@ -541,7 +520,7 @@ fn parse_plain(raw: &str) -> Option<Parsed<'_>> {
     if line.f.is_empty() {
         return None;
     }
-    use super::f::{ACQUIRE, READ, RELEASE, RENEW, WRITE};
+    use super::op::f::{ACQUIRE, READ, RELEASE, RENEW, WRITE};
     let mut seq = None;
     if let Some(v) = line.value {
         let text = v.get();
@@ -673,7 +652,7 @@ impl Rules {
                 ))
             }
             kind => {
-                if let (OpType::Ok, super::f::WRITE, Some(seq)) = (kind, op.f.as_ref(), seq) {
+                if let (OpType::Ok, super::op::f::WRITE, Some(seq)) = (kind, op.f.as_ref(), seq) {
                     if let Some(&first) = self.applied.get(&seq) {
                         let (_, reason) = same_seq(seq, first);
                         return Err(("value.seq".into(), reason));

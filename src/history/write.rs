@@ -1,7 +1,7 @@
 //! Appending to `history.jsonl` while a run goes: one `write` per line on an
 //! unbuffered file, so a kill -9 of the controller loses at most the line being written.
 
-use super::Op;
+use super::op::Op;
 use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -54,8 +54,8 @@ impl HistoryWriter {
 
 #[cfg(test)]
 mod tests {
+    use super::super::op::{OpType, Process};
     use super::*;
-    use crate::history::{OpType, Process};
     use serde_json::Value;
 
     #[test]
@@ -82,7 +82,7 @@ mod tests {
             Some("n1".into()),
         );
         w.append(ok).unwrap();
-        let h = super::super::read_jsonl(&path).unwrap();
+        let h = super::super::read::read_jsonl(&path).unwrap();
         assert_eq!(h.ops.len(), 2);
         assert_eq!(h.ops[1].time, 10);
         assert_eq!(h.ops[1].token(), Some(7));

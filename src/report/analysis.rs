@@ -2,6 +2,11 @@
 //! (the zombie window), whether a fencing resource would have stopped them, and which
 //! of the three designs fits what was observed. Pure functions of the history.
 
+pub use super::answer::{Answer, Guidance};
+use super::election::Leaderships;
+use super::library::{self, LibraryBelief};
+use super::text::{count, times};
+pub use super::zombies::{zombie_windows, Zombie, ZombieWindows};
 use crate::check::calls::{Calls, Outcome};
 use crate::check::provoked::{provoked, Provoked};
 use crate::check::secs;
@@ -24,56 +29,12 @@ pub struct Analysis {
     pub self_fencing: Option<SelfFencing>,
     /// Present when the clients asked their lock library `held` (an adapter).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub library: Option<super::library::LibraryBelief>,
+    pub library: Option<LibraryBelief>,
     pub guidance: Guidance,
     /// Present in an election (`mode = "election"`): the leaderships, and how long
     /// deposed leaders went on acting.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub election: Option<super::election::Leaderships>,
-}
-
-/// One deposed holder: another process acquired while it still believed it held the lock.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Zombie {
-    pub process: u64,
-    pub token: Option<u64>,
-    /// When the other process's acquire completed (ns): the latest moment the lock
-    /// can have changed hands, so the window below is a lower bound.
-    pub deposed_at: u64,
-    pub by_process: u64,
-    pub by_token: Option<u64>,
-    /// The end of the deposed holder's critical section (its release invoke or last op).
-    pub until: u64,
-    pub window_ns: u64,
-    /// Ops of the deposed holder still in flight when it was deposed, or invoked
-    /// after (release included).
-    pub ops_after: usize,
-    pub writes_after: usize,
-    pub writes_accepted_after: usize,
-    pub writes_rejected_after: usize,
-    /// When its last write after the deposition was last seen (ns): the deposed
-    /// holder's last act (a leader's, in an election); none if it wrote nothing after.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_act: Option<u64>,
-    /// History indexes: the holder's acquire ok, the new holder's acquire ok, then
-    /// the invokes of the deposed holder's ops counted in `ops_after`.
-    pub indexes: Vec<u64>,
-}
-
-/// The zombie windows of a run: their distribution, and the worst one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct ZombieWindows {
-    /// Critical sections during which another process acquired.
-    pub deposed: usize,
-    pub p50_ns: u64,
-    pub p90_ns: u64,
-    pub max_ns: u64,
-    /// Writes deposed holders attempted after being deposed, in total.
-    pub writes_after: usize,
-    pub writes_accepted_after: usize,
-    pub writes_rejected_after: usize,
-    pub worst: Option<Zombie>,
-    pub all: Vec<Zombie>,
+    pub election: Option<Leaderships>,
 }
 
 /// The resource log replayed as if the resource enforced the token: a write whose
@@ -114,37 +75,6 @@ pub struct SelfFencing {
     pub sentence: String,
 }
 
-/// Which of the three designs fits what was observed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Answer {
-    /// Duplicates are cheap: the lock is an optimisation, not a guarantee.
-    EfficiencyLock,
-    /// The resource must check the token.
-    FencingTokens,
-    /// The client must check its own lease and stop (self-fencing).
-    ExitOnLoss,
-}
-
-impl Answer {
-    pub fn title(self) -> &'static str {
-        match self {
-            Answer::EfficiencyLock => "An efficiency lock is enough",
-            Answer::FencingTokens => "Fencing tokens are needed",
-            Answer::ExitOnLoss => "Exit on lease loss (self-fencing client)",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Guidance {
-    pub answer: Answer,
-    pub title: String,
-    pub sentence: String,
-    /// The figures behind the answer, each in words.
-    pub figures: Vec<String>,
-}
-
 /// Runs every analysis. `self_fencing_margin_ms` is the runner's note that workers
 /// fenced themselves (None: they did not, or it is not known).
 pub fn analyze(
@@ -157,7 +87,7 @@ pub fn analyze(
     let fencing = fencing_replay(history, calls, resource, &zombies);
     let self_fencing = self_fencing_margin_ms.map(|m| self_fencing(m, &zombies));
     let guidance = guidance(&zombies, &fencing, self_fencing.as_ref());
-    let library = super::library::belief(history, &zombies);
+    let library = library::belief(history, &zombies);
     Analysis {
         provoked: Some(provoked(history, calls)),
         library,
@@ -167,87 +97,6 @@ pub fn analyze(
         self_fencing,
         guidance,
     }
-}
-
-/// For every critical section during which another process acquired: how long the
-/// deposed holder went on believing it held the lock, and what it did meanwhile.
-pub fn zombie_windows(history: &History, calls: &Calls) -> ZombieWindows {
-    let idx = |pos: usize| history.ops[pos].index;
-    let mut all = Vec::new();
-    for (i, s) in calls.sections.iter().enumerate() {
-        let Some(by) = calls.deposer(i) else {
-            continue;
-        };
-        let d = by.start;
-        let after: Vec<usize> = s
-            .inside
-            .iter()
-            .chain(s.release.iter())
-            .copied()
-            // In flight at the deposition or later: a write invoked before it may
-            // still land after it (a holder paused mid-write).
-            .filter(|&c| calls.calls[c].last_seen() >= d)
-            .collect();
-        let writes = || {
-            after
-                .iter()
-                .map(|&c| &calls.calls[c])
-                // A write the client withheld (self-fenced) never left it.
-                .filter(|c| c.is_write() && c.outcome != Outcome::Withheld)
-        };
-        let mut indexes = vec![
-            idx(calls.calls[s.acquire]
-                .completion
-                .unwrap_or(calls.calls[s.acquire].invoke)),
-            idx(calls.calls[by.acquire]
-                .completion
-                .unwrap_or(calls.calls[by.acquire].invoke)),
-        ];
-        indexes.extend(after.iter().map(|&c| idx(calls.calls[c].invoke)));
-        all.push(Zombie {
-            process: s.process,
-            token: s.token,
-            deposed_at: d,
-            by_process: by.process,
-            by_token: by.token,
-            until: s.end,
-            window_ns: s.end.saturating_sub(d),
-            ops_after: after.len(),
-            writes_after: writes().count(),
-            writes_accepted_after: writes().filter(|c| c.outcome == Outcome::Ok).count(),
-            writes_rejected_after: writes()
-                .filter(|c| c.outcome == Outcome::StaleRejected)
-                .count(),
-            last_act: writes().map(|c| c.last_seen()).max(),
-            indexes,
-        });
-    }
-    let mut w: Vec<u64> = all.iter().map(|z| z.window_ns).collect();
-    w.sort_unstable();
-    let worst = all
-        .iter()
-        .max_by_key(|z| (z.window_ns, z.writes_after))
-        .cloned();
-    ZombieWindows {
-        deposed: all.len(),
-        p50_ns: percentile(&w, 50),
-        p90_ns: percentile(&w, 90),
-        max_ns: w.last().copied().unwrap_or(0),
-        writes_after: all.iter().map(|z| z.writes_after).sum(),
-        writes_accepted_after: all.iter().map(|z| z.writes_accepted_after).sum(),
-        writes_rejected_after: all.iter().map(|z| z.writes_rejected_after).sum(),
-        worst,
-        all,
-    }
-}
-
-/// Nearest-rank percentile of sorted values (0 for none).
-fn percentile(sorted: &[u64], p: usize) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    sorted[rank - 1]
 }
 
 /// One applied write, in the resource's order, tied to its call where the history has it.
@@ -595,25 +444,11 @@ fn fencing_guidance(z: &ZombieWindows, f: &FencingReplay) -> String {
     s
 }
 
-/// "1 write", "2 writes": counts in sentences.
-pub fn count(n: usize, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// "once", "2 times": counts in sentences.
-pub fn times(n: usize) -> String {
-    if n == 1 {
-        "once".into()
-    } else {
-        format!("{n} times")
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::zombies::percentile;
     use super::*;
     use crate::check::calls::tests::H;
-    use crate::history::error;
     use serde_json::json;
 
     /// Process 0 holds token 1, pauses; its lease runs out; process 1 acquires token 2
@@ -744,34 +579,6 @@ mod tests {
         assert_eq!(a.fencing.rejected_in_run, 1);
         assert_eq!(a.zombies.writes_rejected_after, 1);
         assert_eq!(a.guidance.answer, Answer::FencingTokens);
-    }
-
-    #[test]
-    fn a_self_fenced_write_is_not_a_write_after_deposition() {
-        // Process 0 wakes past its lease deadline, withholds its write and releases:
-        // the write never left the client, so it is no zombie write.
-        let h = H::default()
-            .acquire(0, 0, None)
-            .write(10, 0, None, 1)
-            .acquire(1200, 1, None)
-            .write(1210, 1, None, 2)
-            .inv(1300, 0, "write", json!({"token": null, "data": "late"}))
-            .fail(1301, 0, "write", error::SELF_FENCED)
-            .release(1400, 0, None)
-            .history();
-        let c = Calls::of(&h);
-        let a = analyze(&h, &c, None, Some(200));
-        assert_eq!(a.zombies.deposed, 1);
-        assert_eq!(a.zombies.writes_after, 0);
-        let sf = a.self_fencing.unwrap();
-        assert_eq!(sf.writes_after, 0);
-        assert!(
-            sf.sentence.contains("(0 writes after deposition)"),
-            "{}",
-            sf.sentence
-        );
-        let s = crate::report::summary::summarize(&h, &c, &[]);
-        assert_eq!((s.writes_withheld, s.writes_failed), (1, 0));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! to the deposed leader's last act. The design rule it checks is catalogue entry 2:
 //! a leader stops acting as soon as its lease may be gone.
 
-use super::analysis::{count, times, Analysis, Answer, Guidance, Zombie};
+use super::answer::{Answer, Guidance};
+use super::text::{count, times};
+use super::zombies::{Zombie, ZombieWindows};
 use crate::check::calls::Calls;
 use crate::check::secs;
 use serde::{Deserialize, Serialize};
@@ -39,10 +41,9 @@ pub fn acting_ns(z: &Zombie) -> Option<u64> {
     z.last_act.map(|t| t.saturating_sub(z.deposed_at))
 }
 
-/// Turns the analysis of an election run into leaderships: the figures, and the
-/// guidance naming the design rule.
-pub fn apply(a: &mut Analysis, calls: &Calls, on_lease_loss: Option<String>) {
-    let z = &a.zombies;
+/// The leaderships of an election run, from its zombie windows: the figures and
+/// the sentence ([`guidance`] names the design rule).
+pub fn leaderships(z: &ZombieWindows, calls: &Calls, on_lease_loss: Option<String>) -> Leaderships {
     let mut acting: Vec<u64> = z.all.iter().filter_map(acting_ns).collect();
     acting.sort_unstable();
     let acting_max_ns = acting.last().copied().unwrap_or(0);
@@ -68,7 +69,7 @@ pub fn apply(a: &mut Analysis, calls: &Calls, on_lease_loss: Option<String>) {
             secs(acting_p50_ns)
         ),
     };
-    let l = Leaderships {
+    Leaderships {
         leaderships: calls.sections.len(),
         deposed: z.deposed,
         acted_after: acting.len(),
@@ -77,13 +78,11 @@ pub fn apply(a: &mut Analysis, calls: &Calls, on_lease_loss: Option<String>) {
         acting_max_ns,
         on_lease_loss,
         sentence,
-    };
-    a.guidance = guidance(&l, &a.guidance);
-    a.election = Some(l);
+    }
 }
 
 /// The guidance of an election: the design rule, and what this run showed of it.
-fn guidance(l: &Leaderships, lock: &Guidance) -> Guidance {
+pub fn guidance(l: &Leaderships, lock: &Guidance) -> Guidance {
     let mut figures = vec![
         format!(
             "{}, {} deposed",

@@ -3,11 +3,14 @@
 //! timeline and the latency / throughput charts are drawn by the inline script from
 //! the embedded columns (see `timeline`).
 
-use super::analysis::{self, Analysis, Guidance, Zombie};
+use super::analysis::Analysis;
+use super::answer::Guidance;
 use super::election::{self, Leaderships};
+use super::input::Input;
 use super::summary::{summarize, validity_word, Summary};
+use super::text::{count, escape};
 use super::timeline::{self, FaultBand};
-use super::{escape, Input};
+use super::zombies::Zombie;
 use crate::check::calls::Calls;
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 use std::fmt::Write;
@@ -199,11 +202,11 @@ fn analysis_panels(a: &Analysis) -> String {
     let _ = write!(
         out,
         "<div class=\"panel\" id=\"lc-zombies\"><h2>Zombie window</h2><p>{} deposed while they still believed they held the lock: another process acquired, and they went on for p50 {}, p90 {}, max {}. They attempted {} after that ({} accepted, {} rejected by the resource).</p>",
-        analysis::count(z.deposed, "holder was", "holders were"),
+        count(z.deposed, "holder was", "holders were"),
         secs(z.p50_ns),
         secs(z.p90_ns),
         secs(z.max_ns),
-        analysis::count(z.writes_after, "write", "writes"),
+        count(z.writes_after, "write", "writes"),
         z.writes_accepted_after,
         z.writes_rejected_after
     );

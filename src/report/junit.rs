@@ -4,7 +4,8 @@
 //! A run adds one case for its faults: planned faults that never started fail it
 //! (unless `--allow-missed-faults`), so CI never counts an untested run as a pass.
 
-use super::{escape, MissedFaults};
+use super::input::MissedFaults;
+use super::text::escape;
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 
 fn evidence(a: &Anomaly) -> String {

@@ -2,7 +2,8 @@
 //! write) next to what the lock service did (the zombie windows): for each deposed
 //! holder, did its own library say it had lost the lock before its next write?
 
-use super::analysis::ZombieWindows;
+use super::text::{count, escape};
+use super::zombies::ZombieWindows;
 use crate::history::{f, History, OpType, Process};
 use serde::{Deserialize, Serialize};
 
@@ -57,13 +58,13 @@ pub fn belief(history: &History, zombies: &ZombieWindows) -> Option<LibraryBelie
     } else if asked == 0 {
         format!(
             "{} deposed, and none asked its library afterwards.",
-            super::analysis::count(zombies.all.len(), "holder was", "holders were")
+            count(zombies.all.len(), "holder was", "holders were")
         )
     } else {
         format!(
             "Of {} deposed and asked, the library said it had lost the lock before the next \
              write for {knew}, and still said it held it for {believed_held}.",
-            super::analysis::count(asked, "holder", "holders")
+            count(asked, "holder", "holders")
         )
     };
     Some(LibraryBelief {
@@ -109,12 +110,12 @@ pub fn panel(
     };
     let believed = belief.map_or_else(
         || "It was not asked whether it still held the lock (no <code>held</code>).".to_string(),
-        |b| super::escape(&b.sentence),
+        |b| escape(&b.sentence),
     );
     format!(
         "<section class=\"panel\" id=\"lc-library\"><h2>The lock library: {}</h2>\
          <p>Tested through its adapter <code>{}</code>. {believed} {heeded}</p></section>\n",
-        super::escape(&library),
-        super::escape(&command),
+        escape(&library),
+        escape(&command),
     )
 }

@@ -65,7 +65,7 @@ pub fn analysis_text(a: &Analysis) -> String {
     let z = &a.zombies;
     let mut out = format!(
         "zombie window: {} deposed, p50 {}, p90 {}, max {}\n",
-        super::analysis::count(z.deposed, "holder", "holders"),
+        super::text::count(z.deposed, "holder", "holders"),
         secs(z.p50_ns),
         secs(z.p90_ns),
         secs(z.max_ns)
@@ -78,4 +78,41 @@ pub fn analysis_text(a: &Analysis) -> String {
         out += &format!("self-fencing: {}\n", s.sentence);
     }
     out + &format!("guidance: {}. {}\n", a.guidance.title, a.guidance.sentence)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::analysis::analyze;
+    use super::crate::check::calls::tests::H;
+    use super::*;
+    use crate::history::error;
+    use serde_json::json;
+
+    #[test]
+    fn a_self_fenced_write_is_not_a_write_after_deposition() {
+        // Process 0 wakes past its lease deadline, withholds its write and releases:
+        // the write never left the client, so it is no zombie write.
+        let h = H::default()
+            .acquire(0, 0, None)
+            .write(10, 0, None, 1)
+            .acquire(1200, 1, None)
+            .write(1210, 1, None, 2)
+            .inv(1300, 0, "write", json!({"token": null, "data": "late"}))
+            .fail(1301, 0, "write", error::SELF_FENCED)
+            .release(1400, 0, None)
+            .history();
+        let c = Calls::of(&h);
+        let a = analyze(&h, &c, None, Some(200));
+        assert_eq!(a.zombies.deposed, 1);
+        assert_eq!(a.zombies.writes_after, 0);
+        let sf = a.self_fencing.unwrap();
+        assert_eq!(sf.writes_after, 0);
+        assert!(
+            sf.sentence.contains("(0 writes after deposition)"),
+            "{}",
+            sf.sentence
+        );
+        let s = summarize(&h, &c, &[]);
+        assert_eq!((s.writes_withheld, s.writes_failed), (1, 0));
+    }
 }

@@ -11,7 +11,8 @@
 //! `{"op":"write","process":3,"token":7,"data":"3:12"}` → `{"seq":5}` or
 //! `{"error":"stale-token"}`; `{"op":"read"}` → `{"seq":5,"data":"3:12"}`.
 
-use super::{Fence, Stats, StatsHandle, WriteOutcome, MISSING_TOKEN, STALE_TOKEN};
+use super::fence::{Fence, Stats, StatsHandle, WriteOutcome};
+use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
 use crate::history::AppliedWrite;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};

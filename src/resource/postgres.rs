@@ -37,9 +37,10 @@
 //! session so that no write can commit after the last read; an interrupted run does
 //! the same when the resource is dropped.
 
-use super::{Fence, Stats, StatsHandle, WriteOutcome, MISSING_TOKEN, STALE_TOKEN};
+use super::fence::{Fence, Stats, StatsHandle, WriteOutcome};
 use crate::backend::BackendKind;
 use crate::cluster::{ClusterSpec, LocalCluster};
+use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
 use crate::history::AppliedWrite;
 use anyhow::{anyhow, Context, Result};
 use std::fs::File;

@@ -6,9 +6,9 @@
 //! (as in Jepsen): the same worker goes on under a fresh id, and any late reply to
 //! the old op is recognised by its request id and dropped.
 
+use super::live::{stopped, Live, LOCK_NAME};
 use super::worker::{self, Command, Reply};
 use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Workload};
-use super::Live;
 use crate::fault::{client_name, ClientProc, Place};
 use crate::history::error::withheld;
 use crate::history::{HistoryWriter, Op, OpType, Process};
@@ -391,7 +391,7 @@ impl Slot {
             }
             tokio::select! {
                 _ = tokio::time::sleep(think) => {}
-                _ = super::stopped(&mut stop) => {}
+                _ = stopped(&mut stop) => {}
             }
         }
         Ok(())
@@ -468,7 +468,7 @@ impl Slot {
             }
             tokio::select! {
                 _ = tokio::time::sleep(e.act_every) => {}
-                _ = super::stopped(stop) => {}
+                _ = stopped(stop) => {}
             }
         }
         self.call(Command::Release { token, lease_lost }).await?;
@@ -554,7 +554,7 @@ impl Slot {
     async fn call(&mut self, cmd: Command) -> Result<Outcome> {
         let w = &self.shared.workload;
         let invoke_value = match &cmd {
-            Command::Acquire => json!({ "lock": super::LOCK_NAME }),
+            Command::Acquire => json!({ "lock": LOCK_NAME }),
             Command::Renew { token } => json!({ "token": token }),
             // A leader that resigns on losing its lease says so (docs/election.md).
             Command::Release {

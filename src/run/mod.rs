@@ -11,10 +11,13 @@
 pub mod capacity;
 pub mod controller;
 pub mod figures;
+mod live;
 pub mod nemesis;
 pub mod on_hosts;
 pub mod worker;
 pub mod workload;
+
+pub use live::{Live, LOCK_NAME};
 
 use crate::backend::adapter;
 use crate::backend::{BackendKind, LockConfig};
@@ -28,16 +31,12 @@ use controller::{AskHeld, Recorder, Shared, Slot, Workers};
 use figures::Figures;
 use nemesis::FaultAccount;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 use workload::Workload;
-
-/// The lock every client of a run competes for.
-pub const LOCK_NAME: &str = "lockcheck";
 
 /// How a run is carried out, besides its workload.
 #[derive(Debug, Clone)]
@@ -126,79 +125,6 @@ pub struct Interrupted {
     pub signal: &'static str,
     pub secs: f64,
     pub dir: String,
-}
-
-/// What people watch while a run goes: updated by the clients and the nemesis.
-#[derive(Default)]
-pub struct Live {
-    pub ops: AtomicU64,
-    /// Writes the fence rejected, as the workers were told.
-    pub stale_rejected: AtomicU64,
-    state: Mutex<LiveState>,
-}
-
-#[derive(Default)]
-struct LiveState {
-    /// Slots inside a critical section, as the controller has seen their acquires.
-    holding: BTreeSet<usize>,
-    latest: Option<usize>,
-    /// Acquires that succeeded while another slot was still inside its section.
-    overlaps: u64,
-    faults: Vec<String>,
-}
-
-impl Live {
-    fn with<T>(&self, f: impl FnOnce(&mut LiveState) -> T) -> T {
-        f(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    pub fn acquired(&self, slot: usize) {
-        self.with(|s| {
-            if s.holding.iter().any(|&h| h != slot) {
-                s.overlaps += 1;
-            }
-            s.holding.insert(slot);
-            s.latest = Some(slot);
-        })
-    }
-
-    pub fn release(&self, slot: usize) {
-        self.with(|s| {
-            s.holding.remove(&slot);
-            if s.latest == Some(slot) {
-                s.latest = None;
-            }
-        })
-    }
-
-    /// The slot that acquired most recently and has not finished its section.
-    pub fn holder(&self) -> Option<usize> {
-        self.with(|s| s.latest)
-    }
-
-    pub fn set_faults(&self, faults: Vec<String>) {
-        self.with(|s| s.faults = faults)
-    }
-
-    fn line(&self, elapsed: Duration, total: Duration, res: resource::Stats) -> String {
-        self.with(|s| {
-            let holder = s.latest.map_or("-".to_string(), client_name);
-            let faults = if s.faults.is_empty() {
-                "no fault".to_string()
-            } else {
-                s.faults.join(", ")
-            };
-            format!(
-                "[{:5.1}/{:.0} s] {} ops | holder {holder} | {faults} | {} overlaps | stale writes: {} accepted, {} rejected",
-                elapsed.as_secs_f64(),
-                total.as_secs_f64(),
-                self.ops.load(Ordering::Relaxed),
-                s.overlaps,
-                res.stale_accepted,
-                self.stale_rejected.load(Ordering::Relaxed)
-            )
-        })
-    }
 }
 
 /// Runs a workload once: a fresh cluster, the clients, the faults; then the check.
@@ -353,10 +279,12 @@ fn judge(
     })
 }
 
-/// The body of a run, inside the runtime. Every process it starts is owned by a
-/// guard local to this future, so dropping it (a signal) stops them all. Returns
-/// the account of the workload's faults (planned against started), and what the
-/// adapter under test said about itself, if the clients are one.
+/// The body of a run, inside the runtime: [`prepare`] the servers, the resource
+/// and the clients, run them [`live`] with the nemesis for the run's duration, then
+/// [`finish`]. Every process it starts is owned by a guard local to this future, so
+/// dropping it (a signal) stops them all. Returns the account of the workload's
+/// faults (planned against started), and what the adapter under test said about
+/// itself, if the clients are one.
 async fn execute(
     w: Arc<Workload>,
     opts: &Options,
@@ -364,6 +292,175 @@ async fn execute(
     duration: Duration,
     dir: &Path,
 ) -> Result<(FaultAccount, Option<ClientInfo>)> {
+    let mut prepared = prepare(&w, opts, seed, dir).await?;
+    let ran = live(&w, opts, seed, duration, dir, &mut prepared).await?;
+    finish(&w, opts, duration, prepared, ran).await
+}
+
+/// What a run has up before its clock starts, each part a guard that stops what it
+/// started: the servers, the resource, the clients' proxies and the workers.
+struct Prepared {
+    journal: Arc<crate::journal::Journal>,
+    /// The journal's line for the nodes' network, undone once the servers stop.
+    network: Option<u64>,
+    servers: Arc<tokio::sync::Mutex<Box<dyn Cluster>>>,
+    res: resource::Running,
+    _proxies: Option<Arc<crate::fault::proxy::Proxies>>,
+    workers: Workers,
+    /// The workers' pipes, taken by the live part.
+    pipes: Vec<controller::Pipes>,
+    client: Option<ClientInfo>,
+    ask_held: AskHeld,
+}
+
+/// Starts the servers (with the hooks the planned faults need), the resource and
+/// the workers, and journals every process.
+async fn prepare(w: &Arc<Workload>, opts: &Options, seed: u64, dir: &Path) -> Result<Prepared> {
+    let (servers, network, journal, needs) = prepare_servers(w, opts, seed, dir).await?;
+    // Shared with the nemesis, whose node faults kill and restart servers.
+    let servers = Arc::new(tokio::sync::Mutex::new(servers));
+    let res = resource::Running::start(w.resource, dir)
+        .await
+        .map_err(|e| environment(format!("starting the resource: {e:#}")))?;
+    // With link faults planned, each client reaches each node through a proxy of
+    // its own (`client-0->n1`, ...) that the faults cut or slow.
+    let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
+    let (_proxies, endpoints) = if needs.client_links {
+        // Whatever the runtime, a node's proxy forwards to where clients would dial.
+        let nodes = {
+            let c = servers.lock().await;
+            c.node_names()
+                .into_iter()
+                .zip(c.endpoints())
+                .map(|(name, e)| {
+                    use std::net::ToSocketAddrs;
+                    let addr = e.to_socket_addrs().ok().and_then(|mut a| a.next());
+                    Ok((name, addr.with_context(|| format!("resolving {e}"))?))
+                })
+                .collect::<Result<Vec<_>>>()?
+        };
+        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &clients, &nodes, seed).await?;
+        (Some(p), e)
+    } else {
+        let direct = servers.lock().await.endpoints();
+        let mut each = vec![direct; clients.len()];
+        if w.backend.kind.client_per_node() {
+            // Client i is node i's application: its own node first.
+            for (i, e) in each.iter_mut().enumerate() {
+                let n = e.len();
+                e.rotate_left(i % n);
+            }
+        }
+        (None, each)
+    };
+    let configs = worker_configs(w, endpoints, &res, dir);
+    // Clients on the hosts: this program copied there, the resource forwarded.
+    let on_hosts = match (&w.backend.ssh, w.clients.on_hosts) {
+        (Some(ssh), true) => {
+            let hosts = servers.lock().await.hosts();
+            let placed = on_hosts::OnHosts::prepare(
+                hosts,
+                w.clients.count,
+                &opts.worker_exe,
+                &ssh.remote_dir,
+                res.endpoint().addr(),
+                dir,
+            );
+            Some(placed.await.map_err(|e| environment(format!("{e:#}")))?)
+        }
+        _ => None,
+    };
+    let (workers, pipes) = Workers::start(
+        &opts.worker_exe,
+        &configs,
+        needs.client_clocks,
+        on_hosts,
+        dir,
+        Duration::from_secs(20),
+    )
+    .await
+    // A lock client of the team's own that cannot start is the environment's
+    // problem (a missing interpreter or library), reported with its stderr tail.
+    .map_err(|e| match &w.client {
+        Some(_) => environment(format!("{e:#}")),
+        None => e,
+    })?;
+    let (client, ask_held) = adapter_in_use(w, workers.hello())?;
+    // Every process of the run goes into its journal, so that `lockcheck recover`
+    // can end what a controller killed with -9 leaves behind. The servers are
+    // already there: a local cluster journals each server as it spawns it, a
+    // docker cluster its containers, the resource its PostgreSQL.
+    {
+        for (name, pid) in workers.local_pids() {
+            // One that has already exited cannot be left behind.
+            if let Ok(proc) = crate::journal::Proc::of(name, pid) {
+                journal.record(crate::journal::Effect::Process(proc))?;
+            }
+        }
+    }
+
+    Ok(Prepared {
+        journal,
+        network,
+        servers,
+        res,
+        _proxies,
+        workers,
+        pipes,
+        client,
+        ask_held,
+    })
+}
+
+/// Each worker's configuration: its endpoints, the lock, the resource, its adapter.
+fn worker_configs(
+    w: &Workload,
+    endpoints: Vec<Vec<String>>,
+    res: &resource::Running,
+    dir: &Path,
+) -> Vec<worker::Config> {
+    endpoints
+        .into_iter()
+        .enumerate()
+        .map(|(i, endpoints)| worker::Config {
+            backend: w.backend.kind,
+            endpoints,
+            lock: LockConfig {
+                name: LOCK_NAME.to_string(),
+                lease: w.backend.lease.ttl,
+                acquire_timeout: w.backend.acquire_timeout,
+                fencing_token: w.backend.fencing_token,
+                replica_acks: w.backend.replica_acks,
+                primary_check: w.backend.primary_check,
+                client_endpoint: w.backend.client_endpoint,
+            },
+            resource: res.endpoint(),
+            self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
+            election: matches!(w.mode, workload::ClientMode::Election(_)),
+            adapter: w.client.as_ref().map(|program| adapter::Spec {
+                program: program.clone(),
+                client: client_name(i),
+                op_timeout: w.clients.op_timeout,
+                run_dir: dir.to_path_buf(),
+                election: matches!(w.mode, workload::ClientMode::Election(_)),
+            }),
+        })
+        .collect()
+}
+
+/// The cluster of the workload, started with what its faults need in place first:
+/// the clock interposer, the nodes' network and its proxies, time namespaces.
+async fn prepare_servers(
+    w: &Workload,
+    opts: &Options,
+    seed: u64,
+    dir: &Path,
+) -> Result<(
+    Box<dyn Cluster>,
+    Option<u64>,
+    Arc<crate::journal::Journal>,
+    crate::fault::spec::Needs,
+)> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
     spec.lease = Some(w.backend.lease.ttl);
@@ -408,121 +505,44 @@ async fn execute(
     spec.prepare = cluster::Prepare::chain(hooks);
     // The workload was checked: servers that do not start are this machine's
     // problem (a binary, a port, a directory the server may not enter).
-    let servers = start_cluster(&w, spec, opts).await.map_err(|e| {
+    let servers = start_cluster(w, spec, opts).await.map_err(|e| {
         environment(format!(
             "starting the {} cluster ({} runtime): {e:#}",
             w.backend.kind,
             w.runtime.name()
         ))
     })?;
-    // Shared with the nemesis, whose node faults kill and restart servers.
-    let servers = Arc::new(tokio::sync::Mutex::new(servers));
-    let res = resource::Running::start(w.resource, dir)
-        .await
-        .map_err(|e| environment(format!("starting the resource: {e:#}")))?;
-    // With link faults planned, each client reaches each node through a proxy of
-    // its own (`client-0->n1`, ...) that the faults cut or slow.
-    let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
-    let (_proxies, endpoints) = if needs.client_links {
-        // Whatever the runtime, a node's proxy forwards to where clients would dial.
-        let nodes = {
-            let c = servers.lock().await;
-            c.node_names()
-                .into_iter()
-                .zip(c.endpoints())
-                .map(|(name, e)| {
-                    use std::net::ToSocketAddrs;
-                    let addr = e.to_socket_addrs().ok().and_then(|mut a| a.next());
-                    Ok((name, addr.with_context(|| format!("resolving {e}"))?))
-                })
-                .collect::<Result<Vec<_>>>()?
-        };
-        let (p, e) = crate::fault::proxy::Proxies::for_clients(dir, &clients, &nodes, seed).await?;
-        (Some(p), e)
-    } else {
-        let direct = servers.lock().await.endpoints();
-        let mut each = vec![direct; clients.len()];
-        if w.backend.kind.client_per_node() {
-            // Client i is node i's application: its own node first.
-            for (i, e) in each.iter_mut().enumerate() {
-                let n = e.len();
-                e.rotate_left(i % n);
-            }
-        }
-        (None, each)
-    };
-    let configs: Vec<worker::Config> = endpoints
-        .into_iter()
-        .enumerate()
-        .map(|(i, endpoints)| worker::Config {
-            backend: w.backend.kind,
-            endpoints,
-            lock: LockConfig {
-                name: LOCK_NAME.to_string(),
-                lease: w.backend.lease.ttl,
-                acquire_timeout: w.backend.acquire_timeout,
-                fencing_token: w.backend.fencing_token,
-                replica_acks: w.backend.replica_acks,
-                primary_check: w.backend.primary_check,
-                client_endpoint: w.backend.client_endpoint,
-            },
-            resource: res.endpoint(),
-            self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
-            election: matches!(w.mode, workload::ClientMode::Election(_)),
-            adapter: w.client.as_ref().map(|program| adapter::Spec {
-                program: program.clone(),
-                client: client_name(i),
-                op_timeout: w.clients.op_timeout,
-                run_dir: dir.to_path_buf(),
-                election: matches!(w.mode, workload::ClientMode::Election(_)),
-            }),
-        })
-        .collect();
-    // Clients on the hosts: this program copied there, the resource forwarded.
-    let on_hosts = match (&w.backend.ssh, w.clients.on_hosts) {
-        (Some(ssh), true) => {
-            let hosts = servers.lock().await.hosts();
-            let placed = on_hosts::OnHosts::prepare(
-                hosts,
-                w.clients.count,
-                &opts.worker_exe,
-                &ssh.remote_dir,
-                res.endpoint().addr(),
-                dir,
-            );
-            Some(placed.await.map_err(|e| environment(format!("{e:#}")))?)
-        }
-        _ => None,
-    };
-    let (workers, pipes) = Workers::start(
-        &opts.worker_exe,
-        &configs,
-        needs.client_clocks,
-        on_hosts,
-        dir,
-        Duration::from_secs(20),
-    )
-    .await
-    // A lock client of the team's own that cannot start is the environment's
-    // problem (a missing interpreter or library), reported with its stderr tail.
-    .map_err(|e| match &w.client {
-        Some(_) => environment(format!("{e:#}")),
-        None => e,
-    })?;
-    let (client, ask_held) = adapter_in_use(&w, workers.hello())?;
-    // Every process of the run goes into its journal, so that `lockcheck recover`
-    // can end what a controller killed with -9 leaves behind. The servers are
-    // already there: a local cluster journals each server as it spawns it, a
-    // docker cluster its containers, the resource its PostgreSQL.
-    {
-        for (name, pid) in workers.local_pids() {
-            // One that has already exited cannot be left behind.
-            if let Ok(proc) = crate::journal::Proc::of(name, pid) {
-                journal.record(crate::journal::Effect::Process(proc))?;
-            }
-        }
-    }
+    Ok((servers, network, journal, needs))
+}
 
+/// What the live part of a run leaves for [`finish`].
+struct Ran {
+    recorder: Arc<Recorder>,
+    shifted: Vec<serde_json::Value>,
+    failure: Option<anyhow::Error>,
+    tally: Arc<nemesis::Tally>,
+    /// How many times each fault is planned to start.
+    planned: Vec<u64>,
+}
+
+/// The run itself: its clock starts, the clients and the nemesis go for
+/// `duration`, then the clients finish the section under way.
+async fn live(
+    w: &Arc<Workload>,
+    opts: &Options,
+    seed: u64,
+    duration: Duration,
+    dir: &Path,
+    prepared: &mut Prepared,
+) -> Result<Ran> {
+    let pipes = std::mem::take(&mut prepared.pipes);
+    let Prepared {
+        servers,
+        res,
+        workers,
+        ask_held,
+        ..
+    } = &*prepared;
     // The run's clock starts here, with everything up.
     let recorder = Arc::new(Recorder::new(HistoryWriter::create(
         &dir.join("history.jsonl"),
@@ -548,7 +568,7 @@ async fn execute(
         workload: w.clone(),
         next_process: AtomicU64::new(w.clients.count as u64),
         acquired: acquired_tx,
-        ask_held,
+        ask_held: *ask_held,
     });
     let plan = w.schedule.map(|s| s.plan(duration));
     // What the workload asks for is what its own duration holds, whatever
@@ -591,6 +611,40 @@ async fn execute(
         status.abort();
         eprint!("\r\x1b[2K");
     }
+    Ok(Ran {
+        recorder,
+        shifted,
+        failure,
+        tally,
+        planned,
+    })
+}
+
+/// Stops the workers, completes the resource's log, ends the shifted clocks and the
+/// servers, and accounts for the faults.
+async fn finish(
+    w: &Workload,
+    opts: &Options,
+    duration: Duration,
+    prepared: Prepared,
+    ran: Ran,
+) -> Result<(FaultAccount, Option<ClientInfo>)> {
+    let Prepared {
+        journal,
+        network,
+        servers,
+        res,
+        workers,
+        client,
+        ..
+    } = prepared;
+    let Ran {
+        recorder,
+        shifted,
+        failure,
+        tally,
+        planned,
+    } = ran;
     workers.stop(Duration::from_secs(2)).await;
     // The resource's log is complete only once no worker can write any more.
     let copied = res.finish().await.context("completing resource.jsonl");
@@ -809,12 +863,6 @@ fn terminal_width() -> usize {
     } else {
         80
     }
-}
-
-/// Resolves once the run's stop flag is raised (or its sender is gone).
-async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    // The guard `wait_for` returns is dropped here, not held across an await.
-    let _ = stop.wait_for(|s| *s).await.map(|_| ());
 }
 
 fn environment(e: impl std::fmt::Display) -> anyhow::Error {

@@ -5,8 +5,8 @@
 //! lease's hole in seconds instead of waiting for luck.
 
 use super::controller::{Acquired, Recorder};
+use super::live::{stopped, Live};
 use super::workload::FaultEntry;
-use super::Live;
 use crate::cluster::Cluster;
 use crate::fault::schedule;
 use crate::fault::{ClientProc, Fault, Scene, Target};
@@ -324,7 +324,7 @@ impl Nemesis {
                 }
             };
             tokio::select! {
-                _ = super::stopped(stop) => return Ok(()),
+                _ = stopped(stop) => return Ok(()),
                 _ = timer => self.advance().await?,
                 event = acquired.recv() => {
                     let Some(Acquired { slot, ack }) = event else { return Ok(()) };

@@ -22,6 +22,7 @@
 //! `stale-write-accepted` / `interleaved-writes` then decide.
 
 mod explain;
+mod findings;
 mod mutex;
 mod ops;
 mod resource;
@@ -32,9 +33,10 @@ pub use mutex::{MutexOp, MutexState, OwnerMutex};
 pub use resource::INCR;
 
 use super::linear::{check_partitioned, Outcome};
-use super::{Anomaly, AnomalyKind, Limits, Validity, Verdict};
+use super::{Anomaly, AnomalyKind, Limits, Verdict};
 use crate::history::{read_jsonl_refs, AppliedWrite, History, HistoryError};
 use explain::{at, indexes};
+use findings::Findings;
 use ops::Ops;
 use std::path::Path;
 
@@ -241,75 +243,11 @@ fn foreign_releases(h: &Ops, s: &sections::Sections, found: &mut Findings) {
     }
 }
 
-/// At most this many anomalies of one kind are listed; the rest are counted.
-const LISTED_PER_KIND: usize = 50;
-
-/// The anomalies found so far, capped per kind so that a badly broken history of a
-/// million lines still gives a verdict of readable size.
-#[derive(Default)]
-pub(crate) struct Findings {
-    anomalies: Vec<Anomaly>,
-    counts: rustc_hash::FxHashMap<AnomalyKind, usize>,
-    /// Findings the second opinion could not confirm: the verdict is then unknown.
-    disputes: Vec<String>,
-}
-
-impl Findings {
-    /// Counts one anomaly; builds and lists it only while its kind is under the cap.
-    /// True when it was listed.
-    pub fn report(&mut self, kind: AnomalyKind, make: impl FnOnce() -> Anomaly) -> bool {
-        let n = self.counts.entry(kind).or_default();
-        *n += 1;
-        if *n <= LISTED_PER_KIND {
-            self.anomalies.push(make());
-        }
-        *n <= LISTED_PER_KIND
-    }
-
-    /// Counts `n` more anomalies of `kind` without listing them.
-    pub fn count(&mut self, kind: AnomalyKind, n: usize) {
-        if n > 0 {
-            *self.counts.entry(kind).or_default() += n;
-        }
-    }
-
-    pub fn dispute(&mut self, note: String) {
-        self.disputes.push(note);
-    }
-
-    fn into_verdict(mut self, model: &str, mut notes: Vec<String>) -> Verdict {
-        let mut counts: Vec<_> = self.counts.into_iter().collect();
-        counts.sort();
-        for (kind, n) in counts {
-            if n > LISTED_PER_KIND {
-                notes.push(format!(
-                    "{n} {} anomalies found; the first {LISTED_PER_KIND} are listed",
-                    kind.name()
-                ));
-            }
-        }
-        self.anomalies
-            .sort_by_key(|a| (a.time.unwrap_or(0), a.kind, a.indexes.first().copied()));
-        let valid = if !self.disputes.is_empty() {
-            Validity::Unknown
-        } else if self.anomalies.is_empty() {
-            Validity::Valid
-        } else {
-            Validity::Invalid
-        };
-        notes.append(&mut self.disputes);
-        Verdict {
-            valid,
-            model: model.into(),
-            anomalies: self.anomalies,
-            notes,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::findings::LISTED_PER_KIND;
     use super::*;
+    use crate::check::Validity;
     use crate::history::{Op, OpType, Process};
     use serde_json::json;
 

@@ -25,9 +25,9 @@
 //! order.
 
 use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
+use super::findings::Findings;
 use super::ops::Ops;
 use super::sections::{End, Section, Sections};
-use super::Findings;
 use crate::check::linear::{check_operations, Outcome};
 use crate::check::model::{Model, Operation};
 use crate::check::{secs, secs_apart, Anomaly, AnomalyKind, Limits};

@@ -11,40 +11,8 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hasher};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum F {
-    Acquire,
-    Renew,
-    Release,
-    Write,
-    Read,
-    Other,
-}
-
-impl F {
-    fn of(name: &str) -> F {
-        use crate::history::f;
-        match name {
-            f::ACQUIRE => F::Acquire,
-            f::RENEW => F::Renew,
-            f::RELEASE => F::Release,
-            f::WRITE => F::Write,
-            f::READ => F::Read,
-            _ => F::Other,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            F::Acquire => "acquire",
-            F::Renew => "renew",
-            F::Release => "release",
-            F::Write => "write",
-            F::Read => "read",
-            F::Other => "op",
-        }
-    }
-}
+/// A client call, as the lock checks tell them apart.
+pub use crate::history::Call as F;
 
 /// One client op, as the lock checks see it.
 #[derive(Debug, Clone)]

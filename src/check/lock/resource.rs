@@ -13,9 +13,9 @@
 //! it was invoked): a counter only grows, so what a read saw cannot be undone.
 
 use super::explain::{at, indexes};
+use super::findings::Findings;
 use super::ops::{data_hash, Ops};
 use super::sections::{End, Sections};
-use super::Findings;
 use crate::check::{secs, secs_apart, Anomaly, AnomalyKind};
 use crate::history::{AppliedWrite, OpType};
 use rustc_hash::FxHashMap;

@@ -217,149 +217,26 @@ struct ProcState {
 }
 
 pub fn build(h: &Ops) -> Sections {
-    let mut out = Sections::default();
-    // Each section's last act as holder: the completion of a write not refused.
-    let mut last_act: Vec<Option<usize>> = Vec::new();
-    let mut lock_ids: FxHashMap<Option<u32>, u32> = FxHashMap::default();
+    let mut b = Builder::default();
     let mut procs: FxHashMap<u64, ProcState> = FxHashMap::default();
     for (pos, op) in h.ops.iter().enumerate() {
-        let p = op.process;
-        let st = procs.entry(p).or_default();
+        let st = procs.entry(op.process).or_default();
         st.last = pos;
         if op.kind == OpType::Invoke {
             st.inflight = Some(pos);
             st.inflight_target = None;
-            match op.f {
-                F::Acquire => {
-                    // A holder acquiring its lock again: the section goes on (a regrant
-                    // at the ok); anyone else's acquire opens a section at its ok.
-                    let lock = lock_id(h, &mut out.locks, &mut lock_ids, op.lock);
-                    st.inflight_target = st
-                        .open
-                        .iter()
-                        .find(|&&s| out.sections[s as usize].lock == lock)
-                        .map(|&s| s as usize);
-                }
-                F::Renew => {
-                    st.inflight_target =
-                        target(&out, &lock_ids, &st.open, op).map(|k| st.open[k] as usize);
-                }
-                F::Release => {
-                    if let Some(k) = target(&out, &lock_ids, &st.open, op) {
-                        let s = st.open.remove(k);
-                        let sec = &mut out.sections[s as usize];
-                        sec.end = match op.lease_lost {
-                            true => End::Lost {
-                                last: last_act[s as usize].unwrap_or(sec.begin),
-                                noticed: pos,
-                                completion: None,
-                                kind: OpType::Info,
-                            },
-                            false => End::Released {
-                                invoke: pos,
-                                completion: None,
-                                kind: OpType::Info,
-                            },
-                        };
-                        st.inflight_target = Some(s as usize);
-                    }
-                }
-                F::Write => {
-                    st.inflight_target = Some(out.writes.len());
-                    out.writes.push(WriteOp {
-                        invoke: pos,
-                        completion: None,
-                        section: st.open.last().copied(),
-                    });
-                }
-                F::Read => {
-                    st.inflight_target = Some(out.reads.len());
-                    out.reads.push(ReadOp {
-                        invoke: pos,
-                        completion: None,
-                    });
-                }
-                _ => {}
-            }
+            b.invoked(h, pos, st);
             continue;
         }
         let Some(invoke) = st.inflight.take() else {
             continue; // the reader rejects this; imported histories may not
         };
-        let target = st.inflight_target.take();
-        match op.f {
-            F::Acquire => match (op.kind, target) {
-                (OpType::Ok, Some(s)) => out.sections[s].regrants.push(Regrant {
-                    invoke,
-                    ok: pos,
-                    token: op.token,
-                    renew: false,
-                }),
-                (OpType::Ok, None) => {
-                    let lock = lock_id(h, &mut out.locks, &mut lock_ids, h.ops[invoke].lock);
-                    st.open.push(out.sections.len() as u32);
-                    last_act.push(None);
-                    out.sections.push(Section {
-                        lock,
-                        process: p,
-                        acquire_invoke: invoke,
-                        begin: pos,
-                        token: op.token,
-                        regrants: Vec::new(),
-                        end: End::Stopped { last: pos },
-                    });
-                }
-                (OpType::Info, _) => out.uncertain_acquires += 1,
-                _ => {}
-            },
-            F::Renew => {
-                if let (OpType::Ok, Some(s), Some(t)) = (op.kind, target, op.token) {
-                    out.sections[s].regrants.push(Regrant {
-                        invoke,
-                        ok: pos,
-                        token: Some(t),
-                        renew: true,
-                    });
-                }
-            }
-            F::Release => match target {
-                Some(s) => match &mut out.sections[s].end {
-                    End::Lost {
-                        completion, kind, ..
-                    } => {
-                        *completion = Some(pos);
-                        *kind = op.kind;
-                    }
-                    end => {
-                        *end = End::Released {
-                            invoke,
-                            completion: Some(pos),
-                            kind: op.kind,
-                        }
-                    }
-                },
-                None if op.kind == OpType::Ok => out.foreign_releases.push(pos),
-                None => {}
-            },
-            F::Write => {
-                if let Some(w) = target {
-                    out.writes[w].completion = Some(pos);
-                    if let (Some(sec), false) = (out.writes[w].section, op.kind == OpType::Fail) {
-                        last_act[sec as usize] = Some(pos);
-                    }
-                }
-            }
-            F::Read => {
-                if let Some(r) = target {
-                    out.reads[r].completion = Some(pos);
-                }
-            }
-            _ => {}
-        }
+        b.completed(h, pos, invoke, st);
         if op.kind == OpType::Info {
-            retire(&mut out, st, invoke);
+            retire(&mut b.out, st, invoke);
         }
     }
+    let mut out = b.out;
     // An invoke never answered counts as info: its process is retired there.
     for st in procs.values_mut() {
         if let Some(invoke) = st.inflight.take() {
@@ -377,6 +254,157 @@ pub fn build(h: &Ops) -> Sections {
         out.by_lock[s.lock as usize].push(i as u32);
     }
     out
+}
+
+/// The sections as they are read off the ops, one op at a time.
+#[derive(Default)]
+struct Builder {
+    out: Sections,
+    /// Each section's last act as holder: the completion of a write not refused.
+    last_act: Vec<Option<usize>>,
+    lock_ids: FxHashMap<Option<u32>, u32>,
+}
+
+impl Builder {
+    /// The invoke at `pos` of the process whose state is `st`: what it will act on.
+    fn invoked(&mut self, h: &Ops, pos: usize, st: &mut ProcState) {
+        let op = &h.ops[pos];
+        match op.f {
+            F::Acquire => {
+                // A holder acquiring its lock again: the section goes on (a regrant
+                // at the ok); anyone else's acquire opens a section at its ok.
+                let lock = lock_id(h, &mut self.out.locks, &mut self.lock_ids, op.lock);
+                st.inflight_target = st
+                    .open
+                    .iter()
+                    .find(|&&s| self.out.sections[s as usize].lock == lock)
+                    .map(|&s| s as usize);
+            }
+            F::Renew => {
+                st.inflight_target =
+                    target(&self.out, &self.lock_ids, &st.open, op).map(|k| st.open[k] as usize);
+            }
+            F::Release => {
+                if let Some(k) = target(&self.out, &self.lock_ids, &st.open, op) {
+                    let s = st.open.remove(k);
+                    let sec = &mut self.out.sections[s as usize];
+                    sec.end = match op.lease_lost {
+                        true => End::Lost {
+                            last: self.last_act[s as usize].unwrap_or(sec.begin),
+                            noticed: pos,
+                            completion: None,
+                            kind: OpType::Info,
+                        },
+                        false => End::Released {
+                            invoke: pos,
+                            completion: None,
+                            kind: OpType::Info,
+                        },
+                    };
+                    st.inflight_target = Some(s as usize);
+                }
+            }
+            F::Write => {
+                st.inflight_target = Some(self.out.writes.len());
+                self.out.writes.push(WriteOp {
+                    invoke: pos,
+                    completion: None,
+                    section: st.open.last().copied(),
+                });
+            }
+            F::Read => {
+                st.inflight_target = Some(self.out.reads.len());
+                self.out.reads.push(ReadOp {
+                    invoke: pos,
+                    completion: None,
+                });
+            }
+            _ => {}
+        }
+    }
+
+    /// The completion at `pos` of the op invoked at `invoke`.
+    fn completed(&mut self, h: &Ops, pos: usize, invoke: usize, st: &mut ProcState) {
+        let op = &h.ops[pos];
+        let p = op.process;
+        let target = st.inflight_target.take();
+        match op.f {
+            F::Acquire => match (op.kind, target) {
+                (OpType::Ok, Some(s)) => self.out.sections[s].regrants.push(Regrant {
+                    invoke,
+                    ok: pos,
+                    token: op.token,
+                    renew: false,
+                }),
+                (OpType::Ok, None) => {
+                    let lock = lock_id(
+                        h,
+                        &mut self.out.locks,
+                        &mut self.lock_ids,
+                        h.ops[invoke].lock,
+                    );
+                    st.open.push(self.out.sections.len() as u32);
+                    self.last_act.push(None);
+                    self.out.sections.push(Section {
+                        lock,
+                        process: p,
+                        acquire_invoke: invoke,
+                        begin: pos,
+                        token: op.token,
+                        regrants: Vec::new(),
+                        end: End::Stopped { last: pos },
+                    });
+                }
+                (OpType::Info, _) => self.out.uncertain_acquires += 1,
+                _ => {}
+            },
+            F::Renew => {
+                if let (OpType::Ok, Some(s), Some(t)) = (op.kind, target, op.token) {
+                    self.out.sections[s].regrants.push(Regrant {
+                        invoke,
+                        ok: pos,
+                        token: Some(t),
+                        renew: true,
+                    });
+                }
+            }
+            F::Release => match target {
+                Some(s) => match &mut self.out.sections[s].end {
+                    End::Lost {
+                        completion, kind, ..
+                    } => {
+                        *completion = Some(pos);
+                        *kind = op.kind;
+                    }
+                    end => {
+                        *end = End::Released {
+                            invoke,
+                            completion: Some(pos),
+                            kind: op.kind,
+                        }
+                    }
+                },
+                None if op.kind == OpType::Ok => self.out.foreign_releases.push(pos),
+                None => {}
+            },
+            F::Write => {
+                if let Some(w) = target {
+                    self.out.writes[w].completion = Some(pos);
+                    if let (Some(sec), false) =
+                        (self.out.writes[w].section, op.kind == OpType::Fail)
+                    {
+                        self.last_act[sec as usize] = Some(pos);
+                    }
+                }
+            }
+            F::Read => {
+                if let Some(r) = target {
+                    self.out.reads[r].completion = Some(pos);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn retire(out: &mut Sections, st: &mut ProcState, at: usize) {

@@ -5,10 +5,10 @@
 //! getting its own token again (a re-grant of its lease) is fine.
 
 use super::explain::{at, indexes, lock_name, with_token};
+use super::findings::Findings;
 use super::mutex::Sweep;
 use super::ops::Ops;
 use super::sections::Sections;
-use super::Findings;
 use crate::check::{secs, Anomaly, AnomalyKind};
 use rustc_hash::{FxHashMap, FxHashSet};
 

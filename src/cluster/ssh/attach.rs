@@ -22,7 +22,8 @@ use super::changes::{Chain, Changes};
 use super::host::{quote, Host, Master};
 use super::{connect, placed, recipe, Connected, ControlDir, SshSpec};
 use crate::backend::BackendKind;
-use crate::cluster::{Cluster, ClusterPlan, ClusterSpec, Runtime};
+use crate::cluster::plan::{ClusterPlan, ClusterSpec, Runtime};
+use crate::cluster::running::Cluster;
 use crate::journal::{Journal, Proc};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
@@ -100,19 +101,6 @@ impl AttachedCluster {
             journal,
             control: Some(control),
         })
-    }
-
-    fn index(&self, node: &str) -> Result<usize> {
-        self.plan
-            .nodes
-            .iter()
-            .position(|n| n.name == node)
-            .with_context(|| {
-                format!(
-                    "no node named {node} in this {} cluster",
-                    self.plan.spec.kind
-                )
-            })
     }
 
     /// What the run did on the hosts and has not undone yet, taken out of the
@@ -298,7 +286,7 @@ impl Cluster for AttachedCluster {
     }
     /// The team's servers are up as far as lockcheck knows: it never ends them.
     fn is_up(&self, node: &str) -> bool {
-        self.index(node).is_ok()
+        self.plan.index(node).is_ok()
     }
     async fn kill(&mut self, node: &str) -> Result<()> {
         bail!("node {node}: lockcheck did not start its server (backend.manage = false) and does not kill it")
@@ -310,23 +298,23 @@ impl Cluster for AttachedCluster {
         bail!("node {node}: lockcheck did not start its server (backend.manage = false) and leaves its data alone")
     }
     async fn sigstop(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.changes
             .sigstop(&self.hosts[i], i, &self.servers[i], node)
             .await
     }
     async fn sigcont(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.changes
             .sigcont(&self.hosts[i], i, Some(&self.servers[i]), node)
             .await
     }
     fn node_addr(&self, node: &str) -> Option<std::net::IpAddr> {
-        let i = self.index(node).ok()?;
+        let i = self.plan.index(node).ok()?;
         Some(self.plan.nodes[i].client_listen.ip())
     }
     async fn filter(&mut self, node: &str, rules: &[String]) -> Result<u64> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.changes.filter(&self.hosts[i], i, rules).await
     }
     async fn unfilter(&mut self, filter: u64) -> Result<()> {

@@ -6,35 +6,10 @@
 //! (journaled with its host, removed when the cluster stops and by `lockcheck
 //! recover`). Nothing on the hosts but those rules: no proxy there, no netem.
 
+use super::hooks::OnHosts;
 use super::SshCluster;
-use crate::cluster::NodeSpec;
 use anyhow::{Context, Result};
 use std::net::{IpAddr, UdpSocket};
-use std::sync::Arc;
-
-/// What runs once the hosts are reached, before any node starts: given the
-/// nodes and, for each, this machine's address its host reaches it at, what to
-/// put in place.
-#[derive(Clone)]
-pub struct OnHosts(pub Arc<OnHostsFn>);
-
-/// What an [`OnHosts`] runs.
-pub type OnHostsFn = dyn Fn(&[NodeSpec], &[IpAddr]) -> Result<HostsSetup> + Send + Sync;
-
-impl std::fmt::Debug for OnHosts {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("OnHosts(..)")
-    }
-}
-
-/// What an [`OnHosts`] asks of the hosts.
-pub struct HostsSetup {
-    /// For each node, in node order, the `nat` rules (matches and target,
-    /// without a chain) for what its host sends.
-    pub redirects: Vec<Vec<String>>,
-    /// What the rules lead to (proxies), kept until the servers have stopped.
-    pub hold: Box<dyn std::any::Any + Send + Sync>,
-}
 
 /// This machine's address a host at `to` reaches it at: the source address of
 /// its route there (no packet is sent). Behind a NAT the host sees another,

@@ -21,21 +21,25 @@
 
 pub mod attach;
 mod changes;
+pub mod hooks;
 pub mod host;
 mod links;
 pub mod node;
 mod remote;
 
-use super::local::log_tail;
-use super::{recipe, Cluster, ClusterError, ClusterPlan, ClusterSpec, Runtime};
+use super::node::log_tail;
+use super::plan::{ClusterPlan, ClusterSpec, NetworkKind, Runtime};
+use super::recipe::ClusterError;
+use super::recipes::recipe;
+use super::running::Cluster;
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal, Proc, RemoteHost};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use changes::{Chain, Changes};
 use futures_util::future::join_all;
+pub use hooks::{HostsSetup, OnHosts};
 use host::{Host, Master};
-pub use links::{HostsSetup, OnHosts};
 pub use node::{HostPrepare, NodeHost};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -99,7 +103,7 @@ impl SshCluster {
                 ssh.hosts.len()
             );
         }
-        if spec.prepare.is_some() || spec.network != super::NetworkKind::Loopback {
+        if spec.prepare.is_some() || spec.network != NetworkKind::Loopback {
             bail!("the ssh runtime starts its servers as their recipes say (and its hooks on the hosts), without a time namespace, network namespace or hook of this machine's");
         }
         let dir = spec.dir.clone();
@@ -149,19 +153,6 @@ impl SshCluster {
             return Err(e);
         }
         Ok(cluster)
-    }
-
-    fn index(&self, node: &str) -> Result<usize> {
-        self.plan
-            .nodes
-            .iter()
-            .position(|n| n.name == node)
-            .with_context(|| {
-                format!(
-                    "no node named {node} in this {} cluster",
-                    self.plan.spec.kind
-                )
-            })
     }
 
     /// Node `i`'s host, its directory there and its program.
@@ -612,10 +603,10 @@ impl Cluster for SshCluster {
         None
     }
     fn is_up(&self, node: &str) -> bool {
-        self.index(node).is_ok_and(|i| self.procs[i].is_some())
+        self.plan.index(node).is_ok_and(|i| self.procs[i].is_some())
     }
     async fn kill(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         let Some((proc, _)) = self.procs[i].clone() else {
             return Ok(());
         };
@@ -626,20 +617,20 @@ impl Cluster for SshCluster {
         self.forget(i)
     }
     async fn restart(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.spawn_all(&[i]).await?;
         self.wait_ready(&[i]).await
     }
     async fn restart_together(&mut self, nodes: &[String]) -> Result<()> {
         let idx = nodes
             .iter()
-            .map(|n| self.index(n))
+            .map(|n| self.plan.index(n))
             .collect::<Result<Vec<_>>>()?;
         self.spawn_all(&idx).await?;
         self.wait_ready(&idx).await
     }
     async fn wipe(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         if self.procs[i].is_some() {
             bail!(
                 "node {node} is still running on host {}: kill it before wiping its data",
@@ -655,26 +646,26 @@ impl Cluster for SshCluster {
         Ok(())
     }
     async fn sigstop(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         let Some((proc, _)) = &self.procs[i] else {
             bail!("node {node} is not running: nothing to stop");
         };
         self.changes.sigstop(&self.hosts[i], i, proc, node).await
     }
     async fn sigcont(&mut self, node: &str) -> Result<()> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         let proc = self.procs[i].as_ref().map(|(p, _)| p);
         self.changes.sigcont(&self.hosts[i], i, proc, node).await
     }
     fn node_host(&self, node: &str) -> Option<NodeHost> {
-        Some(self.host_of(self.index(node).ok()?))
+        Some(self.host_of(self.plan.index(node).ok()?))
     }
     fn node_addr(&self, node: &str) -> Option<std::net::IpAddr> {
-        let i = self.index(node).ok()?;
+        let i = self.plan.index(node).ok()?;
         Some(self.plan.nodes[i].client_listen.ip())
     }
     async fn filter(&mut self, node: &str, rules: &[String]) -> Result<u64> {
-        let i = self.index(node)?;
+        let i = self.plan.index(node)?;
         self.changes.filter(&self.hosts[i], i, rules).await
     }
     async fn unfilter(&mut self, filter: u64) -> Result<()> {

@@ -5,7 +5,7 @@
 //! clock interposer, say) is the caller's business: the cluster knows no fault.
 
 use super::host::{quote, Host};
-use crate::cluster::NodeSpec;
+use crate::cluster::node::NodeSpec;
 use crate::journal::RemoteHost;
 use anyhow::{bail, Context, Result};
 use base64::Engine;

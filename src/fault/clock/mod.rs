@@ -30,13 +30,15 @@
 mod page;
 mod remote;
 mod shim;
+mod skew;
+mod start;
 mod timens;
 
-pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, SkewUpdate, TORN_AFTER};
+pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, TORN_AFTER};
 pub use remote::{host_hook, reset_remote, OutOfReach, RemoteClock};
-pub use shim::{
-    install_shim, prepare_hook, process_clock, reach, Reach, Unreachable, CLOCK_FILE_ENV,
-};
+pub use shim::{install_shim, reach, Reach, Unreachable, CLOCK_FILE_ENV};
+pub use skew::{ClockChange, SkewClock, SkewUpdate};
+pub use start::{prepare_hook, process_clock};
 pub use timens::{monotonic_hook, time_namespace};
 
 use super::duration::{Dur, SignedDur};
@@ -45,7 +47,7 @@ use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::{Fault, Scene, Target};
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
-use crate::journal::{Effect, Journal};
+use crate::journal::Journal;
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use futures_util::future::join_all;
@@ -151,89 +153,6 @@ impl Spec for ClockSpec {
             // The servers' hosts get the interposer (`remote`); the clients run
             // on this machine, under its own.
             _ => None,
-        }
-    }
-}
-
-/// What a clock fault does to the clocks it hits.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ClockChange {
-    /// Jump by `offset_ns` (forward if positive).
-    Jump { offset_ns: i64 },
-    /// Run `rate` times as fast as real time.
-    Rate { rate: f64 },
-    /// Flip between two offsets every `period`.
-    Strobe {
-        offset_ns: i64,
-        offset2_ns: i64,
-        period: Duration,
-    },
-}
-
-/// A clock a fault skews: a page mapped on this machine ([`ClockControl`]), or
-/// one on a node's host ([`RemoteClock`]). Dropping it resets the clock.
-pub trait SkewClock: Send + Sync {
-    /// Applies `change` to the skew in effect, continuously (rebased to now).
-    fn change(&self, change: ClockChange) -> Result<()>;
-    /// Back to real time, at real speed.
-    fn reset(&self) -> Result<()>;
-    /// What the journal records of it, skewed, so that `recover` resets it.
-    fn effect(&self, target: &str) -> Effect;
-}
-
-impl ClockChange {
-    /// The fields of a skew it sets; an error for a rate or period no clock
-    /// can have.
-    pub fn update(&self) -> Result<SkewUpdate> {
-        Ok(match *self {
-            ClockChange::Jump { offset_ns } => SkewUpdate {
-                offset_ns: Some(offset_ns),
-                strobe_period_ns: Some(0),
-                ..SkewUpdate::default()
-            },
-            ClockChange::Rate { rate } => {
-                if !(rate.is_finite() && rate > 0.0) {
-                    bail!("a clock rate must be a positive number, not {rate}");
-                }
-                SkewUpdate {
-                    rate: Some(rate),
-                    ..SkewUpdate::default()
-                }
-            }
-            ClockChange::Strobe {
-                offset_ns,
-                offset2_ns,
-                period,
-            } => {
-                let period_ns = i64::try_from(period.as_nanos()).unwrap_or(i64::MAX);
-                if period_ns <= 0 {
-                    bail!("a strobe period must be positive");
-                }
-                SkewUpdate {
-                    offset_ns: Some(offset_ns),
-                    offset2_ns: Some(offset2_ns),
-                    strobe_period_ns: Some(period_ns),
-                    rate: None,
-                }
-            }
-        })
-    }
-
-    /// The parameters, as the history's nemesis value carries them.
-    fn describe(&self, value: &mut serde_json::Value) {
-        let ms = |ns: i64| ns / 1_000_000;
-        match *self {
-            ClockChange::Jump { offset_ns } => value["offset_ms"] = ms(offset_ns).into(),
-            ClockChange::Rate { rate } => value["rate"] = rate.into(),
-            ClockChange::Strobe {
-                offset_ns,
-                offset2_ns,
-                period,
-            } => {
-                value["offset_ms"] = ms(offset_ns).into();
-                value["offset2_ms"] = ms(offset2_ns).into();
-                value["period_ms"] = (period.as_millis() as u64).into();
-            }
         }
     }
 }

@@ -11,7 +11,7 @@
 //! skew and a new even `seq`.
 
 use super::shim::{child_env, install_shim, SHIM_NAME};
-use super::{ClockChange, SkewClock};
+use super::skew::{ClockChange, SkewClock, SkewUpdate};
 use crate::journal::Effect;
 use anyhow::{bail, Context, Result};
 use std::ffi::OsString;
@@ -96,17 +96,6 @@ impl Skew {
         self.base_realtime_ns = now.realtime;
         self.base_monotonic_ns = now.monotonic;
     }
-}
-
-/// The fields of a skew a change sets (a jump: the offset, and no strobe); the
-/// others keep their value, the drift of its rate so far folded into its
-/// offset first ([`Skew::rebase`]; on another host, lockcheck-clockset's).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct SkewUpdate {
-    pub offset_ns: Option<i64>,
-    pub offset2_ns: Option<i64>,
-    pub strobe_period_ns: Option<i64>,
-    pub rate: Option<f64>,
 }
 
 /// This machine's clocks, read together.

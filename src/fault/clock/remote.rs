@@ -25,7 +25,7 @@
 //! go with the node's directory.
 
 use super::shim::{reach_head, Reach, CLOCK_FILE_ENV, HEAD_LEN, SHIM, SHIM_NAME};
-use super::{ClockChange, SkewClock, SkewUpdate};
+use super::skew::{ClockChange, SkewClock, SkewUpdate};
 use crate::cluster::ssh::host::{quote, Host};
 use crate::cluster::ssh::{HostPrepare, NodeHost};
 use crate::cluster::NodeSpec;

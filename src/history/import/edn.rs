@@ -3,7 +3,7 @@
 //! booleans, `;` comments, commas as whitespace), and the conversion of Jepsen op
 //! maps into lockcheck's ops.
 
-use super::{Fault, RawOp};
+use super::raw::{Fault, RawOp};
 use crate::history::input::MAX_DEPTH;
 use crate::history::{OpType, Process};
 use serde_json::{json, Map, Value};

@@ -38,10 +38,12 @@
 
 pub mod edn;
 pub mod porcupine;
+mod raw;
+
+pub use raw::{Fault, RawOp};
 
 use super::{History, HistoryError, Input, Op, OpType, Process};
 use rustc_hash::{FxHashMap, FxHashSet};
-use serde_json::Value;
 use std::path::Path;
 
 /// The formats `check` reads.
@@ -193,27 +195,6 @@ pub fn parse(text: &str, file: &str, format: Format) -> Result<History, HistoryE
     Ok(history)
 }
 
-/// What went wrong where, before the file name is known.
-#[derive(Debug, Clone)]
-pub struct Fault {
-    pub line: usize,
-    pub field: String,
-    pub reason: String,
-}
-
-/// One op as a foreign source gave it, before indexes, times and process ids are
-/// made to follow lockcheck's rules.
-#[derive(Debug, Clone)]
-pub struct RawOp {
-    pub line: usize,
-    pub process: Process,
-    pub kind: OpType,
-    pub f: String,
-    pub value: Value,
-    pub time: Option<u64>,
-    pub error: Option<String>,
-}
-
 /// At most this many warnings of one kind are listed; the rest are counted.
 const WARN_EACH: usize = 5;
 
@@ -351,6 +332,7 @@ impl Warnings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     fn raw(line: usize, p: u64, kind: OpType, f: &str) -> RawOp {
         RawOp {

@@ -3,7 +3,7 @@
 //! Other lines are log noise and are passed over, as Porcupine's parser does.
 //! (Porcupine's kv logs are EDN maps: `edn::op_from_map` reads them.)
 
-use super::{Fault, RawOp};
+use super::raw::{Fault, RawOp};
 use crate::history::{OpType, Process};
 use serde_json::{json, Value};
 

@@ -5,7 +5,7 @@
 use super::located::line_of;
 use super::raw;
 use crate::fault::duration::Dur;
-use crate::fault::spec::{Entry, Setting, Spec};
+use crate::fault::spec::{Setting, Spec};
 use anyhow::{anyhow, Result};
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,7 +58,7 @@ pub(super) fn read(
             let line = lines.get(key).copied().unwrap_or(header);
             anyhow!("{file}:{line}: faults[{i}].{key}: {what}")
         };
-        let mut entry = Entry::new(values, TIMING, &bad)?;
+        let mut entry = crate::fault::catalogue::entry(values, TIMING, &bad)?;
         let Some(Dur(duration)) = entry.take("duration")? else {
             return Err(entry.bad(
                 "duration",
@@ -80,4 +80,16 @@ pub(super) fn read(
         });
     }
     Ok((faults, timed))
+}
+
+/// One occurrence of a fault the run is planned to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlannedFault {
+    /// Its `[[faults]]` entry (an index into `Workload::faults`).
+    pub fault: usize,
+    /// When it is due, from the run's start. A fault aimed at the holder starts at
+    /// the first acquire from then on, so later than this; its later occurrences
+    /// follow its real end, and may slip past the run's end.
+    pub at: Duration,
+    pub duration: Duration,
 }

@@ -9,49 +9,52 @@ use crate::cluster::Runtime;
 use crate::fault::{latency_nodes, partition_nodes};
 use anyhow::{bail, Result};
 
-/// Checks `w`'s faults and clients against where its servers and clients are.
-pub(super) fn check(w: &Workload) -> Result<()> {
-    let file = w.path.display();
-    let ssh = w.backend.ssh.as_ref().filter(|_| w.runtime == Runtime::Ssh);
-    if ssh.is_some_and(|s| !s.manage) {
-        for (i, f) in w.faults.iter().enumerate() {
-            if let Some(r) = f.spec.refused_unmanaged() {
-                bail!("{file}: faults[{i}].{}: {}", r.key, r.why);
+impl Workload {
+    /// Checks the faults and clients against where its servers and clients are.
+    pub(super) fn check_hosts(&self) -> Result<()> {
+        let w = self;
+        let file = w.path.display();
+        let ssh = w.backend.ssh.as_ref().filter(|_| w.runtime == Runtime::Ssh);
+        if ssh.is_some_and(|s| !s.manage) {
+            for (i, f) in w.faults.iter().enumerate() {
+                if let Some(r) = f.spec.refused_unmanaged() {
+                    bail!("{file}: faults[{i}].{}: {}", r.key, r.why);
+                }
             }
         }
-    }
-    if !w.clients.on_hosts {
-        return Ok(());
-    }
-    if ssh.is_none() {
-        bail!(
+        if !w.clients.on_hosts {
+            return Ok(());
+        }
+        if ssh.is_none() {
+            bail!(
             "{file}: clients.clients_on: \"hosts\" runs the clients on the ssh runtime's hosts: only with runtime = \"ssh\" and backend.hosts (the {} runtime has none)",
             w.runtime.name()
         );
-    }
-    if w.client.is_some() {
-        bail!(
+        }
+        if w.client.is_some() {
+            bail!(
             "{file}: clients.clients_on: \"hosts\" runs lockcheck's own clients there; the [client] command is a program of this machine's (with its interpreter and library), which is not copied to the hosts"
         );
-    }
-    for (i, f) in w.faults.iter().enumerate() {
-        let needs = f.spec.needs();
-        let kind = f.spec.kind();
-        // By name: a kind is a `const`, each use of it a copy of its own.
-        let node_links = [partition_nodes::KIND.name, latency_nodes::KIND.name];
-        let why = if node_links.contains(&kind.name) {
-            "a node's links are cut or slowed on its host, in what the host sends to the other nodes: the requests of the clients there would be too, and the fault would not be the one the history names"
-        } else if needs.client_clocks {
-            "a client's clock is skewed through the interposer the workers start under on this machine, which is not copied to the hosts"
-        } else if needs.client_links {
-            "the clients' links are cut and slowed in lockcheck's proxies on this machine, which clients on the hosts do not pass through"
-        } else {
-            continue;
-        };
-        bail!(
+        }
+        for (i, f) in w.faults.iter().enumerate() {
+            let needs = f.spec.needs();
+            let kind = f.spec.kind();
+            // By name: a kind is a `const`, each use of it a copy of its own.
+            let node_links = [partition_nodes::KIND.name, latency_nodes::KIND.name];
+            let why = if node_links.contains(&kind.name) {
+                "a node's links are cut or slowed on its host, in what the host sends to the other nodes: the requests of the clients there would be too, and the fault would not be the one the history names"
+            } else if needs.client_clocks {
+                "a client's clock is skewed through the interposer the workers start under on this machine, which is not copied to the hosts"
+            } else if needs.client_links {
+                "the clients' links are cut and slowed in lockcheck's proxies on this machine, which clients on the hosts do not pass through"
+            } else {
+                continue;
+            };
+            bail!(
             "{file}: faults[{i}].kind: {} is unavailable with clients.clients_on = \"hosts\": {why}",
             kind.name
         );
+        }
+        Ok(())
     }
-    Ok(())
 }

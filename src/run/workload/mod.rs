@@ -191,6 +191,7 @@
 //! duration = "4s"               #   default): every link
 //! ```
 
+mod backend;
 mod election;
 mod faults;
 mod hosts;
@@ -198,14 +199,18 @@ mod located;
 mod plan;
 mod preset;
 mod raw;
+mod section;
 #[cfg(test)]
 mod tests;
 
 pub use crate::fault::duration::{Dur, SignedDur};
-pub use election::{ClientMode, Election, OnLeaseLoss};
+pub use backend::Backend;
+pub use election::{ClientMode, Election};
 pub use faults::FaultEntry;
-pub use plan::PlannedFault;
+pub use faults::PlannedFault;
 pub use preset::{Lease, LeasePreset, LEASE_PRESETS};
+pub use raw::OnLeaseLoss;
+pub use section::CriticalSection;
 
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
@@ -273,37 +278,6 @@ impl Schedule {
 }
 
 #[derive(Debug, Clone)]
-pub struct Backend {
-    pub kind: BackendKind,
-    /// Server nodes: 1 for Redis, 5 independent instances for Redlock, 3 for etcd.
-    pub nodes: usize,
-    pub lease: Lease,
-    /// Whether acquire asks the backend for a fencing token (Redis `INCR`, etcd revision).
-    pub fencing_token: bool,
-    /// How long one acquire may wait for the lock before it fails.
-    pub acquire_timeout: Duration,
-    /// The servers' addresses under the external runtime (n1 first).
-    pub endpoints: Vec<String>,
-    /// The image under the docker runtime, instead of the backend's official one.
-    pub image: Option<String>,
-    /// The hosts under the ssh runtime (`hosts`, `ssh_config`, `program`,
-    /// `remote_dir`); none without `hosts`.
-    pub ssh: Option<crate::cluster::SshSpec>,
-    /// Where the local runtime's nodes listen: loopback, or network namespaces.
-    pub network: NetworkKind,
-    /// `monotonic_offset`: (node, offset in ns) for each node started in a time
-    /// namespace with its monotonic and boot-time clocks shifted, in node order.
-    pub monotonic_offsets: Vec<(String, i64)>,
-    /// `redis-sentinel`: a grant or renewal counts once this many replicas
-    /// acknowledged it (`WAIT`).
-    pub replica_acks: Option<u32>,
-    /// `primary_check` (patroni): how a node's application tells its node leads.
-    pub primary_check: crate::backend::patroni::PrimaryCheck,
-    /// `etcd`: the one member the clients talk to (`"follower"`), instead of all.
-    pub client_endpoint: Option<crate::backend::ClientEndpoint>,
-}
-
-#[derive(Debug, Clone)]
 pub struct Clients {
     pub count: usize,
     /// How long the controller waits for a worker's reply (beyond an acquire's own
@@ -332,13 +306,13 @@ impl Clients {
 /// records (so it checks no token); the lease is the leader key's TTL.
 fn patroni_fits(
     bad: &dyn Fn(&str, String) -> anyhow::Error,
-    mode: &Option<toml::Spanned<election::ModeKind>>,
+    mode: &Option<toml::Spanned<raw::ModeKind>>,
     resource: &resource::Spec,
     count: usize,
     nodes: usize,
     ttl: Duration,
 ) -> Result<()> {
-    if mode.as_ref().map(|m| *m.get_ref()) != Some(election::ModeKind::Election) {
+    if mode.as_ref().map(|m| *m.get_ref()) != Some(raw::ModeKind::Election) {
         bail!(bad(
             "mode",
             "patroni hands out no lock: its clients lead while their node is the primary; expected mode = \"election\"".into()
@@ -360,15 +334,108 @@ fn patroni_fits(
     Ok(())
 }
 
-/// What a holder does while it holds the lock.
-#[derive(Debug, Clone)]
-pub struct CriticalSection {
-    /// Time from acquire to release, spread evenly after each write.
-    pub hold: Duration,
-    /// Writes to the protected resource per critical section, each carrying the token.
-    pub writes: u32,
-    /// Pause between a release and the next acquire.
-    pub think: Duration,
+/// `resource`: `"unfenced"` (the default), `"fenced"`, or a table of its kind and fence.
+fn resource_spec(raw: Option<raw::ResourceSpec>) -> resource::Spec {
+    match raw {
+        None | Some(raw::ResourceSpec::Mode(Mode::Unfenced)) => resource::Spec {
+            kind: resource::Kind::Lockcheck,
+            fence: Fence::Off,
+        },
+        Some(raw::ResourceSpec::Mode(Mode::Fenced)) => resource::Spec {
+            kind: resource::Kind::Lockcheck,
+            fence: Fence::NotBelow,
+        },
+        Some(raw::ResourceSpec::Table(t)) => resource::Spec {
+            kind: t.kind.unwrap_or_default(),
+            fence: t.fence,
+        },
+    }
+}
+
+/// `name`, else the file's stem: it names the run directory.
+fn workload_name(
+    name: Option<String>,
+    path: &Path,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<String> {
+    Ok(match name {
+        Some(n) => {
+            if n.is_empty()
+                || !n
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
+                bail!(bad(
+                    "name",
+                    format!("expected letters, digits, '-', '_' or '.' (it names the run directory), found {n:?}")
+                ));
+            }
+            n
+        }
+        None => path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "workload".into()),
+    })
+}
+
+/// `[incident]`: the published failure replayed, and the rule that prevents it.
+fn incident(
+    i: toml::Spanned<raw::Incident>,
+    file: &std::path::Display<'_>,
+    text: &str,
+) -> Result<crate::report::Incident> {
+    let i = i.into_inner();
+    for (key, value) in [("source", &i.source), ("rule", &i.rule)] {
+        if value.get_ref().trim().is_empty() {
+            let line = line_of(text, value.span().start);
+            bail!("{file}:{line}: incident.{key}: expected some words, found an empty string");
+        }
+    }
+    Ok(crate::report::Incident {
+        source: i.source.into_inner(),
+        rule: i.rule.into_inner(),
+    })
+}
+
+/// `[clients]`: how many, their timeouts, how they fence themselves, where they run.
+fn clients(
+    c: &raw::Clients,
+    on_hosts: bool,
+    lease: &Lease,
+    adapter: bool,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<Clients> {
+    let count = c.count;
+    if count == 0 {
+        bail!(bad("clients.count", "expected at least 1 client".into()));
+    }
+    let self_fencing_margin = c.self_fencing_margin.map(|d| d.0);
+    if self_fencing_margin.is_some_and(|m| m >= lease.ttl) {
+        bail!(bad(
+            "clients.self_fencing_margin",
+            format!(
+                "expected a margin shorter than the lease ({} ms): no write could pass",
+                lease.ttl.as_millis()
+            )
+        ));
+    }
+    let self_fencing_library = c.self_fencing.is_some();
+    if self_fencing_library && !adapter {
+        bail!(bad(
+            "clients.self_fencing",
+            "\"library\" asks the lock library through its adapter's `held`: \
+             the workload needs a [client] command"
+                .into()
+        ));
+    }
+    Ok(Clients {
+        count,
+        op_timeout: c.op_timeout.map_or(Duration::from_secs(10), |d| d.0),
+        self_fencing_margin,
+        self_fencing_library,
+        on_hosts,
+    })
 }
 
 impl Workload {
@@ -385,7 +452,6 @@ impl Workload {
         // Errors found after parsing name the key in the file's own dotted words.
         let bad = |key: &str, what: String| anyhow!("{file}: {key}: {what}");
 
-        let kind = raw.backend.kind;
         // Keys of the ssh runtime's that name what it does not do yet.
         let on_hosts = match raw.clients.clients_on.as_deref() {
             None | Some("controller") => false,
@@ -395,177 +461,13 @@ impl Workload {
                 format!("expected \"controller\" (the clients run on this machine) or \"hosts\" (on the ssh runtime's hosts), found \"{other}\"")
             )),
         };
-        let hosts = raw.backend.hosts.clone().unwrap_or_default();
-        if raw.backend.manage.is_some() && hosts.is_empty() {
-            bail!(bad(
-                "backend.manage",
-                "only with backend.hosts (runtime = \"ssh\"): whether lockcheck starts the servers on the hosts, or uses those already running there (false)".into()
-            ));
-        }
-        if let (Some(n), false) = (raw.backend.nodes, hosts.is_empty()) {
-            if n != hosts.len() {
-                bail!(bad(
-                    "backend.nodes",
-                    format!("the ssh runtime runs one node per host: {n} nodes, {} hosts (leave nodes out)", hosts.len())
-                ));
-            }
-        }
-        let nodes = raw
-            .backend
-            .nodes
-            .or((!hosts.is_empty()).then_some(hosts.len()))
-            .unwrap_or(crate::cluster::default_nodes(kind));
-        if nodes == 0 {
-            bail!(bad("backend.nodes", "expected at least 1 node".into()));
-        }
-        let single = crate::cluster::recipe(kind).single_instance();
-        if let (Some(instead), true) = (single, nodes != 1) {
-            bail!(bad(
-                "backend.nodes",
-                format!("{kind} is a single instance: expected 1, found {nodes} ({instead})")
-            ));
-        }
-        if let Some(what) = crate::cluster::recipe(kind).fixed_nodes() {
-            let fixed = crate::cluster::default_nodes(kind);
-            if nodes != fixed {
-                bail!(bad(
-                    "backend.nodes",
-                    format!("{kind} is {what}: expected {fixed}, found {nodes}")
-                ));
-            }
-        }
-        let fencing_token = raw.backend.fencing_token.unwrap_or(kind.token().is_some());
-        if kind.token().is_none() && fencing_token {
-            bail!(bad(
-                "backend.fencing_token",
-                format!("{kind} hands out no fencing token: expected false")
-            ));
-        }
-        let resource = match raw.resource {
-            None | Some(raw::ResourceSpec::Mode(Mode::Unfenced)) => resource::Spec {
-                kind: resource::Kind::Lockcheck,
-                fence: Fence::Off,
-            },
-            Some(raw::ResourceSpec::Mode(Mode::Fenced)) => resource::Spec {
-                kind: resource::Kind::Lockcheck,
-                fence: Fence::NotBelow,
-            },
-            Some(raw::ResourceSpec::Table(t)) => resource::Spec {
-                kind: t.kind.unwrap_or_default(),
-                fence: t.fence,
-            },
-        };
-        if resource.fence != Fence::Off && !fencing_token {
+        let backend = backend::read(raw.backend, path, text, &bad)?;
+        let (kind, nodes, lease) = (backend.kind, backend.nodes, &backend.lease);
+        let resource = resource_spec(raw.resource);
+        if resource.fence != Fence::Off && !backend.fencing_token {
             bail!(bad(
                 "resource",
                 "a fenced resource needs tokens: set backend.fencing_token = true, or leave the resource unfenced".into()
-            ));
-        }
-        let lease_line = line_of(text, raw.backend.lease.span().start);
-        let lease = match raw.backend.lease.into_inner() {
-            raw::LeaseSpec::Preset(p) if !p.fits(kind) => {
-                let fitting: Vec<&str> = LEASE_PRESETS
-                    .iter()
-                    .filter(|q| q.fits(kind))
-                    .map(|q| q.name)
-                    .collect();
-                bail!(
-                    "{file}:{lease_line}: backend.lease: the preset {} is what {} users run ({}), \
-                     not {}: give the lease as a duration, or a preset for {}: {}",
-                    p.name,
-                    p.backend_names(),
-                    p.source,
-                    kind.name(),
-                    kind.name(),
-                    fitting.join(", ")
-                )
-            }
-            raw::LeaseSpec::Preset(p) => Lease {
-                ttl: p.ttl,
-                renew_every: p.renew_every,
-                preset: Some(p),
-            },
-            raw::LeaseSpec::Ttl(Dur(ttl)) => Lease {
-                ttl,
-                renew_every: None,
-                preset: None,
-            },
-        };
-        let lease = Lease {
-            renew_every: raw.backend.renew_every.map(|d| d.0).or(lease.renew_every),
-            ..lease
-        };
-        if lease.ttl.is_zero() {
-            bail!(bad(
-                "backend.lease",
-                "expected a lease longer than 0".into()
-            ));
-        }
-        if matches!(lease.renew_every, Some(r) if r.is_zero()) {
-            bail!(bad(
-                "backend.renew_every",
-                "expected a period longer than 0".into()
-            ));
-        }
-        let monotonic_offsets = match raw.backend.monotonic_offset {
-            None => Vec::new(),
-            Some(raw::MonotonicOffset::All(d)) => {
-                (1..=nodes).map(|i| (format!("n{i}"), d.0)).collect()
-            }
-            Some(raw::MonotonicOffset::PerNode(map)) => {
-                let mut v = Vec::new();
-                for (node, d) in map {
-                    let i = node
-                        .strip_prefix('n')
-                        .and_then(|i| i.parse::<usize>().ok())
-                        .filter(|i| (1..=nodes).contains(i));
-                    let Some(i) = i else {
-                        bail!(bad(
-                            &format!("backend.monotonic_offset.{node}"),
-                            format!("expected a node of this backend, n1 .. n{nodes}")
-                        ));
-                    };
-                    v.push((i, node, d.0));
-                }
-                v.sort();
-                v.into_iter().map(|(_, n, d)| (n, d)).collect()
-            }
-        };
-        let replica_acks = raw.backend.replica_acks;
-        if let Some(n) = replica_acks {
-            let replicas = crate::backend::redis_sentinel::SERVERS - 1;
-            if kind != BackendKind::RedisSentinel {
-                bail!(bad(
-                    "backend.replica_acks",
-                    format!("only redis-sentinel waits for its replicas (WAIT); {kind} has none")
-                ));
-            }
-            if n == 0 || n as usize > replicas {
-                bail!(bad(
-                    "backend.replica_acks",
-                    format!("expected 1 to {replicas} (the replicas), found {n}")
-                ));
-            }
-        }
-        let client_endpoint = raw.backend.client_endpoint;
-        if client_endpoint.is_some() && kind != BackendKind::Etcd {
-            bail!(bad(
-                "backend.client_endpoint",
-                format!("only etcd's clients are pinned to one member; {kind} has no such option")
-            ));
-        }
-        let count = raw.clients.count;
-        if count == 0 {
-            bail!(bad("clients.count", "expected at least 1 client".into()));
-        }
-        let self_fencing_margin = raw.clients.self_fencing_margin.map(|d| d.0);
-        if self_fencing_margin.is_some_and(|m| m >= lease.ttl) {
-            bail!(bad(
-                "clients.self_fencing_margin",
-                format!(
-                    "expected a margin shorter than the lease ({} ms): no write could pass",
-                    lease.ttl.as_millis()
-                )
             ));
         }
         let client = raw
@@ -573,23 +475,10 @@ impl Workload {
             .map(|c| crate::backend::adapter::Program::of_workload(c.command, path))
             .transpose()
             .map_err(|e| bad("client.command", format!("{e:#}")))?;
-        let self_fencing_library = raw.clients.self_fencing.is_some();
-        if self_fencing_library && client.is_none() {
-            bail!(bad(
-                "clients.self_fencing",
-                "\"library\" asks the lock library through its adapter's `held`: \
-                 the workload needs a [client] command"
-                    .into()
-            ));
-        }
-        let primary_check = raw.backend.primary_check;
+        let clients = clients(&raw.clients, on_hosts, lease, client.is_some(), &bad)?;
+        let count = clients.count;
         if kind == BackendKind::Patroni {
             patroni_fits(&bad, &raw.mode, &resource, count, nodes, lease.ttl)?;
-        } else if primary_check.is_some() {
-            bail!(bad(
-                "backend.primary_check",
-                "only for kind = \"patroni\": how a node's application tells that its node is the primary".into()
-            ));
         }
         let mode = election::mode(
             &file,
@@ -601,50 +490,19 @@ impl Workload {
                 on_lease_loss: raw.clients.on_lease_loss,
             },
             kind,
-            &lease,
+            lease,
         )?;
-        let network = raw.backend.network.unwrap_or_default();
-        // Their servers, as lockcheck sets them up, let in loopback clients only.
-        if network == NetworkKind::Namespaces && !crate::cluster::recipe(kind).namespaces() {
-            let able: Vec<&str> = BackendKind::ALL
-                .into_iter()
-                .filter(|&k| crate::cluster::recipe(k).namespaces())
-                .map(BackendKind::name)
-                .collect();
-            bail!(bad(
-                "backend.network",
-                format!("{kind} runs on loopback only (its server admits loopback clients); namespaces are for {}", able.join(", "))
-            ));
-        }
         let setting = crate::fault::spec::Setting {
             clients: count,
             nodes,
-            network,
-            hosts: !hosts.is_empty(),
+            network: backend.network,
+            hosts: backend.ssh.is_some(),
         };
         let (faults, raw_timed) = faults::read(raw.faults, &setting, &file, text)?;
         if raw.duration.0.is_zero() {
             bail!(bad("duration", "expected a duration longer than 0".into()));
         }
-        let name = match raw.name {
-            Some(n) => {
-                if n.is_empty()
-                    || !n
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-                {
-                    bail!(bad(
-                        "name",
-                        format!("expected letters, digits, '-', '_' or '.' (it names the run directory), found {n:?}")
-                    ));
-                }
-                n
-            }
-            None => path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "workload".into()),
-        };
+        let name = workload_name(raw.name, path, &bad)?;
         let schedule = match raw.schedule {
             None => None,
             Some(sch) => {
@@ -671,22 +529,7 @@ impl Workload {
                 Some(schedule)
             }
         };
-        let incident = match raw.incident {
-            None => None,
-            Some(i) => {
-                let i = i.into_inner();
-                for (key, value) in [("source", &i.source), ("rule", &i.rule)] {
-                    if value.get_ref().trim().is_empty() {
-                        let line = line_of(text, value.span().start);
-                        bail!("{file}:{line}: incident.{key}: expected some words, found an empty string");
-                    }
-                }
-                Some(crate::report::Incident {
-                    source: i.source.into_inner(),
-                    rule: i.rule.into_inner(),
-                })
-            }
-        };
+        let incident = raw.incident.map(|i| incident(i, &file, text)).transpose()?;
         let w = Workload {
             incident,
             name,
@@ -695,44 +538,8 @@ impl Workload {
             duration: raw.duration.0,
             seed: raw.seed.unwrap_or(0),
             allow: raw.allow,
-            backend: Backend {
-                kind,
-                nodes,
-                lease,
-                fencing_token,
-                acquire_timeout: raw
-                    .backend
-                    .acquire_timeout
-                    .map_or(Duration::from_secs(1), |d| d.0),
-                endpoints: raw.backend.endpoints.unwrap_or_default(),
-                image: raw.backend.image,
-                ssh: (!hosts.is_empty()).then(|| crate::cluster::SshSpec {
-                    hosts,
-                    // Relative to the workload's own directory.
-                    ssh_config: raw
-                        .backend
-                        .ssh_config
-                        .map(|p| path.parent().unwrap_or(Path::new("")).join(p)),
-                    program: raw.backend.program,
-                    remote_dir: raw.backend.remote_dir.unwrap_or_else(|| "/tmp".into()),
-                    manage: raw.backend.manage.unwrap_or(true),
-                }),
-                network,
-                monotonic_offsets,
-                replica_acks,
-                primary_check: primary_check.unwrap_or_default(),
-                client_endpoint,
-            },
-            clients: Clients {
-                count,
-                op_timeout: raw
-                    .clients
-                    .op_timeout
-                    .map_or(Duration::from_secs(10), |d| d.0),
-                self_fencing_margin,
-                self_fencing_library,
-                on_hosts,
-            },
+            backend,
+            clients,
             mode,
             resource,
             faults,
@@ -821,7 +628,7 @@ impl Workload {
         }
         // Refused for good where the servers or clients are, before what the
         // runtime does not do yet.
-        hosts::check(&self)?;
+        self.check_hosts()?;
         for (i, f) in self.faults.iter().enumerate() {
             if let Some(r) = f.spec.refused_by(self.runtime) {
                 bail!("{file}: faults[{i}].{}: {}", r.key, r.why);

@@ -3,22 +3,11 @@
 //! the line, the key and the figures, instead of running, injecting nothing and
 //! reporting a green verdict on a test that never tested what it says.
 
+use super::faults::PlannedFault;
 use super::located::line_of;
 use super::Workload;
 use anyhow::{anyhow, Result};
 use std::time::Duration;
-
-/// One occurrence of a fault the run is planned to start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PlannedFault {
-    /// Its `[[faults]]` entry (an index into `Workload::faults`).
-    pub fault: usize,
-    /// When it is due, from the run's start. A fault aimed at the holder starts at
-    /// the first acquire from then on, so later than this; its later occurrences
-    /// follow its real end, and may slip past the run's end.
-    pub at: Duration,
-    pub duration: Duration,
-}
 
 impl Workload {
     /// Every occurrence the run plans to start, in the order they are due, for a

@@ -1,10 +1,11 @@
 //! The file's shape, as serde reads it: every table denies unknown keys.
 
-use super::{Dur, LeasePreset, SignedDur, LEASE_PRESETS};
+use super::preset::{LeasePreset, LEASE_PRESETS};
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::cluster::{NetworkKind, Runtime};
 use crate::fault::duration::DURATION_EXPECTED;
+use crate::fault::duration::{Dur, SignedDur};
 use crate::resource::{self, Fence, Mode};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
@@ -17,11 +18,11 @@ pub struct Workload {
     pub seed: Option<u64>,
     #[serde(default)]
     pub allow: Vec<AnomalyKind>,
-    pub mode: Option<toml::Spanned<super::election::ModeKind>>,
+    pub mode: Option<toml::Spanned<ModeKind>>,
     pub backend: Backend,
     pub clients: Clients,
     pub critical_section: Option<toml::Spanned<CriticalSection>>,
-    pub leader: Option<toml::Spanned<super::election::LeaderTable>>,
+    pub leader: Option<toml::Spanned<LeaderTable>>,
     pub resource: Option<ResourceSpec>,
     #[serde(default)]
     pub faults: Vec<toml::Spanned<FaultTable>>,
@@ -147,6 +148,7 @@ pub enum MonotonicOffset {
 }
 
 /// `lease = "2s"` or `lease = "client-go"`.
+#[derive(Clone, Copy)]
 pub enum LeaseSpec {
     Ttl(Dur),
     Preset(&'static LeasePreset),
@@ -175,7 +177,7 @@ pub struct Clients {
     pub op_timeout: Option<Dur>,
     pub self_fencing_margin: Option<Dur>,
     pub self_fencing: Option<SelfFencing>,
-    pub on_lease_loss: Option<toml::Spanned<super::election::OnLeaseLoss>>,
+    pub on_lease_loss: Option<toml::Spanned<OnLeaseLoss>>,
     pub clients_on: Option<String>,
 }
 
@@ -190,3 +192,33 @@ pub struct CriticalSection {
 /// A `[[faults]]` entry: its keys (with where they are) and their values, which
 /// its kind's spec reads (`fault::spec`).
 pub type FaultTable = std::collections::BTreeMap<toml::Spanned<String>, toml::Value>;
+
+/// `mode`: how the clients use the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ModeKind {
+    /// Critical sections: acquire, read, writes, release, think, again.
+    #[default]
+    Lock,
+    /// Campaign, then lead (renew and act) until deposed or the run ends.
+    Election,
+}
+
+/// `[leader]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaderTable {
+    pub act_every: Option<toml::Spanned<Dur>>,
+}
+
+/// What a leader does once it learns that its lease is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnLeaseLoss {
+    /// Goes on acting: the leader that keeps acting after losing its lease.
+    #[default]
+    Ignore,
+    /// Stops acting at once and resigns (then campaigns again, as a restarted
+    /// process would), as Kubernetes' scheduler exits on a lost lease.
+    Exit,
+}

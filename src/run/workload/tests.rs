@@ -752,3 +752,109 @@ fn a_patroni_workload_is_an_election_one_client_per_node_on_an_unfenced_record()
         "{e}"
     );
 }
+
+/// An election's keys and their refusals (election.rs).
+mod election {
+    use crate::run::workload::{ClientMode, OnLeaseLoss, Workload};
+    use std::path::Path;
+    use std::time::Duration;
+
+    const LEADER: &str = r#"mode = "election"
+duration = "8s"
+
+[backend]
+kind = "etcd"
+lease = "2s"
+
+[clients]
+count = 3
+on_lease_loss = "exit"
+
+[leader]
+act_every = "150ms"
+"#;
+
+    fn parse(text: &str) -> anyhow::Result<Workload> {
+        Workload::parse(text, Path::new("w/leader.toml"))
+    }
+
+    fn refused(text: &str) -> String {
+        format!("{:#}", parse(text).expect_err("refused"))
+    }
+
+    #[test]
+    fn an_election_reads_with_its_rhythm_and_renews_a_third_of_the_lease_by_default() {
+        let w = parse(LEADER).unwrap();
+        let ClientMode::Election(e) = &w.mode else {
+            panic!("not an election: {:?}", w.mode)
+        };
+        assert_eq!(e.act_every, Duration::from_millis(150));
+        assert_eq!(e.renew_every, Duration::from_secs(2) / 3);
+        assert_eq!(e.on_lease_loss, OnLeaseLoss::Exit);
+        let w = parse(&LEADER.replace("on_lease_loss = \"exit\"\n", "")).unwrap();
+        assert!(
+            matches!(&w.mode, ClientMode::Election(e) if e.on_lease_loss == OnLeaseLoss::Ignore)
+        );
+    }
+
+    #[test]
+    fn the_other_modes_keys_are_refused_naming_the_file_the_line_and_the_key() {
+        let e = refused(&format!(
+            "{LEADER}\n[critical_section]\nhold = \"1s\"\nwrites = 1\n"
+        ));
+        assert!(
+            e.starts_with("w/leader.toml:15: critical_section: a leader holds"),
+            "{e}"
+        );
+        let lock = LEADER.replace("mode = \"election\"\n", "");
+        let e = refused(&lock);
+        assert!(
+            e.starts_with("w/leader.toml:9: clients.on_lease_loss: only for mode = \"election\""),
+            "{e}"
+        );
+        let e = refused(&lock.replace("on_lease_loss = \"exit\"\n", ""));
+        assert!(
+            e.starts_with("w/leader.toml:10: leader: only for mode = \"election\""),
+            "{e}"
+        );
+        let e = refused(
+            &lock
+                .replace("on_lease_loss = \"exit\"\n", "")
+                .replace("[leader]\nact_every = \"150ms\"\n", ""),
+        );
+        assert!(
+            e.starts_with("w/leader.toml: critical_section: missing"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_election_needs_a_backend_with_a_recipe_and_sane_values() {
+        let e = refused(&LEADER.replace("kind = \"etcd\"", "kind = \"mariadb\""));
+        assert!(
+            e.starts_with("w/leader.toml:1: mode: mariadb has no leader-election recipe"),
+            "{e}"
+        );
+        assert!(e.contains("etcd, zookeeper, redis, nats"), "{e}");
+        let e = refused(&LEADER.replace("\"exit\"", "\"quit\""));
+        assert!(
+            e.starts_with("w/leader.toml:10: clients.on_lease_loss: unknown variant `quit`"),
+            "{e}"
+        );
+        let e = refused(&LEADER.replace("\"150ms\"", "\"0ms\""));
+        assert!(
+            e.starts_with("w/leader.toml:13: leader.act_every: expected a period longer than 0"),
+            "{e}"
+        );
+        let e = refused(&LEADER.replace("lease = \"2s\"", "lease = \"2s\"\nrenew_every = \"2s\""));
+        assert!(
+            e.starts_with("w/leader.toml: backend.renew_every: a leader renews within its lease"),
+            "{e}"
+        );
+        let e = refused(&LEADER.replace("act_every", "acts_every"));
+        assert!(
+            e.contains("w/leader.toml:13: leader.acts_every: unknown field"),
+            "{e}"
+        );
+    }
+}
