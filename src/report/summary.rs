@@ -83,8 +83,8 @@ pub fn analysis_text(a: &Analysis) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::analysis::analyze;
-    use super::crate::check::calls::tests::H;
     use super::*;
+    use crate::check::calls::tests::H;
     use crate::history::error;
     use serde_json::json;
 

@@ -207,7 +207,7 @@ fn entry_of(op: &Op, entries: &[Table], start_f: &str) -> Result<usize> {
             entries[i]
                 .get("kind")
                 .and_then(Value::as_str)
-                .and_then(crate::fault::spec::kind)
+                .and_then(crate::fault::catalogue::kind)
                 .is_some_and(|k| k.ops.start == start_f)
         })
         .collect();
