@@ -132,6 +132,20 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
         serde_json::from_str(&std::fs::read_to_string(audit_dir.join("audit.json")).unwrap())
             .unwrap();
     assert_eq!(json["verdict"], "partial");
+    // The file is what gets published: nothing of this machine's paths in it.
+    let published = std::fs::read_to_string(audit_dir.join("audit.json")).unwrap();
+    assert!(
+        !published.contains(audit_dir.to_str().unwrap()),
+        "{published}"
+    );
+    assert_eq!(
+        json["dir"].as_str(),
+        audit_dir.file_name().and_then(|n| n.to_str())
+    );
+    let run = scenario(&json, "holder-pause-unfenced")["runs"][0]["run_dir"]
+        .as_str()
+        .unwrap();
+    assert!(audit_dir.join(run).join("history.jsonl").is_file(), "{run}");
     let junit = std::fs::read_to_string(audit_dir.join("audit.xml")).unwrap();
     let failures = junit.matches("<failure ").count();
     assert!(

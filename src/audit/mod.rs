@@ -28,7 +28,7 @@ use battery::{Facts, Fencing, Recipe};
 use execute::Event;
 use plan::Plan;
 use scorecard::{Scorecard, Setting};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub const JSON_FILE: &str = "audit.json";
@@ -128,7 +128,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     };
     let write_all = |card: &Scorecard| -> Result<()> {
-        write(JSON_FILE, serde_json::to_string_pretty(card)? + "\n")?;
+        write(JSON_FILE, published(card)?)?;
         write(JUNIT_FILE, render::junit(card))?;
         write(HTML_FILE, render::html(card))
     };
@@ -154,4 +154,31 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
     let card = setting(executed);
     write_all(&card)?;
     Ok(card)
+}
+
+/// audit.json as it is published: every path inside the audit's directory
+/// relative to it, and the directory by its name alone, so that a scorecard copied
+/// elsewhere (docs/audits) names nothing of the machine it ran on and its runs are
+/// found beside it. (`--json` on stdout keeps absolute paths, for the caller.)
+fn published(card: &Scorecard) -> Result<String> {
+    let mut v = serde_json::to_value(card)?;
+    relative_to(&mut v, &card.dir);
+    if let Some(name) = card.dir.file_name() {
+        v["dir"] = name.to_string_lossy().into_owned().into();
+    }
+    Ok(serde_json::to_string_pretty(&v)? + "\n")
+}
+
+fn relative_to(v: &mut serde_json::Value, dir: &Path) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(dir) {
+                *s = rest.display().to_string();
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| relative_to(x, dir)),
+        Value::Object(o) => o.values_mut().for_each(|x| relative_to(x, dir)),
+        _ => {}
+    }
 }
