@@ -632,16 +632,27 @@ async fn etcd_serves_through_forwarders_on_every_link() {
         });
         (addr, used)
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut plan = ClusterPlan::new(ClusterSpec::new(BackendKind::Etcd, dir.path())).unwrap();
-    let mut peer_links = Vec::new();
-    for node in &mut plan.nodes {
-        node.client_advertise = forwarder(node.client_listen).await.0;
-        let (addr, used) = forwarder(node.peer_listen.unwrap()).await;
-        node.peer_advertise = Some(addr);
-        peer_links.push(used);
-    }
-    let cluster = plan.start().await.unwrap();
+    // Another test's server may take a port between its pick and etcd's bind:
+    // `LocalCluster::start` tries again for that, and so does this plan, built by
+    // hand (a fresh plan and directory each time).
+    let mut attempt = 0;
+    let (cluster, peer_links, _dir) = loop {
+        attempt += 1;
+        let dir = tempfile::tempdir().unwrap();
+        let mut plan = ClusterPlan::new(ClusterSpec::new(BackendKind::Etcd, dir.path())).unwrap();
+        let mut peer_links = Vec::new();
+        for node in &mut plan.nodes {
+            node.client_advertise = forwarder(node.client_listen).await.0;
+            let (addr, used) = forwarder(node.peer_listen.unwrap()).await;
+            node.peer_advertise = Some(addr);
+            peer_links.push(used);
+        }
+        match plan.start().await {
+            Ok(cluster) => break (cluster, peer_links, dir),
+            Err(e) if attempt < 3 && format!("{e:#}").contains("address already in use") => {}
+            Err(e) => panic!("{e:#}"),
+        }
+    };
     let listen: Vec<String> = cluster
         .nodes()
         .iter()
