@@ -28,7 +28,7 @@ use battery::{Facts, Fencing, Recipe};
 use execute::Event;
 use plan::Plan;
 use scorecard::{Scorecard, Setting};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 pub const JSON_FILE: &str = "audit.json";
@@ -162,23 +162,26 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
 /// found beside it. (`--json` on stdout keeps absolute paths, for the caller.)
 fn published(card: &Scorecard) -> Result<String> {
     let mut v = serde_json::to_value(card)?;
-    relative_to(&mut v, &card.dir);
-    if let Some(name) = card.dir.file_name() {
-        v["dir"] = name.to_string_lossy().into_owned().into();
-    }
+    let name = card
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    relative_to(&mut v, &card.dir.display().to_string(), &name);
     Ok(serde_json::to_string_pretty(&v)? + "\n")
 }
 
-fn relative_to(v: &mut serde_json::Value, dir: &Path) {
+/// Every mention of `dir` in the scorecard's strings (a run's directory, a
+/// counterexample named in an evidence sentence): what is inside it by its path
+/// from it, the directory itself by its `name`.
+fn relative_to(v: &mut serde_json::Value, dir: &str, name: &str) {
     use serde_json::Value;
     match v {
-        Value::String(s) => {
-            if let Ok(rest) = Path::new(s.as_str()).strip_prefix(dir) {
-                *s = rest.display().to_string();
-            }
+        Value::String(s) if s.contains(dir) => {
+            *s = s.replace(&format!("{dir}/"), "").replace(dir, name);
         }
-        Value::Array(a) => a.iter_mut().for_each(|x| relative_to(x, dir)),
-        Value::Object(o) => o.values_mut().for_each(|x| relative_to(x, dir)),
+        Value::Array(a) => a.iter_mut().for_each(|x| relative_to(x, dir, name)),
+        Value::Object(o) => o.values_mut().for_each(|x| relative_to(x, dir, name)),
         _ => {}
     }
 }
