@@ -100,18 +100,24 @@ pub struct Shrinking {
     pub elapsed: Duration,
 }
 
-/// Shrinks run `dir`. `progress` gets a line per trial.
-pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Shrinking> {
-    let started = Instant::now();
+/// Run `dir` read back, the folder `sub` of it its reruns go to, and their runner.
+fn open(dir: &Path, sub: &str, opts: &Options) -> Result<(Realised, PathBuf, Runner)> {
     let r = realise(dir, opts.kind, opts.workload_dir.as_deref())?;
-    let work = dir.join("shrink");
-    let mut runner = Runner::new(
+    let work = dir.join(sub);
+    let runner = Runner::new(
         opts.exe.clone(),
         work.clone(),
         r.report.seed,
         r.kind,
         opts.jobs,
     )?;
+    Ok((r, work, runner))
+}
+
+/// Shrinks run `dir`. `progress` gets a line per trial.
+pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Result<Shrinking> {
+    let started = Instant::now();
+    let (r, work, mut runner) = open(dir, "shrink", opts)?;
     let ops_before = ops_of(&r.report);
     progress(&format!(
         "shrink: {} in {}: {} as it happened, {} ops; first, does it come back ({} of {} reruns)?",
@@ -271,15 +277,7 @@ pub struct Replayed {
 
 /// Reruns run `dir`'s realised schedule `runs` times.
 pub fn replay(dir: &Path, runs: u32, opts: &Options) -> Result<Replayed> {
-    let r = realise(dir, opts.kind, opts.workload_dir.as_deref())?;
-    let work = dir.join("replay");
-    let mut runner = Runner::new(
-        opts.exe.clone(),
-        work.clone(),
-        r.report.seed,
-        r.kind,
-        opts.jobs,
-    )?;
+    let (r, work, mut runner) = open(dir, "replay", opts)?;
     let header = format!(
         "# lockcheck replay: the schedule run {} realised ({}), its faults as they happened.\n\n",
         dir.display(),
