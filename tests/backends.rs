@@ -140,11 +140,10 @@ async fn paused_holder_loses_the_lock(kind: BackendKind, lease_ms: u64) {
     assert!(first.starts_with("ok"), "holder acquire: {first}");
 
     // While the holder runs, its lease holds (etcd keeps it alive past the TTL).
-    let mut other = client(&r, &config(kind, lease_ms, 100)).await;
     if kind == BackendKind::Etcd {
         tokio::time::sleep(Duration::from_millis(lease_ms + 1_000)).await;
     }
-    denied(other.acquire().await);
+    denied_while_held(&r, &config(kind, lease_ms, 100)).await;
 
     holder.pause();
     let mut other = client(&r, &config(kind, lease_ms, lease_ms + 4_000)).await;

@@ -50,6 +50,24 @@ pub fn denied<T: std::fmt::Debug>(r: Result<T, LockError>) -> String {
     }
 }
 
+/// A contender's acquire refused while another client holds the lock. An answer
+/// later than the client's request timeout (etcd: a quarter of the lease) is an
+/// unknown outcome on a loaded machine, not a refusal and not a grant: ask again
+/// from a fresh client (an unknown attempt that won would lapse with its lease,
+/// which the dropped client no longer keeps alive), at most three times. A grant
+/// fails the test at once.
+pub async fn denied_while_held(r: &Running, cfg: &LockConfig) -> String {
+    let mut unknown = Vec::new();
+    for _ in 0..3 {
+        match client(r, cfg).await.acquire().await {
+            Err(LockError::Denied(why)) => return why,
+            Err(LockError::Indeterminate(why)) => unknown.push(why),
+            other => panic!("expected Denied while the lock is held, got {other:?}"),
+        }
+    }
+    panic!("three acquires while the lock is held, each unknown: {unknown:?}")
+}
+
 /// Acquire, a contender denied after its full wait, a release by a non-holder
 /// refused (changing nothing), renew, release, and the lock passing to the other
 /// client; a renew after release refused. Returns the first grant.
