@@ -35,6 +35,7 @@ fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> S
     Scene {
         clients: &[],
         holder: None,
+        stopped: &[],
         rng,
         cluster: Some(cluster),
     }
@@ -247,6 +248,7 @@ async fn link_faults_cut_a_node_off_cut_the_holder_off_and_slow_a_node() {
             Scene {
                 clients: &clients,
                 holder: $holder,
+                stopped: &[],
                 rng: &mut rng,
                 cluster: Some(&c),
             }

@@ -373,3 +373,70 @@ fn a_self_fencing_worker_whose_clock_runs_slow_misjudges_its_lease_and_writes_st
     slow.assert_nothing_left();
     right.assert_nothing_left();
 }
+
+/// Two pauses aimed at one client: the second waits until the first has ended.
+/// (A second, shorter pause of a stopped process would resume it with its own
+/// end, long before the first one's: the holder would wake inside its lease and
+/// the history would claim a pause it never had.)
+#[test]
+fn a_client_another_pause_keeps_stopped_is_not_paused_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write_workload(
+        dir.path(),
+        "overlap.toml",
+        r#"
+duration = "3s"
+resource = "fenced"
+
+[backend]
+kind = "redis"
+lease = "1s"
+
+[clients]
+count = 2
+
+[critical_section]
+hold = "100ms"
+writes = 1
+
+[[faults]]
+kind = "pause"
+target = "client-0"
+duration = "1500ms"
+after = "300ms"
+
+[[faults]]
+kind = "pause"
+target = "client-0"
+duration = "200ms"
+after = "600ms"
+"#,
+    );
+    let r = run(&w, &[]);
+    // (pause or resume, which [[faults]] entry, when in ns) for client-0.
+    let events: Vec<(String, u64, u64)> = r
+        .history()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|o| o["process"] == "nemesis" && o["value"]["targets"][0] == "client-0")
+        .map(|o| {
+            let f = o["f"].as_str().unwrap().to_string();
+            (
+                f,
+                o["value"]["fault"].as_u64().unwrap(),
+                o["time"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let kinds: Vec<(&str, u64)> = events.iter().map(|(f, i, _)| (f.as_str(), *i)).collect();
+    assert_eq!(
+        kinds,
+        [("pause", 0), ("resume", 0), ("pause", 1), ("resume", 1)],
+        "{events:?}\n{}",
+        r.stderr
+    );
+    // The long pause lasted its length: nothing woke client-0 early.
+    let long = events[1].2 - events[0].2;
+    assert!(long >= 1_500_000_000, "{events:?}");
+    r.assert_nothing_left();
+}

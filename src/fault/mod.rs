@@ -50,6 +50,14 @@ pub trait Fault: Send {
     /// Undoes what `start` did (resumes, heals, restarts); returns the history
     /// `value` of the end record.
     async fn stop(&mut self, scene: &mut Scene<'_>) -> Result<Value>;
+
+    /// The client slots this fault keeps stopped right now (a pause). No other
+    /// fault picks them until it ends: a second, shorter pause of the same
+    /// process would resume it with the first one's, and the history would claim
+    /// a pause the process never had.
+    fn stopped_clients(&self) -> Vec<usize> {
+        Vec::new()
+    }
 }
 
 /// What a fault can aim at, as the controller sees it when the fault starts.
@@ -58,6 +66,8 @@ pub struct Scene<'a> {
     pub clients: &'a [ClientProc],
     /// The slot that has just acquired the lock, for holder-targeted faults.
     pub holder: Option<usize>,
+    /// Slots another fault keeps stopped (`Fault::stopped_clients`): not targets.
+    pub stopped: &'a [usize],
     /// The run's seeded generator: the same seed picks the same victims.
     pub rng: &'a mut ChaCha8Rng,
     /// The backend's servers, for faults on nodes (kill and restart, pause a node);
@@ -99,14 +109,19 @@ pub enum Target {
 }
 
 impl Target {
-    /// The client slot this target picks in `scene`, if any.
+    /// The client slot this target picks in `scene`, if any; never one another
+    /// fault keeps stopped. (With none stopped, a random pick draws exactly as it
+    /// always did: a seed picks the same victims as before.)
     pub fn pick_client(&self, scene: &mut Scene<'_>) -> Option<usize> {
         use rand::Rng;
+        let free: Vec<usize> = (0..scene.clients.len())
+            .filter(|i| !scene.stopped.contains(i))
+            .collect();
         match *self {
-            Target::Holder => scene.holder,
-            Target::Random if scene.clients.is_empty() => None,
-            Target::Random => Some(scene.rng.gen_range(0..scene.clients.len())),
-            Target::Client(i) => (i < scene.clients.len()).then_some(i),
+            Target::Holder => scene.holder.filter(|h| free.contains(h)),
+            Target::Random if free.is_empty() => None,
+            Target::Random => Some(free[scene.rng.gen_range(0..free.len())]),
+            Target::Client(i) => free.contains(&i).then_some(i),
         }
     }
 }
@@ -178,6 +193,7 @@ mod tests {
             let mut scene = Scene {
                 clients: &clients,
                 holder: Some(2),
+                stopped: &[],
                 rng: &mut rng,
                 cluster: None,
             };
@@ -195,6 +211,7 @@ mod tests {
         let mut scene = Scene {
             clients: &clients,
             holder: Some(2),
+            stopped: &[],
             rng: &mut rng,
             cluster: None,
         };
@@ -203,5 +220,14 @@ mod tests {
         assert_eq!(Target::Client(4).pick_client(&mut scene), None);
         scene.holder = None;
         assert_eq!(Target::Holder.pick_client(&mut scene), None);
+        // A client another pause keeps stopped is nobody's target: a random
+        // pick takes one of the others, a named or holder target finds nothing.
+        scene.stopped = &[0, 1, 3];
+        scene.holder = Some(3);
+        assert_eq!(Target::Holder.pick_client(&mut scene), None);
+        assert_eq!(Target::Client(1).pick_client(&mut scene), None);
+        assert!((0..16).all(|_| Target::Random.pick_client(&mut scene) == Some(2)));
+        scene.stopped = &[0, 1, 2, 3];
+        assert_eq!(Target::Random.pick_client(&mut scene), None);
     }
 }

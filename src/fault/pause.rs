@@ -69,6 +69,8 @@ pub struct Pause {
     duration: Duration,
     /// The processes this fault stopped and has not resumed yet.
     paused: Vec<ClientProc>,
+    /// Their slots, for `stopped_clients`.
+    slots: Vec<usize>,
 }
 
 impl Pause {
@@ -77,6 +79,7 @@ impl Pause {
             target,
             duration,
             paused: Vec::new(),
+            slots: Vec::new(),
         }
     }
 
@@ -101,16 +104,22 @@ impl Fault for Pause {
             return Ok(None);
         }
         self.paused.push(proc);
+        self.slots.push(slot);
         Ok(Some(json!({
             "targets": self.names(),
             "duration_ms": self.duration.as_millis() as u64,
         })))
     }
 
+    fn stopped_clients(&self) -> Vec<usize> {
+        self.slots.clone()
+    }
+
     async fn stop(&mut self, _scene: &mut Scene<'_>) -> Result<Value> {
         let value = json!({ "targets": self.names() });
         // Off the runtime, whose clock times the clients' ops: a host is a round trip away.
         let mut paused = std::mem::take(&mut self.paused);
+        self.slots.clear();
         tokio::task::spawn_blocking(move || resume_all(&mut paused)).await??;
         Ok(value)
     }
@@ -213,6 +222,7 @@ mod tests {
         let mut scene = Scene {
             clients: &clients,
             holder: None,
+            stopped: &[],
             rng: &mut rng,
             cluster: None,
         };
@@ -233,6 +243,7 @@ mod tests {
         let mut scene = Scene {
             clients: &clients,
             holder: Some(0),
+            stopped: &[],
             rng: &mut rng,
             cluster: None,
         };

@@ -375,9 +375,15 @@ impl Nemesis {
 
     /// Starts fault `i`; false if it found nothing to hit.
     async fn start(&mut self, i: usize, holder: Option<usize>) -> Result<bool> {
+        let stopped: Vec<usize> = self
+            .faults
+            .iter()
+            .flat_map(|f| f.fault.stopped_clients())
+            .collect();
         let mut scene = Scene {
             clients: &self.clients,
             holder,
+            stopped: &stopped,
             rng: &mut self.rng,
             cluster: Some(&self.cluster),
         };
@@ -413,6 +419,7 @@ impl Nemesis {
         let mut scene = Scene {
             clients: &self.clients,
             holder: self.live.holder(),
+            stopped: &[],
             rng: &mut self.rng,
             cluster: Some(&self.cluster),
         };

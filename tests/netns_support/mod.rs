@@ -19,6 +19,7 @@ pub fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) 
     Scene {
         clients: &[],
         holder: None,
+        stopped: &[],
         rng,
         cluster: Some(cluster),
     }
