@@ -54,6 +54,9 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
             "2",
             "--jobs",
             "3",
+            "--shrink",
+            "--shrink-budget",
+            "1s",
         ],
     );
     // A subset of the battery is never a verdict on the lock: exit 3, `partial`.
@@ -83,6 +86,34 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
         "{unfenced:#}"
     );
     assert!(unfenced["median_first_anomaly_s"].as_f64().is_some());
+    // --shrink: each counterexample handed to shrink, confirmed by its own
+    // reruns and named in the scorecard. (Its search gets 1 s here: the best so
+    // far is the run as it happened; tests/shrink.rs shows the cutting.)
+    let shrunk = &unfenced["shrunk"];
+    assert_eq!(shrunk["kind"], "double-holder", "{unfenced:#}");
+    let file = Path::new(
+        shrunk["workload"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{shrunk:#}\n{stderr}")),
+    );
+    assert!(file.ends_with("shrunk.toml") && file.exists(), "{shrunk:#}");
+    assert!(
+        file.starts_with(unfenced["counterexample"].as_str().unwrap()),
+        "{shrunk:#}"
+    );
+    let (k, n) = (
+        shrunk["reproduced"][0].as_u64().unwrap(),
+        shrunk["reproduced"][1].as_u64().unwrap(),
+    );
+    assert!(k >= 1 && n == 10, "{shrunk:#}");
+    assert!(
+        stderr.contains("holder-pause-unfenced: shrink: double-holder in "),
+        "{stderr}"
+    );
+    // The fenced twin never broke: nothing of it to shrink.
+    assert!(scenario(&card, "holder-pause-fenced")
+        .get("shrunk")
+        .is_none());
     // 1 of 1: the interval is Wilson's [0.21, 1].
     assert!((unfenced["interval_95"]["low"].as_f64().unwrap() - 0.2065).abs() < 1e-3);
     // The fenced twin ran because the pause broke the lock, until 2 of its runs
@@ -137,6 +168,13 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
     assert!(
         !published.contains(audit_dir.to_str().unwrap()),
         "{published}"
+    );
+    let shrunk = scenario(&json, "holder-pause-unfenced")["shrunk"]["workload"].clone();
+    assert!(
+        shrunk
+            .as_str()
+            .is_some_and(|p| p.starts_with("runs/") && p.ends_with("/shrunk.toml")),
+        "{shrunk}"
     );
     assert_eq!(
         json["dir"].as_str(),

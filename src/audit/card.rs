@@ -108,6 +108,49 @@ pub struct ScenarioCard {
     /// Runs that did not count, each with why.
     pub not_counted: Vec<String>,
     pub runs: Vec<RunRecord>,
+    /// `audit --shrink`: the counterexample cut down by `lockcheck shrink`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shrunk: Option<ShrunkBreak>,
+}
+
+/// A counterexample as `lockcheck shrink` left it: what a team attaches to the
+/// bug report instead of the noisy run that found the break.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShrunkBreak {
+    /// The anomaly kept.
+    pub kind: String,
+    /// The run as it happened and the result: clients, fault events, length.
+    pub before: String,
+    pub after: Option<String>,
+    /// Reruns of the result that gave the anomaly, of those run.
+    pub reproduced: Option<(u32, u32)>,
+    /// `shrunk.toml` in the counterexample's directory: written only when the
+    /// result broke again.
+    pub workload: Option<PathBuf>,
+    pub seconds: f64,
+    /// Why nothing was handed over (the break never came back, or shrink failed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_shrunk: Option<String>,
+}
+
+impl ShrunkBreak {
+    /// `shrunk to 1 client…: path (10/10 reruns, 95 s)`, or why not.
+    pub fn line(&self) -> String {
+        match (&self.workload, &self.after, self.reproduced) {
+            (Some(w), Some(after), Some((k, n))) => format!(
+                "{} shrunk from {} to {after}: {} ({k}/{n} reruns flagged, {:.0} s)",
+                self.kind,
+                self.before,
+                w.display(),
+                self.seconds
+            ),
+            _ => format!(
+                "{} not shrunk: {}",
+                self.kind,
+                self.not_shrunk.as_deref().unwrap_or("no result")
+            ),
+        }
+    }
 }
 
 impl ScenarioCard {
@@ -180,6 +223,7 @@ impl ScenarioCard {
             writes_rejected_by_fence: counted.iter().map(|r| r.writes_rejected_by_fence).sum(),
             not_counted: runs.iter().filter_map(not_counted).collect(),
             runs,
+            shrunk: None,
         }
     }
 

@@ -340,6 +340,7 @@ mod tests {
             writes_rejected_by_fence: 0,
             not_counted: vec![],
             runs: vec![],
+            shrunk: None,
         }
     }
 

@@ -123,18 +123,9 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
             executed,
         )
     };
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
-    };
-    let write_all = |card: &Scorecard| -> Result<()> {
-        write(JSON_FILE, published(card)?)?;
-        write(JUNIT_FILE, render::junit(card))?;
-        write(HTML_FILE, render::html(card))
-    };
     // After each run: an audit killed midway leaves its partial scorecard.
     let mut checkpoint = |so_far: &execute::Executed| {
-        if let Err(e) = write_all(&setting(so_far.clone())) {
+        if let Err(e) = publish(&setting(so_far.clone())) {
             eprintln!("lockcheck audit: {e:#}");
         }
     };
@@ -152,8 +143,20 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
         &mut checkpoint,
     )?;
     let card = setting(executed);
-    write_all(&card)?;
+    publish(&card)?;
     Ok(card)
+}
+
+/// Writes the scorecard into its directory: audit.json, audit.xml, audit.html
+/// (again after `--shrink` added the shrunk counterexamples).
+pub fn publish(card: &Scorecard) -> Result<()> {
+    let write = |name: &str, text: String| {
+        let path = card.dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    write(JSON_FILE, published(card)?)?;
+    write(JUNIT_FILE, render::junit(card))?;
+    write(HTML_FILE, render::html(card))
 }
 
 /// audit.json as it is published: every path inside the audit's directory

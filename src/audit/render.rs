@@ -167,6 +167,7 @@ fn footer(card: &Scorecard) -> String {
             .collect(),
     );
     section("missing for a complete verdict", card.missing.clone());
+    section("shrunk counterexamples (--shrink)", shrunk(card));
     let _ = writeln!(
         out,
         "verdict: {} ({})",
@@ -355,8 +356,17 @@ pub fn html(card: &Scorecard) -> String {
         .collect();
     list(&mut h, "Not applicable", &na);
     list(&mut h, "Missing for a complete verdict", &card.missing);
+    list(&mut h, "Shrunk counterexamples (--shrink)", &shrunk(card));
     h += "<p>Each scenario's workload is in <code>scenarios/</code>; <code>audit.json</code> has every figure.</p></body></html>\n";
     h
+}
+
+/// `scenario: kind shrunk from … to …: path (k/n reruns flagged)`, a line a break.
+fn shrunk(card: &Scorecard) -> Vec<String> {
+    card.scenarios
+        .iter()
+        .filter_map(|c| Some(format!("{}: {}", c.scenario, c.shrunk.as_ref()?.line())))
+        .collect()
 }
 
 fn list(h: &mut String, title: &str, items: &[String]) {

@@ -7,8 +7,10 @@
 //! interrupted (`crate::exit`).
 
 use crate::audit::battery::Recipe;
+use crate::audit::card::ShrunkBreak;
 use crate::audit::decide::AuditVerdict;
 use crate::audit::execute::{Event, Outcome};
+use crate::audit::scorecard::Scorecard;
 use crate::audit::{self, render};
 use crate::backend::BackendKind;
 use crate::exit::{self, Exit};
@@ -61,6 +63,14 @@ pub struct Args {
     /// The first run's seed.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Cut each break's counterexample down with `lockcheck shrink` (its
+    /// defaults: 2 of 3 reruns, 10 confirming reruns), after the audit; the
+    /// scorecard names each `shrunk.toml`. Not part of --budget.
+    #[arg(long)]
+    pub shrink: bool,
+    /// With --shrink: each break's search time.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = budget, requires = "shrink")]
+    pub shrink_budget: Duration,
 }
 
 fn backend(s: &str) -> Result<BackendKind, String> {
@@ -195,7 +205,10 @@ pub fn main(args: Args) -> Result<u8> {
         }
     }
     };
-    let card = audit::audit(&opts, &mut progress)?;
+    let mut card = audit::audit(&opts, &mut progress)?;
+    if args.shrink && card.interrupted.is_none() {
+        shrink_breaks(&mut card, &opts, args.shrink_budget)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string(&card)?);
     } else {
@@ -229,6 +242,80 @@ pub fn main(args: Args) -> Result<u8> {
             Ok(exit::ANOMALIES)
         }
         _ => Ok(exit::VALID),
+    }
+}
+
+/// `--shrink`: each counterexample cut down to the smallest workload that still
+/// breaks the lock, named in the scorecard, which is written again. A break
+/// that does not come back says so; it is still a break (it happened once).
+fn shrink_breaks(card: &mut Scorecard, opts: &audit::Options, budget: Duration) -> Result<()> {
+    let shrink_opts = crate::shrink::Options {
+        kind: None,
+        rule: crate::shrink::RULE,
+        jobs: opts.jobs,
+        budget,
+        confirm: crate::shrink::CONFIRM,
+        reliable: crate::shrink::RELIABLE,
+        workload_dir: None,
+        exe: opts.exe.clone(),
+    };
+    for c in card.scenarios.iter_mut() {
+        let Some(dir) = c.counterexample.clone() else {
+            continue;
+        };
+        let name = c.scenario.clone();
+        let mut line = |l: &str| eprintln!("{name}: {l}");
+        let started = std::time::Instant::now();
+        c.shrunk = Some(match crate::shrink::shrink(&dir, &shrink_opts, &mut line) {
+            Ok(s) => shrunk_break(&s),
+            Err(e)
+                if e.downcast_ref::<Exit>()
+                    .is_some_and(|x| x.code == exit::INTERRUPTED) =>
+            {
+                audit::publish(card)?;
+                return Err(e);
+            }
+            Err(e) => ShrunkBreak {
+                kind: c.anomalies.first().cloned().unwrap_or_default(),
+                before: String::new(),
+                after: None,
+                reproduced: None,
+                workload: None,
+                seconds: started.elapsed().as_secs_f64(),
+                not_shrunk: Some(format!("{e:#}")),
+            },
+        });
+        if let Some(s) = &c.shrunk {
+            eprintln!("lockcheck audit: {}: {}", c.scenario, s.line());
+        }
+    }
+    audit::publish(card)
+}
+
+/// What the scorecard keeps of one shrink.
+fn shrunk_break(s: &crate::shrink::Shrinking) -> ShrunkBreak {
+    let not_shrunk = match (&s.file, &s.confirm) {
+        (Some(_), _) => None,
+        (None, None) => Some(format!(
+            "it came back in {}/{} reruns of the run as it happened: nothing to shrink",
+            s.first.flagged, s.first.ran
+        )),
+        (None, Some(c)) => Some(format!(
+            "the shrunk workload never gave it in {} reruns",
+            c.ran
+        )),
+    };
+    ShrunkBreak {
+        kind: s.kind.name().to_string(),
+        before: s
+            .search
+            .as_ref()
+            .map_or(String::new(), |x| x.start.to_string()),
+        after: s.search.as_ref().map(|x| x.best.size().to_string()),
+        reproduced: s.confirm.as_ref().map(|c| (c.flagged, c.ran)),
+        workload: s.file.clone(),
+        seconds: s.elapsed.as_secs_f64(),
+        not_shrunk,
     }
 }
 
