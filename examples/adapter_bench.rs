@@ -90,9 +90,7 @@ async fn main() -> Result<()> {
         lease: Duration::from_secs(10),
         acquire_timeout: Duration::from_secs(1),
         fencing_token: false,
-        replica_acks: None,
-        primary_check: Default::default(),
-        client_endpoint: None,
+        options: Default::default(),
     };
     println!(
         "acquire/release cycles per second, one client, no contention, {} s each:",

@@ -37,9 +37,7 @@ async fn main() -> Result<()> {
             lease: Duration::from_secs(5),
             acquire_timeout: Duration::from_secs(1),
             fencing_token: true,
-            replica_acks: None,
-            primary_check: Default::default(),
-            client_endpoint: None,
+            options: Default::default(),
         };
         let mut c = connect(BackendKind::Nats, &cluster.endpoints(), &cfg).await?;
         let t = Instant::now();

@@ -38,9 +38,7 @@ fn config(lease_ms: u64, acquire_timeout_ms: u64) -> LockConfig {
         lease: Duration::from_millis(lease_ms),
         acquire_timeout: Duration::from_millis(acquire_timeout_ms),
         fencing_token: true,
-        replica_acks: None,
-        primary_check: Default::default(),
-        client_endpoint: None,
+        options: Default::default(),
     }
 }
 

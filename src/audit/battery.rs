@@ -33,6 +33,7 @@ pub enum Recipe {
     ClockJumpHolder,
     ClockRateHolder,
     KillRestart,
+    KillRestartDurable,
     KillRestartWiped,
     HolderCutOff,
     LeaderIsolated,
@@ -40,13 +41,14 @@ pub enum Recipe {
 }
 
 impl Recipe {
-    pub const ALL: [Recipe; 10] = [
+    pub const ALL: [Recipe; 11] = [
         Recipe::HolderPause,
         Recipe::ClockJumpMajority,
         Recipe::ClockRateMajority,
         Recipe::ClockJumpHolder,
         Recipe::ClockRateHolder,
         Recipe::KillRestart,
+        Recipe::KillRestartDurable,
         Recipe::KillRestartWiped,
         Recipe::HolderCutOff,
         Recipe::LeaderIsolated,
@@ -61,6 +63,7 @@ impl Recipe {
             Recipe::ClockJumpHolder => "clock-jump-holder",
             Recipe::ClockRateHolder => "clock-rate-holder",
             Recipe::KillRestart => "kill-restart",
+            Recipe::KillRestartDurable => "kill-restart-durable",
             Recipe::KillRestartWiped => "kill-restart-wiped",
             Recipe::HolderCutOff => "holder-cut-off",
             Recipe::LeaderIsolated => "leader-isolated",
@@ -92,6 +95,10 @@ impl Recipe {
             Recipe::KillRestart => {
                 "a server node killed (-9) and restarted with its data directory"
             }
+            Recipe::KillRestartDurable => {
+                "a server node killed (-9) and restarted with its data directory, \
+                 the servers set to keep every acknowledged write"
+            }
             Recipe::KillRestartWiped => "a server node killed (-9) and restarted empty",
             Recipe::HolderCutOff => {
                 "the holder cut off from every server node for 3.5 s while it renews"
@@ -106,13 +113,12 @@ impl Recipe {
     pub fn describe_for(self, facts: &Facts) -> String {
         let n = facts.nodes;
         let whom = match self {
+            Recipe::KillRestartDurable if n == 1 => "the only server".to_string(),
             Recipe::KillRestart | Recipe::KillRestartWiped if n == 1 => {
                 "the only server: every grant it made is gone with it".to_string()
             }
-            Recipe::KillRestart | Recipe::KillRestartWiped if facts.elects_leader => {
-                format!("the leader, one node of {n}")
-            }
-            Recipe::KillRestart | Recipe::KillRestartWiped => format!("one node of {n}"),
+            r if r.kills() && facts.elects_leader => format!("the leader, one node of {n}"),
+            r if r.kills() => format!("one node of {n}"),
             Recipe::ClockJumpMajority | Recipe::ClockRateMajority if n == 1 => {
                 "the only server".to_string()
             }
@@ -125,17 +131,41 @@ impl Recipe {
             _ => return self.describe().to_string(),
         };
         let kept = match self {
-            Recipe::KillRestart => persistence(facts.kind)
-                .map(|p| format!("; {p}"))
-                .unwrap_or_default(),
-            _ => String::new(),
+            Recipe::KillRestart | Recipe::KillRestartDurable => {
+                cluster::recipe(facts.kind).persistence(&self.options(facts))
+            }
+            _ => None,
         };
+        let kept = kept.map(|p| format!("; {p}")).unwrap_or_default();
         format!(
             "{} ({} on {}: {whom}{kept})",
             self.describe(),
             facts.kind,
             count_nodes(n)
         )
+    }
+
+    /// A server node killed and restarted.
+    fn kills(self) -> bool {
+        matches!(
+            self,
+            Recipe::KillRestart | Recipe::KillRestartDurable | Recipe::KillRestartWiped
+        )
+    }
+
+    /// The backend's own `[backend]` lines the recipe runs with: the durable one
+    /// for `kill-restart-durable`, none for the others.
+    fn option_lines(self, facts: &Facts) -> Option<&'static str> {
+        (self == Recipe::KillRestartDurable)
+            .then_some(facts.durable)
+            .flatten()
+    }
+
+    /// [`Recipe::option_lines`] as the server recipe reads them.
+    fn options(self, facts: &Facts) -> crate::backend::Options {
+        self.option_lines(facts)
+            .and_then(|l| toml::from_str(l).ok())
+            .unwrap_or_default()
     }
 
     /// A clock fault on the servers: it takes the clock interposer reaching them.
@@ -181,7 +211,7 @@ impl Recipe {
             // A wiped node restarts through its server's first-start setup
             // (PostgreSQL's initdb took 3.4 to 7.8 s on a loaded 2-core machine):
             // 8 s left no grant after the restart to see (docs/audits/postgres-lease.md).
-            Recipe::KillRestart | Recipe::KillRestartWiped => (
+            Recipe::KillRestart | Recipe::KillRestartDurable | Recipe::KillRestartWiped => (
                 if self == Recipe::KillRestartWiped { "16s" } else { "12s" },
                 entry(&format!(
                     "kind = \"kill\"\nnodes = \"{node}\"\nwipe = {}\nduration = \"200ms\"\nafter = \"2s\"\ninterval = \"4s\"",
@@ -204,21 +234,6 @@ impl Recipe {
             Recipe::LeaderIsolated => (3, "1s", "1500ms", 4, None),
             _ => (3, "1s", "300ms", 3, None),
         }
-    }
-}
-
-/// What a killed server keeps, as lockcheck's cluster recipes start it: said
-/// where the recipe sets it, so that a restart's losses read right.
-fn persistence(kind: BackendKind) -> Option<&'static str> {
-    match kind {
-        BackendKind::Redis | BackendKind::RedisSentinel | BackendKind::Redlock => Some(
-            "Redis with no AOF and no RDB snapshots (--save \"\" --appendonly no): a killed node restarts empty",
-        ),
-        BackendKind::PostgresLease | BackendKind::PostgresAdvisory => Some(
-            "PostgreSQL with fsync=off: a killed postmaster keeps what the OS has (its WAL is written at every commit)",
-        ),
-        BackendKind::Etcd => Some("etcd fsyncs its log at every commit: a killed member replays it"),
-        _ => None,
     }
 }
 
@@ -331,6 +346,9 @@ pub struct Facts {
     pub clock_unreachable: Option<String>,
     /// The lock client adapter under test (`--client`), instead of the built-in one.
     pub client: Option<Vec<String>>,
+    /// Its `[backend]` line that keeps every acknowledged write through a kill
+    /// (`kill-restart-durable` runs with it), if it has one.
+    pub durable: Option<&'static str>,
 }
 
 impl Facts {
@@ -366,6 +384,7 @@ impl Facts {
             namespaces: recipe.namespaces(),
             clock_unreachable,
             client,
+            durable: kind.durable_option(),
         }
     }
 
@@ -386,6 +405,12 @@ impl Facts {
         let kind = self.kind;
         if recipe.skews_servers() {
             return self.clock_unreachable.clone();
+        }
+        if recipe == Recipe::KillRestartDurable && self.durable.is_none() {
+            return Some(format!(
+                "{kind} has no option of lockcheck's that keeps more through a kill than \
+                 kill-restart's servers keep"
+            ));
         }
         if recipe == Recipe::LeaderIsolated {
             if self.nodes < 2 {
@@ -505,6 +530,9 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
     }
     if recipe == Recipe::LeaderIsolated {
         t += "network = \"namespaces\"\n";
+    }
+    if let Some(line) = recipe.option_lines(facts) {
+        t += &format!("{line}\n");
     }
     t += &format!("\n[clients]\ncount = {clients}\n");
     match fencing {
@@ -628,7 +656,7 @@ mod tests {
     #[test]
     fn redis_runs_every_recipe_but_the_leader_one_fenced_and_unfenced() {
         let b = battery(&Facts::registered(BackendKind::Redis, None, None), None);
-        assert_eq!(b.scenarios.len(), 23, "{:?}", names(&b));
+        assert_eq!(b.scenarios.len(), 26, "{:?}", names(&b));
         for n in [
             "holder-pause-unfenced",
             "holder-pause-fenced",
@@ -636,6 +664,7 @@ mod tests {
             "clock-jump-majority-fenced",
             "clock-rate-holder-self-fencing",
             "kill-restart-wiped-unfenced",
+            "kill-restart-durable-fenced",
             "holder-cut-off-fenced",
             "slow-links-self-fencing",
         ] {
@@ -655,6 +684,44 @@ mod tests {
             b.not_applicable[4].why.contains("one server"),
             "{:?}",
             b.not_applicable[4]
+        );
+    }
+
+    /// Redis's durable option is the one line kill-restart-durable adds, and the
+    /// scenario says what a killed server keeps with it and without it.
+    #[test]
+    fn kill_restart_durable_runs_redis_with_aof_always_and_says_what_it_keeps() {
+        let facts = Facts::registered(BackendKind::Redis, None, None);
+        let durable = Scenario {
+            recipe: Recipe::KillRestartDurable,
+            fencing: Fencing::Fenced,
+        };
+        let text = workload_text(durable, &facts);
+        assert!(text.contains("\npersistence = \"aof-always\"\n"), "{text}");
+        assert!(text.contains("--appendfsync always"), "{text}");
+        let w = Workload::parse(&text, Path::new("/audit/d.toml")).unwrap();
+        assert_eq!(
+            w.backend
+                .options
+                .get("persistence")
+                .and_then(|v| v.as_str()),
+            Some("aof-always")
+        );
+        let plain = workload_text(
+            Scenario {
+                recipe: Recipe::KillRestart,
+                ..durable
+            },
+            &facts,
+        );
+        assert!(!plain.contains("persistence ="), "{plain}");
+        assert!(plain.contains("--appendonly no"), "{plain}");
+        // A backend with no such option lists the recipe as not applicable.
+        let b = battery(&Facts::registered(BackendKind::Etcd, None, None), None);
+        assert!(
+            refused(&b).contains(&"kill-restart-durable"),
+            "{:?}",
+            refused(&b)
         );
     }
 

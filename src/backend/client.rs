@@ -1,10 +1,12 @@
 //! What every lock client is: the [`LockClient`] trait, its grant and its two
 //! errors, and the lock's settings a client is opened with. The base of `backend`:
-//! it imports no sibling, and every backend's file imports it.
+//! it imports no sibling but the options' base, and every backend's file imports it.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+pub use super::options::Options;
 
 /// What a successful acquire or renew hands back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,25 +41,10 @@ pub struct LockConfig {
     pub acquire_timeout: Duration,
     /// Whether acquire asks the backend for a fencing token.
     pub fencing_token: bool,
-    /// `redis-sentinel`: a grant or renewal counts only once this many replicas
-    /// acknowledged it (`WAIT`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replica_acks: Option<u32>,
-    /// How a Patroni node's application tells that its node is the primary.
-    #[serde(default)]
-    pub primary_check: PrimaryCheck,
-    /// `etcd`: the one member this client talks to, instead of every member.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_endpoint: Option<ClientEndpoint>,
-}
-
-/// `backend.client_endpoint`: which member an etcd client talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientEndpoint {
-    /// The first member, in node order, that is not the leader when the client
-    /// connects: every client of the run picks the same one.
-    Follower,
+    /// The backend's own `[backend]` settings, as the workload gave them; the
+    /// backend reads them into its typed options ([`super::options::OwnOptions`]).
+    #[serde(default, skip_serializing_if = "Options::is_empty")]
+    pub options: Options,
 }
 
 impl LockConfig {
@@ -68,20 +55,6 @@ impl LockConfig {
     pub fn request_timeout(&self) -> Duration {
         (self.lease / 4).clamp(Duration::from_millis(100), Duration::from_secs(2))
     }
-}
-
-/// How a node's application decides that its node is the primary
-/// (`[backend] primary_check`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PrimaryCheck {
-    /// PostgreSQL says so: `pg_is_in_recovery()` is false. Asked at election and at
-    /// every renewal; an act goes straight to the node.
-    #[default]
-    Postgres,
-    /// Patroni's REST API says so (`GET /primary` answers 200, as HAProxy's health
-    /// check asks), right before every act as well.
-    PatroniApi,
 }
 
 /// A value that names one acquisition by one client, unlike any other in any process:

@@ -28,19 +28,52 @@
 //! etcd rounds a lease up to whole seconds and to its minimum (1.5 × election
 //! timeout); the grant reports the TTL the server actually gave.
 
-use super::client::{
-    holder_id, retry_pause, ClientEndpoint, Grant, LockClient, LockConfig, LockError,
-};
+use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::options::OwnOptions;
+use super::preset::LeasePreset;
 use anyhow::Context;
 use async_trait::async_trait;
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, LeaderKey, PutOptions, ResignOptions,
     ResponseHeader, Txn, TxnOp,
 };
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
+
+/// etcd clientv3's concurrency session, as its users run it.
+pub const SESSION: LeasePreset = LeasePreset {
+    name: "etcd-session",
+    ttl: Duration::from_secs(60),
+    renew_every: None,
+    source: "etcd clientv3 concurrency session: TTL 60 s, kept alive by the session",
+};
+
+/// etcd's own `[backend]` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// The one member every client talks to (`"follower"`), instead of all.
+    pub client_endpoint: Option<ClientEndpoint>,
+}
+
+impl OwnOptions for Options {
+    const KEYS: &'static [(&'static str, &'static str)] = &[(
+        "client_endpoint",
+        "only etcd's clients are pinned to one member",
+    )];
+}
+
+/// `backend.client_endpoint`: which member an etcd client talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientEndpoint {
+    /// The first member, in node order, that is not the leader when the client
+    /// connects: every client of the run picks the same one.
+    Follower,
+}
 
 /// What this client holds (or may hold, after a transaction with no reply).
 struct Hold {
@@ -138,7 +171,7 @@ impl EtcdLock {
     pub async fn connect(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
         let timeout = cfg.request_timeout();
         let urls: Vec<String> = endpoints.iter().map(|e| format!("http://{e}")).collect();
-        let urls = match cfg.client_endpoint {
+        let urls = match Options::of(&cfg.options).client_endpoint {
             Some(ClientEndpoint::Follower) => vec![follower(&urls, timeout).await?],
             None => urls,
         };

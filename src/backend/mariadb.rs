@@ -12,12 +12,44 @@
 //! still believing it holds it (it learns otherwise only at its next statement).
 
 use super::client::{Grant, LockClient, LockConfig, LockError};
+use super::preset::LeasePreset;
 use anyhow::Context;
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, OptsBuilder};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+// MariaDB server system variables, wait_timeout: default 28800 s (8 h)
+// (mariadb.com/docs/server/ref/mdb/system-variables/wait_timeout).
+/// MariaDB's default wait_timeout.
+pub const WAIT_TIMEOUT: LeasePreset = LeasePreset {
+    name: "mariadb-wait-timeout",
+    ttl: Duration::from_secs(28800),
+    renew_every: None,
+    source: "MariaDB default wait_timeout 28800 s: an idle session (and its GET_LOCK locks) ends after 8 h",
+};
+
+// The same page: SkySQL's Replicated Transactions services (10.4 to 10.6)
+// default wait_timeout to 600 s.
+/// SkySQL's wait_timeout.
+pub const SKYSQL_WAIT_TIMEOUT: LeasePreset = LeasePreset {
+    name: "skysql-wait-timeout",
+    ttl: Duration::from_secs(600),
+    renew_every: None,
+    source: "MariaDB SkySQL Replicated Transactions service default wait_timeout 600 s",
+};
+
+// github.com/sanketplus/go-mysql-lock (locker_client.go): GET_LOCK on a
+// dedicated connection, pinged every DefaultRefreshInterval = time.Second; it
+// leaves wait_timeout at the server's default (28800 s).
+/// go-mysql-lock's session.
+pub const GO_MYSQL_LOCK: LeasePreset = LeasePreset {
+    name: "go-mysql-lock",
+    ttl: Duration::from_secs(28800),
+    renew_every: Some(Duration::from_secs(1)),
+    source: "sanketplus/go-mysql-lock: GET_LOCK session pinged every 1 s, server default wait_timeout 28800 s",
+};
 
 /// A client of MariaDB's `GET_LOCK`.
 pub struct GetLock {

@@ -23,15 +23,20 @@ mod client;
 pub mod etcd;
 pub mod mariadb;
 pub mod nats;
+mod options;
 pub mod patroni;
 pub mod postgres;
+pub mod preset;
 pub mod redis;
 pub mod redis_instance;
 pub mod redis_sentinel;
 pub mod redlock;
 pub mod zookeeper;
 
-pub use client::{ClientEndpoint, Grant, LockClient, LockConfig, LockError};
+pub use client::{Grant, LockClient, LockConfig, LockError};
+use options::{reader, Reader};
+pub use options::{NoOptions, OptionError, Options, OwnOptions, Why};
+pub use preset::LeasePreset;
 
 use serde::{Deserialize, Serialize};
 
@@ -106,10 +111,60 @@ impl BackendKind {
         self != BackendKind::Patroni
     }
 
+    /// Where the backend hands out no lock, how its clients lead instead.
+    pub fn leads_instead(self) -> Option<&'static str> {
+        (!self.has_lock()).then_some("its clients lead while their node is the primary")
+    }
+
     /// Whether each client is one node's application (client `i` on node `i`, its
     /// own node first in its endpoints) rather than a client of the whole service.
     pub fn client_per_node(self) -> bool {
         self == BackendKind::Patroni
+    }
+
+    /// Reads the backend's own `[backend]` keys as the backend checks them. A key
+    /// the backend does not read, but another does, is refused in that backend's
+    /// words ("only etcd's clients are pinned to one member; redis has no such
+    /// option"); one no backend reads stays `unknown`.
+    pub fn read_options(self, options: &Options) -> Result<(), OptionError> {
+        (self.about().options.read)(options).map_err(|e| {
+            let owner = BackendKind::ALL
+                .into_iter()
+                .flat_map(|k| k.about().options.keys)
+                .find(|(key, _)| e.why == Why::Unknown && *key == e.key);
+            match owner {
+                Some((_, what)) => {
+                    OptionError::value(&e.key, format!("{what}; {self} has no such option"))
+                }
+                None => e,
+            }
+        })
+    }
+
+    /// The keys of `[backend]` the backend reads itself.
+    pub fn option_keys(self) -> impl Iterator<Item = &'static str> {
+        self.about().options.keys.iter().map(|(k, _)| *k)
+    }
+
+    /// The `[backend]` line of its own options that has its servers keep every
+    /// acknowledged write through a kill -9, where its default does not: the
+    /// audit's `kill-restart-durable` runs with it.
+    pub fn durable_option(self) -> Option<&'static str> {
+        self.about().durable
+    }
+
+    /// The lease presets its own users run (beside [`preset::ANY`]).
+    pub fn lease_presets(self) -> &'static [LeasePreset] {
+        self.about().presets
+    }
+
+    /// Whether a workload of this backend may use `preset`: one not tied to a
+    /// service, or one its own users run.
+    pub fn fits(self, preset: &LeasePreset) -> bool {
+        preset::ANY
+            .iter()
+            .chain(self.lease_presets())
+            .any(|p| p.name == preset.name)
     }
 
     /// What is said of each backend: one entry per backend.
@@ -121,6 +176,9 @@ impl BackendKind {
                 known_break: "a holder paused past its TTL: the key expires, another client sets it",
                 shown_by: &["redis-pause-unfenced", "redis-kill-restart"],
                 fenced_by: Some("redis-pause-fenced"),
+                options: reader::<redis::Options>(),
+                presets: &[redis::REDIS_DOCS],
+                durable: Some("persistence = \"aof-always\""),
             },
             BackendKind::RedisSentinel => About {
                 name: "redis-sentinel",
@@ -130,6 +188,9 @@ impl BackendKind {
                      and another client acquires there (Redis's distributed-lock page)",
                 shown_by: &["incidents/redis-sentinel-failover"],
                 fenced_by: Some("incidents/redis-sentinel-failover-fenced"),
+                options: reader::<redis_sentinel::Options>(),
+                presets: &[redis::REDIS_DOCS],
+                durable: None,
             },
             BackendKind::Redlock => About {
                 name: "redlock",
@@ -137,6 +198,9 @@ impl BackendKind {
                 known_break: "a holder paused past its TTL: the key expires, another client sets it",
                 shown_by: &["redlock-pause-unfenced", "redlock-clock-jump"],
                 fenced_by: None,
+                options: reader::<NoOptions>(),
+                presets: &[redis::REDIS_DOCS],
+                durable: None,
             },
             BackendKind::Etcd => About {
                 name: "etcd",
@@ -144,6 +208,9 @@ impl BackendKind {
                 known_break: "a holder paused past its lease: no keep-alive, the lease and the key go",
                 shown_by: &["etcd-pause-unfenced", "etcd-partition-leader"],
                 fenced_by: Some("etcd-pause-fenced"),
+                options: reader::<etcd::Options>(),
+                presets: &[etcd::SESSION],
+                durable: None,
             },
             BackendKind::PostgresAdvisory => About {
                 name: "postgres-advisory",
@@ -152,6 +219,9 @@ impl BackendKind {
                      which releases the lock",
                 shown_by: &["postgres-advisory-pause"],
                 fenced_by: None,
+                options: reader::<NoOptions>(),
+                presets: &[postgres::POSTGRES_KEEPALIVE, postgres::RDS_POSTGRES_KEEPALIVE],
+                durable: None,
             },
             BackendKind::PostgresLease => About {
                 name: "postgres-lease",
@@ -159,6 +229,9 @@ impl BackendKind {
                 known_break: "a holder paused past locked_until: the next conditional UPDATE takes the row",
                 shown_by: &["postgres-lease-pause-unfenced"],
                 fenced_by: Some("postgres-lease-pause-fenced"),
+                options: reader::<NoOptions>(),
+                presets: &[postgres::PGLOCK],
+                durable: None,
             },
             BackendKind::Nats => About {
                 name: "nats",
@@ -168,6 +241,9 @@ impl BackendKind {
                      (nats-server#4320)",
                 shown_by: &["nats-pause-unfenced", "nats-cluster-create-race"],
                 fenced_by: Some("nats-pause-fenced"),
+                options: reader::<NoOptions>(),
+                presets: &[nats::KV_LEADER_ELECT],
+                durable: None,
             },
             BackendKind::Zookeeper => About {
                 name: "zookeeper",
@@ -176,6 +252,9 @@ impl BackendKind {
                      znode goes, the next in line holds",
                 shown_by: &["zookeeper-pause-unfenced"],
                 fenced_by: Some("zookeeper-pause-fenced"),
+                options: reader::<NoOptions>(),
+                presets: &[zookeeper::CURATOR],
+                durable: None,
             },
             BackendKind::Mariadb => About {
                 name: "mariadb",
@@ -184,6 +263,9 @@ impl BackendKind {
                      releases the lock",
                 shown_by: &["mariadb-pause"],
                 fenced_by: None,
+                options: reader::<NoOptions>(),
+                presets: &[mariadb::WAIT_TIMEOUT, mariadb::SKYSQL_WAIT_TIMEOUT, mariadb::GO_MYSQL_LOCK],
+                durable: None,
             },
             BackendKind::Patroni => About {
                 name: "patroni",
@@ -192,6 +274,9 @@ impl BackendKind {
                      promoted while the old primary's PostgreSQL still commits writes",
                 shown_by: &["incidents/patroni-split-brain"],
                 fenced_by: None,
+                options: reader::<patroni::Options>(),
+                presets: &[patroni::DEFAULTS],
+                durable: None,
             },
         }
     }
@@ -211,6 +296,38 @@ struct About {
     known_break: &'static str,
     shown_by: &'static [&'static str],
     fenced_by: Option<&'static str>,
+    /// Its own `[backend]` keys, read by its typed options.
+    options: Reader,
+    /// The lease presets its users run.
+    presets: &'static [LeasePreset],
+    /// Its option line that keeps every acknowledged write through a kill.
+    durable: Option<&'static str>,
+}
+
+/// Every lease preset, by name: those of no service, then each backend's.
+pub fn lease_presets() -> Vec<&'static LeasePreset> {
+    let mut all: Vec<&'static LeasePreset> = preset::ANY.iter().collect();
+    for kind in BackendKind::ALL {
+        for p in kind.lease_presets() {
+            if !all.iter().any(|q| q.name == p.name) {
+                all.push(p);
+            }
+        }
+    }
+    all
+}
+
+/// The backends whose users run `preset`, as workloads name them, or "any backend".
+pub fn preset_backends(preset: &LeasePreset) -> String {
+    if preset::ANY.iter().any(|p| p.name == preset.name) {
+        return "any backend".into();
+    }
+    BackendKind::ALL
+        .into_iter()
+        .filter(|k| k.lease_presets().iter().any(|p| p.name == preset.name))
+        .map(BackendKind::name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Opens one client of a lock service. `endpoints` are the servers' client addresses
@@ -312,6 +429,38 @@ fn single(kind: BackendKind, endpoints: &[String]) -> anyhow::Result<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A backend's own keys reach its client as the workload wrote them, through
+    /// the JSON a worker is configured with.
+    #[test]
+    fn options_reach_the_client_through_a_workers_config() {
+        let cfg = LockConfig {
+            name: "lock".into(),
+            lease: std::time::Duration::from_secs(1),
+            acquire_timeout: std::time::Duration::from_secs(1),
+            fencing_token: true,
+            options: toml::from_str("replica_acks = 2").unwrap(),
+        };
+        let json = serde_json::to_string(&cfg).unwrap();
+        let back: LockConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            redis_sentinel::Options::of(&back.options).replica_acks,
+            Some(2)
+        );
+        let none: LockConfig =
+            serde_json::from_str(&json.replace(",\"options\":{\"replica_acks\":2}", "")).unwrap();
+        assert!(none.options.is_empty(), "{json}");
+        // Every key a backend reads is one its options take.
+        for kind in BackendKind::ALL {
+            for key in kind.option_keys() {
+                let e = kind.read_options(&toml::Table::from_iter([(
+                    key.to_string(),
+                    toml::Value::Boolean(true),
+                )]));
+                assert!(e.is_err_and(|e| e.why != Why::Unknown), "{kind}: {key}");
+            }
+        }
+    }
 
     /// Messages call a backend what a workload's `backend.kind` calls it.
     #[test]

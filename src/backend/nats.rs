@@ -36,6 +36,7 @@
 //! (file storage, as `nats kv add` and the client libraries default to).
 
 use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::preset::LeasePreset;
 use anyhow::Context;
 use async_nats::jetstream::{
     self,
@@ -45,6 +46,17 @@ use async_nats::jetstream::{
 use async_trait::async_trait;
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+// github.com/ripienaar/nats-kv-leader-elect (by a NATS maintainer): README
+// `nats kv add --ttl 5m ELECTIONS`; election.go: create the key to win,
+// Update() with the last sequence every 0.75 × the bucket TTL to stay leader.
+/// ripienaar/nats-kv-leader-elect's bucket.
+pub const KV_LEADER_ELECT: LeasePreset = LeasePreset {
+    name: "nats-kv-leader-elect",
+    ttl: Duration::from_secs(300),
+    renew_every: Some(Duration::from_secs(225)),
+    source: "ripienaar/nats-kv-leader-elect: KV bucket TTL 5 min, leader updates its key every 75% of it (225 s)",
+};
 
 /// The key that holds the lock inside the lock's bucket.
 const KEY: &str = "holder";

@@ -24,16 +24,59 @@
 //! not answer, so its node gets no writes; a node whose agent does not name it the
 //! primary is left at once ([`NOT_PRIMARY`]).
 
-pub use super::client::PrimaryCheck;
 use super::client::{Grant, LockClient, LockConfig, LockError};
+use super::options::OwnOptions;
 use super::postgres::Conn;
+use super::preset::LeasePreset;
 use anyhow::Context;
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use crate::history::error::NOT_PRIMARY;
+
+// Patroni's documentation, "Dynamic Configuration Settings": ttl 30 (the
+// leader key's TTL), loop_wait 10 (how often the leader renews it); Patroni
+// 3.0's config.py defaults the same.
+/// Patroni's own defaults.
+pub const DEFAULTS: LeasePreset = LeasePreset {
+    name: "patroni",
+    ttl: Duration::from_secs(30),
+    renew_every: Some(Duration::from_secs(10)),
+    source: "Patroni defaults: leader key ttl 30 s, loop_wait 10 s",
+};
+
+/// patroni's own `[backend]` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// How a node's application tells its node leads.
+    #[serde(default)]
+    pub primary_check: PrimaryCheck,
+}
+
+impl OwnOptions for Options {
+    const KEYS: &'static [(&'static str, &'static str)] = &[(
+        "primary_check",
+        "only for kind = \"patroni\": how a node's application tells that its node is the primary",
+    )];
+}
+
+/// How a node's application decides that its node is the primary
+/// (`[backend] primary_check`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PrimaryCheck {
+    /// PostgreSQL says so: `pg_is_in_recovery()` is false. Asked at election and at
+    /// every renewal; an act goes straight to the node.
+    #[default]
+    Postgres,
+    /// Patroni's REST API says so (`GET /primary` answers 200, as HAProxy's health
+    /// check asks), right before every act as well.
+    PatroniApi,
+}
 
 /// A node's address as its clients are given it: its name, its PostgreSQL, its
 /// Patroni REST API (`n1=127.0.0.1:5432+127.0.0.1:8008`).
@@ -87,7 +130,7 @@ impl NodeLeadership {
             conn: Conn::new(&postgres, cfg, Vec::new())?,
             name,
             api,
-            check: cfg.primary_check,
+            check: Options::of(&cfg.options).primary_check,
             cfg: cfg.clone(),
             held: false,
         })

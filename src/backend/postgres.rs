@@ -24,6 +24,7 @@
 //! sent on it.
 
 use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::preset::LeasePreset;
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;
@@ -33,6 +34,44 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::{Client, NoTls};
+
+// cirello.io/pglock (github.com/cirello-io/pglock, client.go):
+// defaultLeaseDuration = 20 * time.Second, defaultHeartbeatFrequency =
+// 5 * time.Second; a lease row per lock, renewed by the heartbeat.
+/// cirello.io/pglock's lease row.
+pub const PGLOCK: LeasePreset = LeasePreset {
+    name: "pglock",
+    ttl: Duration::from_secs(20),
+    renew_every: Some(Duration::from_secs(5)),
+    source: "cirello.io/pglock: lease row, lease 20 s, heartbeat every 5 s (its defaults)",
+};
+
+// An advisory lock lives as long as its session. PostgreSQL's defaults
+// (idle_session_timeout = 0, tcp_keepalives_* = 0: the system's) leave the
+// ending of a silent client's session to Linux's keepalive (tcp(7):
+// tcp_keepalive_time 7200 s, tcp_keepalive_intvl 75 s, tcp_keepalive_probes 9):
+// 7200 + 9 × 75 = 7875 s. lockcheck applies it as idle_session_timeout, which
+// also ends a paused client's session (keepalives alone end only a client whose
+// host stopped answering).
+/// PostgreSQL's defaults for an advisory lock's session.
+pub const POSTGRES_KEEPALIVE: LeasePreset = LeasePreset {
+    name: "postgres-keepalive",
+    ttl: Duration::from_secs(7875),
+    renew_every: None,
+    source: "PostgreSQL defaults: a silent client's session (and its advisory locks) ends after Linux's TCP keepalive, 7200 s + 9 probes × 75 s",
+};
+
+// Amazon RDS for PostgreSQL, "Dead connection handling in PostgreSQL"
+// (docs.aws.amazon.com/AmazonRDS/latest/UserGuide/Appendix.PostgreSQL.
+// CommonDBATasks.DeadConnectionHandling.html): defaults tcp_keepalives_idle 300,
+// tcp_keepalives_interval 30, tcp_keepalives_count 2: 300 + 2 × 30 = 360 s.
+/// Amazon RDS's defaults for an advisory lock's session.
+pub const RDS_POSTGRES_KEEPALIVE: LeasePreset = LeasePreset {
+    name: "rds-postgres-keepalive",
+    ttl: Duration::from_secs(360),
+    renew_every: None,
+    source: "Amazon RDS for PostgreSQL defaults: tcp_keepalives_idle 300 s, interval 30 s, count 2: a silent client's session ends after 360 s",
+};
 
 /// The role lock clients log in as: the superuser the server's `initdb` creates
 /// (with trust authentication, on loopback).

@@ -7,6 +7,12 @@
 //! the order grants happen: a later grant always carries a greater token. Without it,
 //! there is no token. A restart without persistence resets the counter (and the lock).
 //!
+//! **`persistence`** ([`Options`]): lockcheck's Redis keeps nothing by default (no
+//! AOF, no RDB snapshots), as the Redlock debate assumes; `persistence =
+//! "aof-always"` runs it with its append-only file fsynced at every write
+//! (`appendfsync always`), so that a server killed and restarted with its data
+//! replays every grant it acknowledged, the token counter with them.
+//!
 //! **Known break.** The lease is the key's TTL, counted by the server. A holder paused
 //! (GC, SIGSTOP, a slow disk) past the TTL loses the key; another client acquires; the
 //! first wakes up still believing it holds the lock and writes. Only a resource that
@@ -16,10 +22,51 @@
 //! and Sentinel, in redis_instance.rs.
 
 use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use super::options::OwnOptions;
+use super::preset::LeasePreset;
 use super::redis_instance::{ttl_ms, Instance, SetOutcome};
 use super::redis_sentinel::Sentinels;
 use async_trait::async_trait;
-use std::time::Instant;
+use serde::Deserialize;
+use std::time::{Duration, Instant};
+
+/// redis's own `[backend]` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// What the server keeps on disk, for a restart to replay.
+    #[serde(default)]
+    pub persistence: Persistence,
+}
+
+impl OwnOptions for Options {
+    const KEYS: &'static [(&'static str, &'static str)] = &[(
+        "persistence",
+        "only redis runs with a persistence setting of lockcheck's",
+    )];
+}
+
+/// `persistence`: what a Redis server writes to disk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Persistence {
+    /// Nothing (`--save "" --appendonly no`): a killed server restarts empty, its
+    /// lock keys and token counter gone.
+    #[default]
+    None,
+    /// The append-only file, fsynced before each write is acknowledged
+    /// (`--appendonly yes --appendfsync always`): a killed server restarted with
+    /// its data replays every acknowledged write.
+    AofAlways,
+}
+
+/// The lease Redis's documentation sets (also Sentinel's and Redlock's users').
+pub const REDIS_DOCS: LeasePreset = LeasePreset {
+    name: "redis-docs",
+    ttl: Duration::from_secs(30),
+    renew_every: None,
+    source: "Redis documentation: SET key value NX PX 30000",
+};
 
 /// What this client holds (or may hold, after an acquire with no reply), and the
 /// server that granted it: renew and release go there.
@@ -72,7 +119,11 @@ impl RedisLock {
     /// A client that asks the Sentinels for the primary (`endpoints`: the servers,
     /// then the Sentinels).
     pub fn through_sentinels(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
-        let sentinels = Sentinels::new(endpoints, cfg.request_timeout(), cfg.replica_acks)?;
+        let sentinels = Sentinels::new(
+            endpoints,
+            cfg.request_timeout(),
+            super::redis_sentinel::Options::of(&cfg.options).replica_acks,
+        )?;
         Ok(Self::on(Primary::Sentinel(sentinels), cfg))
     }
 

@@ -26,9 +26,37 @@
 //! and hands out again.
 
 use super::client::LockError;
+use super::options::{OptionError, OwnOptions};
 use super::redis_instance::Instance;
+use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::Duration;
+
+/// redis-sentinel's own `[backend]` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Options {
+    /// A grant or renewal counts once this many replicas acknowledged it (`WAIT`).
+    pub replica_acks: Option<u32>,
+}
+
+impl OwnOptions for Options {
+    const KEYS: &'static [(&'static str, &'static str)] = &[(
+        "replica_acks",
+        "only redis-sentinel waits for its replicas (WAIT)",
+    )];
+
+    fn check(&self) -> Result<(), OptionError> {
+        let replicas = SERVERS - 1;
+        match self.replica_acks {
+            Some(n) if n == 0 || n as usize > replicas => Err(OptionError::value(
+                "replica_acks",
+                format!("expected 1 to {replicas} (the replicas), found {n}"),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
 
 /// The Redis servers: n1 (the first primary), then its replicas.
 pub const SERVERS: usize = 3;

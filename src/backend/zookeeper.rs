@@ -19,11 +19,20 @@
 //! ephemeral znode it may have created.
 
 use super::client::{Grant, LockClient, LockConfig, LockError};
+use super::preset::LeasePreset;
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;
 use std::time::{Duration, Instant};
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState};
+
+/// Apache Curator's session, as ZooKeeper's lock users run it.
+pub const CURATOR: LeasePreset = LeasePreset {
+    name: "curator",
+    ttl: Duration::from_secs(60),
+    renew_every: None,
+    source: "Apache Curator / ZooKeeper: session timeout 60 s",
+};
 
 /// Where lock nodes live.
 const ROOT: &str = "/lockcheck";

@@ -57,7 +57,8 @@ pub struct Args {
     pub results: PathBuf,
     /// Only these recipes, comma-separated (holder-pause, clock-jump-majority,
     /// clock-rate-majority, clock-jump-holder, clock-rate-holder, kill-restart,
-    /// kill-restart-wiped, holder-cut-off, leader-isolated, slow-links).
+    /// kill-restart-durable, kill-restart-wiped, holder-cut-off, leader-isolated,
+    /// slow-links).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = recipe)]
     pub scenarios: Vec<Recipe>,
     /// The first run's seed.
@@ -75,13 +76,17 @@ pub struct Args {
 
 fn backend(s: &str) -> Result<BackendKind, String> {
     let lockable = || BackendKind::ALL.into_iter().filter(|k| k.has_lock());
-    match lockable().find(|k| k.name() == s) {
-        Some(k) => Ok(k),
-        None if s == BackendKind::Patroni.name() => Err(
-            "patroni hands out no lock to audit: its clients lead while their node is the primary; \
-             run workloads/incidents/patroni-split-brain*.toml"
-                .into(),
-        ),
+    match BackendKind::ALL.into_iter().find(|k| k.name() == s) {
+        Some(k) if k.has_lock() => Ok(k),
+        Some(k) => Err(format!(
+            "{k} hands out no lock to audit: {}; run {}",
+            k.leads_instead().unwrap_or_default(),
+            k.shown_by()
+                .iter()
+                .map(|w| format!("workloads/{w}*.toml"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
         None => {
             let names: Vec<&str> = lockable().map(|k| k.name()).collect();
             Err(format!("expected one of {}", names.join(", ")))

@@ -5,7 +5,6 @@
 //! fencing stops it), and the lease presets its users run.
 
 use crate::cluster;
-use crate::run::workload::LEASE_PRESETS;
 use anyhow::Result;
 use std::path::Path;
 use std::process::Command;
@@ -76,11 +75,7 @@ pub fn main(args: Args) -> Result<u8> {
 /// The items in words, by area, and the command that installs what is missing.
 fn print_words(items: &[Item], install: Option<&str>) {
     // Presets not tied to one service fit every backend.
-    let generic: Vec<&str> = LEASE_PRESETS
-        .iter()
-        .filter(|p| p.backends.is_empty())
-        .map(|p| p.name)
-        .collect();
+    let generic: Vec<&str> = crate::backend::preset::ANY.iter().map(|p| p.name).collect();
     let mut area = "";
     for i in items {
         if i.area != area {
@@ -130,11 +125,7 @@ fn backend(a: &cluster::Availability) -> Item {
         .copied()
         .chain(kind.fenced_by())
         .collect();
-    let presets: Vec<&'static str> = LEASE_PRESETS
-        .iter()
-        .filter(|p| !p.backends.is_empty() && p.fits(kind))
-        .map(|p| p.name)
-        .collect();
+    let presets: Vec<&'static str> = kind.lease_presets().iter().map(|p| p.name).collect();
     let (ok, detail, install) = match &a.found {
         Ok(path) => (
             true,

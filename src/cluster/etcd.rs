@@ -26,6 +26,10 @@ pub(super) struct Etcd;
 
 #[async_trait]
 impl ServerRecipe for Etcd {
+    fn persistence(&self, _options: &crate::backend::Options) -> Option<String> {
+        Some("etcd fsyncs its log at every commit: a killed member replays it".into())
+    }
+
     fn binary(&self) -> ServerBinary {
         ServerBinary {
             name: "etcd",
@@ -134,6 +138,11 @@ impl ServerRecipe for Etcd {
     /// timeout for peers that are gone; their logs are fsynced at every commit,
     /// so a kill loses nothing a restart needs.
     fn stops_with_quorum(&self) -> bool {
+        true
+    }
+
+    /// No setup of its data, no file of this machine's on its command line.
+    fn ssh(&self) -> bool {
         true
     }
 

@@ -67,6 +67,7 @@ impl ClusterSpec {
             network: NetworkKind::Loopback,
             on_network: None,
             lease: None,
+            options: Default::default(),
         }
     }
 }

@@ -22,9 +22,9 @@ mod mariadb;
 mod nats;
 pub mod netns;
 pub mod node;
-pub mod patroni;
+mod patroni;
 pub mod plan;
-pub mod postgres;
+mod postgres;
 pub mod recipe;
 mod recipes;
 mod redis;
@@ -39,7 +39,9 @@ pub use external::ExternalCluster;
 pub use local::LocalCluster;
 pub use node::NodeSpec;
 pub use plan::{ClusterPlan, ClusterSpec, NetworkKind, Prepare, PrepareFn, Runtime, DATA_DIR};
-pub use recipe::{detached_pid, ClusterError, Detached, Init, Ports, ServerBinary, ServerRecipe};
+pub use recipe::{
+    detached_pid, ClusterError, Detached, Init, Package, Ports, ServerBinary, ServerRecipe,
+};
 pub use recipes::{available_backends, default_nodes, recipe, server_binary, Availability};
 pub use running::Cluster;
 pub use ssh::{SshCluster, SshSpec};

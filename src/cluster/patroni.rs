@@ -23,7 +23,7 @@
 
 use super::node::NodeSpec;
 use super::plan::ClusterPlan;
-use super::recipe::{answers, Detached, Init, Ports, ServerBinary, ServerRecipe};
+use super::recipe::{answers, Detached, Init, Package, Ports, ServerBinary, ServerRecipe};
 use super::setup::{hand_over, run_as, unprivileged_user};
 use crate::backend::postgres::SUPERUSER;
 use crate::backend::BackendKind;
@@ -64,9 +64,30 @@ impl ServerRecipe for Patroni {
         }
     }
 
+    /// Patroni, and the etcd module its etcd3 DCS imports (one of the DCS
+    /// clients its package accepts); its PostgreSQL and etcd come with their
+    /// own backends'.
+    fn packages(&self) -> Vec<Package> {
+        vec![
+            Package {
+                check: "patroni",
+                name: "patroni",
+            },
+            Package {
+                check: "/usr/lib/python3/dist-packages/etcd/__init__.py",
+                name: "python3-etcd",
+            },
+        ]
+    }
+
     /// A primary and two replicas.
     fn default_nodes(&self) -> usize {
         3
+    }
+
+    /// The leader key's TTL: whole seconds, at least 3.
+    fn lease(&self, ttl: Duration) -> Result<(), String> {
+        timings(ttl).map(drop)
     }
 
     /// PostgreSQL for clients; Patroni's REST API, which the agents ask of each

@@ -97,6 +97,9 @@ pub struct ClusterSpec {
     /// The workload's lease, for servers that keep the lease themselves (the TTL
     /// of Patroni's leader key).
     pub lease: Option<Duration>,
+    /// The backend's own `[backend]` keys, for a recipe whose servers they
+    /// change (redis's `persistence`).
+    pub options: crate::backend::Options,
 }
 
 /// A change to a node's command line made just before it starts, for what must be in

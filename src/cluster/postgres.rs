@@ -29,6 +29,10 @@ pub(super) struct Postgres;
 #[async_trait]
 impl ServerRecipe for Postgres {
     /// Not on PATH in Debian: the versioned directory holds initdb beside it.
+    fn persistence(&self, _options: &crate::backend::Options) -> Option<String> {
+        Some("PostgreSQL with fsync=off: a killed postmaster keeps what the OS has (its WAL is written at every commit)".into())
+    }
+
     fn binary(&self) -> ServerBinary {
         ServerBinary {
             name: "/usr/lib/postgresql/15/bin/postgres",

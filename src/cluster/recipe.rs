@@ -27,6 +27,15 @@ pub struct ServerBinary {
     pub env: &'static str,
 }
 
+/// A Debian package a backend's servers need on the machine that runs them, and
+/// the file (a path) or program (a name on `PATH`) whose presence says it is
+/// installed. scripts/packages.txt lists each backend's, as scripts/setup reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Package {
+    pub check: &'static str,
+    pub name: &'static str,
+}
+
 /// How one backend's servers are run: the program and its Debian package, how
 /// many nodes, which ports, the one-off setup of a node's data, its command line,
 /// when it serves, who leads, and what a container needs. One file per backend
@@ -36,6 +45,15 @@ pub struct ServerBinary {
 pub trait ServerRecipe: Send + Sync {
     /// The server program, and where it comes from.
     fn binary(&self) -> ServerBinary;
+    /// Every Debian package its servers need (scripts/packages.txt holds them
+    /// for scripts/setup): by default the server program's.
+    fn packages(&self) -> Vec<Package> {
+        let binary = self.binary();
+        vec![Package {
+            check: binary.name,
+            name: binary.package,
+        }]
+    }
     /// How many nodes run unless the workload says otherwise.
     fn default_nodes(&self) -> usize;
     /// Whether the server refuses to run as root: when lockcheck is root it runs
@@ -72,6 +90,23 @@ pub trait ServerRecipe: Send + Sync {
     /// before they start and for their whole life (Patroni's DCS: etcd); its
     /// client addresses are the plan's `coordinator`.
     fn coordinator(&self) -> Option<BackendKind> {
+        None
+    }
+    /// Whether its servers can keep a workload's lease of `ttl` themselves (a
+    /// leader key's TTL), or why not; any lease by default.
+    fn lease(&self, _ttl: Duration) -> Result<(), String> {
+        Ok(())
+    }
+    /// Whether the ssh runtime can run its servers on hosts of their own: not
+    /// where a node's data needs a one-off setup on this machine's side, nor where
+    /// its command line names a file of this machine's.
+    fn ssh(&self) -> bool {
+        false
+    }
+    /// What a server killed with -9 keeps, as this recipe starts it with the
+    /// backend's `options`, in words (said by the audit's restart scenarios);
+    /// `None`: nothing is said.
+    fn persistence(&self, _options: &crate::backend::Options) -> Option<String> {
         None
     }
     /// How long all nodes together may take to serve at the start.

@@ -1,25 +1,33 @@
 //! Redis, and Redlock's independent Redis instances: `redis-server` per node on
 //! its own port, without persistence, so that a killed instance comes back empty,
-//! as the Redis-docs setup the Redlock debate assumes.
+//! as the Redis-docs setup the Redlock debate assumes; or, with redis's
+//! `persistence = "aof-always"`, with its append-only file fsynced at every write.
 
 use super::node::NodeSpec;
 use super::plan::ClusterPlan;
 use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
+use crate::backend::redis::{Options, Persistence};
+use crate::backend::OwnOptions;
 use anyhow::Result;
 use async_trait::async_trait;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
-/// `redis-server` for one node, without persistence; the Sentinel recipe adds its
-/// replication to it.
-pub(super) fn server_command(program: &Path, node: &NodeSpec) -> Command {
+/// `redis-server` for one node, keeping what `persistence` says (no RDB snapshots
+/// either way); the Sentinel recipe adds its replication to it.
+pub(super) fn server_command(program: &Path, node: &NodeSpec, persistence: Persistence) -> Command {
     let mut cmd = Command::new(program);
     cmd.arg("--port")
         .arg(node.client_listen.port().to_string())
         .arg("--bind")
         .arg(node.client_listen.ip().to_string())
-        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .args(["--save", ""])
+        .args(match persistence {
+            Persistence::None => &["--appendonly", "no"][..],
+            Persistence::AofAlways => &["--appendonly", "yes", "--appendfsync", "always"][..],
+        })
+        .args(["--daemonize", "no"])
         .arg("--dir")
         .arg(&node.data_dir);
     // Protected mode refuses every client not on loopback; a node in its
@@ -29,6 +37,19 @@ pub(super) fn server_command(program: &Path, node: &NodeSpec) -> Command {
         cmd.args(["--protected-mode", "no"]);
     }
     cmd
+}
+
+/// What a killed Redis keeps, in the audit's words.
+pub(super) fn kept(persistence: Persistence) -> &'static str {
+    match persistence {
+        Persistence::None => {
+            "Redis with no AOF and no RDB snapshots (--save \"\" --appendonly no): a killed node restarts empty"
+        }
+        Persistence::AofAlways => {
+            "Redis with its AOF fsynced at every write (--appendonly yes --appendfsync always): \
+             a killed node replays every write it acknowledged"
+        }
+    }
 }
 
 /// One recipe for both: they differ in how many instances run and whether one
@@ -70,7 +91,12 @@ impl ServerRecipe for Redis {
     }
 
     fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
-        Ok(server_command(&plan.binary, &plan.nodes[i]))
+        let persistence = Options::of(&plan.spec.options).persistence;
+        Ok(server_command(&plan.binary, &plan.nodes[i], persistence))
+    }
+
+    fn persistence(&self, options: &crate::backend::Options) -> Option<String> {
+        Some(kept(Options::of(options).persistence).into())
     }
 
     /// One server, or Redlock's independent instances: none leads the others.
@@ -93,6 +119,11 @@ impl ServerRecipe for Redis {
             return None;
         }
         plan.nodes.first().map(|n| n.name.clone())
+    }
+
+    /// No setup of its data, no file of this machine's on its command line.
+    fn ssh(&self) -> bool {
+        true
     }
 
     fn official_image(&self) -> Option<&'static str> {

@@ -10,8 +10,9 @@
 
 use super::node::NodeSpec;
 use super::plan::ClusterPlan;
-use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
-use super::redis::server_command;
+use super::recipe::{answers, Package, Ports, ServerBinary, ServerRecipe};
+use super::redis::{kept, server_command};
+use crate::backend::redis::Persistence;
 use crate::backend::redis_instance::Instance;
 use crate::backend::redis_sentinel::{primary_named_by, MASTER_NAME, SENTINELS, SERVERS};
 use anyhow::{Context, Result};
@@ -89,8 +90,23 @@ impl ServerRecipe for RedisSentinel {
         }
     }
 
+    /// Its servers are Redis's own; the Sentinels come in a package of theirs.
+    fn packages(&self) -> Vec<Package> {
+        let sentinel = self.binary();
+        let mut packages = super::redis::REDIS.packages();
+        packages.push(Package {
+            check: sentinel.name,
+            name: sentinel.package,
+        });
+        packages
+    }
+
     fn default_nodes(&self) -> usize {
         SERVERS + SENTINELS
+    }
+
+    fn persistence(&self, _options: &crate::backend::Options) -> Option<String> {
+        Some(kept(Persistence::None).into())
     }
 
     fn fixed_nodes(&self) -> Option<&'static str> {
@@ -106,7 +122,7 @@ impl ServerRecipe for RedisSentinel {
         let node = &plan.nodes[i];
         if i < SERVERS {
             let redis = super::redis::REDIS.binary().resolve(None)?;
-            let mut cmd = server_command(&redis, node);
+            let mut cmd = server_command(&redis, node, Persistence::None);
             // A replica's first sync at once, not after diskless sync's 5 s delay.
             cmd.args(["--repl-diskless-sync-delay", "0"]);
             if i > 0 {

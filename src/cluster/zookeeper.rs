@@ -9,7 +9,7 @@
 //! (the session timeout) is what the server applies.
 
 use super::plan::ClusterPlan;
-use super::recipe::{answers, ClusterError, Ports, ServerBinary, ServerRecipe};
+use super::recipe::{answers, ClusterError, Package, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::fmt::Write as _;
@@ -21,9 +21,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// The jars a server needs, and the Debian package of each.
-const JARS: [(&str, &str); 2] = [
-    ("/usr/share/java/zookeeper.jar", "zookeeper"),
-    ("/usr/share/java/slf4j-simple.jar", "libslf4j-java"),
+const JARS: [Package; 2] = [
+    Package {
+        check: "/usr/share/java/zookeeper.jar",
+        name: "zookeeper",
+    },
+    Package {
+        check: "/usr/share/java/slf4j-simple.jar",
+        name: "libslf4j-java",
+    },
 ];
 
 const TICK_MS: u64 = 100;
@@ -43,6 +49,11 @@ impl ServerRecipe for Zookeeper {
             package: "zookeeper",
             env: "LOCKCHECK_JAVA",
         }
+    }
+
+    /// Its jars (Java comes with them).
+    fn packages(&self) -> Vec<Package> {
+        JARS.to_vec()
     }
 
     /// The smallest ensemble that survives the loss of one server.
@@ -90,11 +101,11 @@ impl ServerRecipe for Zookeeper {
 
 /// The command that runs node `i`, after writing its configuration.
 fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
-    for (jar, package) in JARS {
+    for Package { check: jar, name } in JARS {
         if !Path::new(jar).exists() {
             return Err(ClusterError::MissingBinary {
                 binary: jar.to_string(),
-                package,
+                package: name,
                 hint: String::new(),
             }
             .into());
@@ -144,7 +155,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
     ])
     .arg("-Dorg.slf4j.simpleLogger.showDateTime=true")
     .arg("-cp")
-    .arg(JARS.map(|(jar, _)| jar).join(":"))
+    .arg(JARS.map(|p| p.check).join(":"))
     .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
     .arg(&cfg_path);
     Ok(cmd)

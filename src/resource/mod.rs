@@ -45,6 +45,17 @@ pub struct Spec {
     pub fence: Fence,
 }
 
+impl Kind {
+    /// The server program this machine must have for the resource, where it runs
+    /// one (always here, whatever runs the lock service).
+    pub fn server(self) -> Option<crate::cluster::ServerBinary> {
+        match self {
+            Kind::Lockcheck => None,
+            Kind::Postgres => Some(postgres::server()),
+        }
+    }
+}
+
 impl Spec {
     /// In words, for the run's first line and its result: `fenced`, `unfenced`,
     /// `postgres, token <= $2`, ...

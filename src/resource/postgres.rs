@@ -316,6 +316,15 @@ struct Watcher {
     poll: tokio::task::JoinHandle<()>,
 }
 
+/// The server program the resource runs: PostgreSQL's, as the postgres
+/// backends' recipe starts it.
+pub fn server() -> crate::cluster::ServerBinary {
+    crate::cluster::server_binary(SERVER)
+}
+
+/// The backend whose server recipe starts the resource's PostgreSQL.
+const SERVER: BackendKind = BackendKind::PostgresLease;
+
 impl Resource {
     /// Starts the server with its files under `<run_dir>/resource/` (journaled in the
     /// run's journal), creates the tables, and starts copying applied writes to
@@ -324,7 +333,7 @@ impl Resource {
         let log_path = &run_dir.join("resource.jsonl");
         let file =
             File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
-        let mut spec = ClusterSpec::new(BackendKind::PostgresLease, run_dir.join("resource"));
+        let mut spec = ClusterSpec::new(SERVER, run_dir.join("resource"));
         spec.journal_dir = run_dir.to_path_buf();
         spec.nodes = 1;
         let cluster = LocalCluster::start(spec).await?;

@@ -138,11 +138,9 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             .resolve(None)
             .map_err(environment)?;
     }
-    // The PostgreSQL resource always runs here, whatever runs the lock service.
-    if w.resource.kind == resource::Kind::Postgres {
-        cluster::server_binary(BackendKind::PostgresLease)
-            .resolve(None)
-            .map_err(environment)?;
+    // A resource's server always runs here, whatever runs the lock service.
+    if let Some(server) = w.resource.kind.server() {
+        server.resolve(None).map_err(environment)?;
     }
     if w.backend.network == cluster::NetworkKind::Namespaces && !nix::unistd::geteuid().is_root() {
         return Err(environment(
@@ -430,9 +428,7 @@ fn worker_configs(
                 lease: w.backend.lease.ttl,
                 acquire_timeout: w.backend.acquire_timeout,
                 fencing_token: w.backend.fencing_token,
-                replica_acks: w.backend.replica_acks,
-                primary_check: w.backend.primary_check,
-                client_endpoint: w.backend.client_endpoint,
+                options: w.backend.options.clone(),
             },
             resource: res.endpoint(),
             self_fencing_margin_ms: w.clients.self_fencing_margin_ms(),
@@ -464,6 +460,7 @@ async fn prepare_servers(
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
     spec.lease = Some(w.backend.lease.ttl);
+    spec.options = w.backend.options.clone();
     // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
     // with a monotonic offset, in a time namespace.
     let needs = crate::fault::spec::Needs::of(w.faults.iter().map(|f| &*f.spec));

@@ -30,9 +30,7 @@ pub fn config(kind: BackendKind, lease_ms: u64, acquire_timeout_ms: u64) -> Lock
         lease: Duration::from_millis(lease_ms),
         acquire_timeout: Duration::from_millis(acquire_timeout_ms),
         fencing_token: kind.token().is_some(),
-        replica_acks: None,
-        primary_check: Default::default(),
-        client_endpoint: None,
+        options: Default::default(),
     }
 }
 

@@ -46,10 +46,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The backends whose servers the ssh runtime runs: those that need no one-off
-/// setup of their data on this machine's side (PostgreSQL's, MariaDB's) and
-/// whose command lines name no file of this machine's (ZooKeeper's jars).
-pub const BACKENDS: &[BackendKind] = &[BackendKind::Redis, BackendKind::Redlock, BackendKind::Etcd];
+/// The backends whose servers the ssh runtime runs: those whose recipe says it
+/// can ([`super::recipe::ServerRecipe::ssh`]).
+pub fn backends() -> Vec<BackendKind> {
+    BackendKind::ALL
+        .into_iter()
+        .filter(|&k| recipe(k).ssh())
+        .collect()
+}
 
 /// Where the servers run and how to reach them (`[backend]` of a workload).
 #[derive(Debug, Clone, PartialEq, Eq)]

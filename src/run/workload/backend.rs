@@ -1,13 +1,13 @@
 //! `[backend]`: the lock service, its servers and its lease, read and checked
 //! against what the backend's recipe allows.
 
-use super::located::line_of;
-use super::preset::{Lease, LEASE_PRESETS};
+use super::located::{key_line, line_of};
+use super::preset::{lease_presets, Lease};
 use super::raw;
-use crate::backend::BackendKind;
+use crate::backend::{BackendKind, Options, Why};
 use crate::cluster::NetworkKind;
 use crate::fault::duration::Dur;
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use std::path::Path;
 use std::time::Duration;
 
@@ -33,13 +33,9 @@ pub struct Backend {
     /// `monotonic_offset`: (node, offset in ns) for each node started in a time
     /// namespace with its monotonic and boot-time clocks shifted, in node order.
     pub monotonic_offsets: Vec<(String, i64)>,
-    /// `redis-sentinel`: a grant or renewal counts once this many replicas
-    /// acknowledged it (`WAIT`).
-    pub replica_acks: Option<u32>,
-    /// `primary_check` (patroni): how a node's application tells its node leads.
-    pub primary_check: crate::backend::patroni::PrimaryCheck,
-    /// `etcd`: the one member the clients talk to (`"follower"`), instead of all.
-    pub client_endpoint: Option<crate::backend::ClientEndpoint>,
+    /// The backend's own keys, as written: read and checked by the backend
+    /// (`BackendKind::read_options`), carried to its clients and its servers.
+    pub options: Options,
 }
 
 /// Reads `[backend]` of the workload at `path` (whose text is `text`); `bad(key,
@@ -63,36 +59,7 @@ pub(super) fn read(
     }
     let lease = lease(&b, &file, text, bad)?;
     let monotonic_offsets = monotonic_offsets(b.monotonic_offset, nodes, bad)?;
-    let replica_acks = b.replica_acks;
-    if let Some(n) = replica_acks {
-        let replicas = crate::backend::redis_sentinel::SERVERS - 1;
-        if kind != BackendKind::RedisSentinel {
-            bail!(bad(
-                "backend.replica_acks",
-                format!("only redis-sentinel waits for its replicas (WAIT); {kind} has none")
-            ));
-        }
-        if n == 0 || n as usize > replicas {
-            bail!(bad(
-                "backend.replica_acks",
-                format!("expected 1 to {replicas} (the replicas), found {n}")
-            ));
-        }
-    }
-    let client_endpoint = b.client_endpoint;
-    if client_endpoint.is_some() && kind != BackendKind::Etcd {
-        bail!(bad(
-            "backend.client_endpoint",
-            format!("only etcd's clients are pinned to one member; {kind} has no such option")
-        ));
-    }
-    let primary_check = b.primary_check;
-    if kind != BackendKind::Patroni && primary_check.is_some() {
-        bail!(bad(
-            "backend.primary_check",
-            "only for kind = \"patroni\": how a node's application tells that its node is the primary".into()
-        ));
-    }
+    options(kind, &b.options, &file, text, bad)?;
     let network = network(kind, b.network, bad)?;
     Ok(Backend {
         kind,
@@ -114,9 +81,45 @@ pub(super) fn read(
         }),
         network,
         monotonic_offsets,
-        replica_acks,
-        primary_check: primary_check.unwrap_or_default(),
-        client_endpoint,
+        options: b.options,
+    })
+}
+
+/// The backend's own keys, as the backend reads them: a key it does not read is
+/// refused with the keys it does (the common ones and its own), a bad value where
+/// it is.
+fn options(
+    kind: BackendKind,
+    options: &Options,
+    file: &std::path::Display<'_>,
+    text: &str,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<()> {
+    let Err(e) = kind.read_options(options) else {
+        return Ok(());
+    };
+    let key = format!("backend.{}", e.key);
+    let at = |what: String| match key_line(text, "backend", &e.key) {
+        Some(line) => anyhow!("{file}:{line}: {key}: {what}"),
+        None => bad(&key, what),
+    };
+    bail!(match e.why {
+        Why::Unknown => {
+            let expected: Vec<String> = raw::BACKEND_KEYS
+                .iter()
+                .copied()
+                .chain(kind.option_keys())
+                .map(|k| format!("`{k}`"))
+                .collect();
+            at(format!(
+                "unknown field `{}`, expected one of {}",
+                e.key,
+                expected.join(", ")
+            ))
+        }
+        Why::Type => at(e.what),
+        Why::Value if e.key.is_empty() => bad("backend", e.what),
+        Why::Value => bad(&key, e.what),
     })
 }
 
@@ -181,17 +184,17 @@ fn lease(
     let kind = b.kind;
     let lease_line = line_of(text, b.lease.span().start);
     let lease = match *b.lease.get_ref() {
-        raw::LeaseSpec::Preset(p) if !p.fits(kind) => {
-            let fitting: Vec<&str> = LEASE_PRESETS
-                .iter()
-                .filter(|q| q.fits(kind))
+        raw::LeaseSpec::Preset(p) if !kind.fits(p) => {
+            let fitting: Vec<&str> = lease_presets()
+                .into_iter()
+                .filter(|q| kind.fits(q))
                 .map(|q| q.name)
                 .collect();
             bail!(
                 "{file}:{lease_line}: backend.lease: the preset {} is what {} users run ({}), \
                  not {}: give the lease as a duration, or a preset for {}: {}",
                 p.name,
-                p.backend_names(),
+                crate::backend::preset_backends(p),
                 p.source,
                 kind.name(),
                 kind.name(),

@@ -8,6 +8,26 @@ pub(super) fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
+/// The line (from 1) where `key` is given in `[table]`, if it is written there
+/// as `key = ...`.
+pub(super) fn key_line(text: &str, table: &str, key: &str) -> Option<usize> {
+    let header = format!("[{table}]");
+    let mut inside = false;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            inside = line == header;
+        } else if inside
+            && line
+                .split_once('=')
+                .is_some_and(|(k, _)| k.trim().trim_matches('"') == key)
+        {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// Turns toml's error (with its span) into `FILE:LINE: KEY: what is expected`.
 pub(super) fn located(file: &dyn fmt::Display, text: &str, e: &toml::de::Error) -> anyhow::Error {
     let message = e.message().trim_end();

@@ -22,47 +22,39 @@
 //!                               #   (docs/runtimes.md); --runtime wins
 //!
 //! [backend]
-//! kind = "redis"                # redis | redis-sentinel | redlock | etcd |
-//!                               #   zookeeper | nats | postgres-advisory |
-//!                               #   postgres-lease | mariadb | patroni
-//!                               #   (patroni: mode = "election" only, one client
-//!                               #   per node, resource = "unfenced"; the lease is
-//!                               #   the leader key's TTL, whole seconds)
-//! nodes = 1                     # optional: redlock 5; etcd, zookeeper, nats,
-//!                               #   patroni 3; redis-sentinel 6 (3 servers, 3
-//!                               #   Sentinels, no other); the others 1
-//! lease = "1s"                  # or a preset (LEASE_PRESETS): client-go and consul
-//!                               #   on any backend; etcd-session, curator,
-//!                               #   redis-docs, pglock, postgres-keepalive,
-//!                               #   rds-postgres-keepalive, mariadb-wait-timeout,
-//!                               #   skysql-wait-timeout, go-mysql-lock,
-//!                               #   nats-kv-leader-elect, patroni on their own
-//!                               #   backend
+//! kind = "redis"                # a backend of docs/backends.md (lockcheck
+//!                               #   doctor lists them); one that hands out no
+//!                               #   lock takes mode = "election" only
+//! nodes = 1                     # optional: the backend's usual number, where it
+//!                               #   allows another
+//! lease = "1s"                  # or a preset: client-go and consul on any
+//!                               #   backend, others on the backend their users
+//!                               #   run them on (lockcheck doctor lists them)
 //! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
-//! fencing_token = true          # optional: true, except redlock (it has none)
+//! fencing_token = true          # optional: whether the backend hands out one
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
 //! network = "loopback"          # optional: loopback | namespaces (local runtime:
 //!                               #   each node in a network namespace of its own,
 //!                               #   so `partition-nodes` can cut node links and
 //!                               #   `latency-nodes` slow them)
-//! # replica_acks = 2            # optional, redis-sentinel only: a grant or
-//!                               #   renewal counts once this many replicas
-//!                               #   acknowledged it (WAIT); else it is refused
-//! # client_endpoint = "follower" # optional, etcd only: every client talks to one
-//!                               #   member, the first that is not the leader when
-//!                               #   it connects, instead of to all
+//! # replica_acks = 2            # optional: a backend's own keys, which the
+//!                               #   backend reads and checks itself (its
+//!                               #   Options in src/backend/<kind>.rs;
+//!                               #   docs/backends.md): replica_acks,
+//!                               #   client_endpoint, primary_check, persistence
 //! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a
 //!                               #   time namespace whose CLOCK_MONOTONIC and
 //!                               #   CLOCK_BOOTTIME are this far off the machine's
 //!                               #   (whole run, restarts too); or per node:
 //!                               #   { n1 = "+600s", n3 = "-60s" }. The one clock
-//!                               #   change that reaches Go servers (etcd, nats),
+//!                               #   change that reaches Go servers,
 //!                               #   which ignore the clock interposer. Realtime is
 //!                               #   untouched; a negative offset may not take the
 //!                               #   clock below 0 (the machine's uptime).
 //! # hosts = ["db1"]             # runtime = "ssh" only: one node per host, as the
-//!                               #   SSH configuration names them (redis, redlock,
-//!                               #   etcd); it also gives the number of nodes
+//!                               #   SSH configuration names them (the backends
+//!                               #   whose recipe runs there); it also gives the
+//!                               #   number of nodes
 //! # ssh_config = "ssh_config"   # optional, ssh: instead of ~/.ssh/config (or
 //!                               #   $LOCKCHECK_SSH_CONFIG); relative to this file
 //! # program = "/usr/bin/redis-server" # optional, ssh: the server on the hosts
@@ -71,11 +63,6 @@
 //!                               #   already running on the hosts (found by the
 //!                               #   backend's port), starts and stops none; no
 //!                               #   kill, node clock, latency-nodes, freezer
-//! # primary_check = "postgres"  # optional, patroni only: how a node's application
-//!                               #   tells its node is the primary: "postgres"
-//!                               #   (pg_is_in_recovery()) | "patroni-api" (also
-//!                               #   GET /primary on Patroni's REST API, before
-//!                               #   every act: HAProxy's check)
 //!
 //! [clients]
 //! count = 3
@@ -208,7 +195,7 @@ pub use backend::Backend;
 pub use election::{ClientMode, Election};
 pub use faults::FaultEntry;
 pub use faults::PlannedFault;
-pub use preset::{Lease, LeasePreset, LEASE_PRESETS};
+pub use preset::{lease_presets, Lease, LeasePreset};
 pub use raw::OnLeaseLoss;
 pub use section::CriticalSection;
 
@@ -301,37 +288,42 @@ impl Clients {
     }
 }
 
-/// Refuses what a Patroni workload cannot be: its clients lead (an election), one
-/// per node; their acts are commits on their own nodes, which the resource only
-/// records (so it checks no token); the lease is the leader key's TTL.
-fn patroni_fits(
+/// Refuses what a workload of a backend that hands out no lock cannot be: its
+/// clients lead (an election); where each is one node's application, one per node,
+/// and their acts are commits on their own nodes, which the resource only records
+/// (so it checks no token). The lease is what the backend's servers allow.
+fn leadership_fits(
     bad: &dyn Fn(&str, String) -> anyhow::Error,
+    kind: BackendKind,
     mode: &Option<toml::Spanned<raw::ModeKind>>,
     resource: &resource::Spec,
-    count: usize,
-    nodes: usize,
+    (count, nodes): (usize, usize),
     ttl: Duration,
 ) -> Result<()> {
-    if mode.as_ref().map(|m| *m.get_ref()) != Some(raw::ModeKind::Election) {
+    let election = mode.as_ref().map(|m| *m.get_ref()) == Some(raw::ModeKind::Election);
+    if let (Some(leads), false) = (kind.leads_instead(), election) {
         bail!(bad(
             "mode",
-            "patroni hands out no lock: its clients lead while their node is the primary; expected mode = \"election\"".into()
+            format!("{kind} hands out no lock: {leads}; expected mode = \"election\"")
         ));
     }
-    if resource.kind != resource::Kind::Lockcheck || resource.fence != Fence::Off {
-        bail!(bad(
-            "resource",
-            "a patroni leader acts by committing on its own node; the resource only records, in order, what the nodes accepted: expected \"unfenced\"".into()
-        ));
+    if kind.client_per_node() {
+        if resource.kind != resource::Kind::Lockcheck || resource.fence != Fence::Off {
+            bail!(bad(
+                "resource",
+                format!("a {kind} leader acts by committing on its own node; the resource only records, in order, what the nodes accepted: expected \"unfenced\"")
+            ));
+        }
+        if count != nodes {
+            bail!(bad(
+                "clients.count",
+                format!("each {kind} client is one node's application: expected {nodes} (backend.nodes), found {count}")
+            ));
+        }
     }
-    if count != nodes {
-        bail!(bad(
-            "clients.count",
-            format!("each patroni client is one node's application: expected {nodes} (backend.nodes), found {count}")
-        ));
-    }
-    crate::cluster::patroni::timings(ttl).map_err(|e| bad("backend.lease", e))?;
-    Ok(())
+    crate::cluster::recipe(kind)
+        .lease(ttl)
+        .map_err(|e| bad("backend.lease", e))
 }
 
 /// `resource`: `"unfenced"` (the default), `"fenced"`, or a table of its kind and fence.
@@ -477,9 +469,7 @@ impl Workload {
             .map_err(|e| bad("client.command", format!("{e:#}")))?;
         let clients = clients(&raw.clients, on_hosts, lease, client.is_some(), &bad)?;
         let count = clients.count;
-        if kind == BackendKind::Patroni {
-            patroni_fits(&bad, &raw.mode, &resource, count, nodes, lease.ttl)?;
-        }
+        leadership_fits(&bad, kind, &raw.mode, &resource, (count, nodes), lease.ttl)?;
         let mode = election::mode(
             &file,
             text,
@@ -600,10 +590,10 @@ impl Workload {
             (None, Runtime::Ssh) => bail!(
                 "{file}: backend.hosts: the ssh runtime needs the hosts to run the servers on, one per node, like [\"db1\", \"db2\", \"db3\"]"
             ),
-            (Some(_), Runtime::Ssh) if !crate::cluster::ssh::BACKENDS.contains(&self.backend.kind) => bail!(
+            (Some(_), Runtime::Ssh) if !crate::cluster::recipe(self.backend.kind).ssh() => bail!(
                 "{file}: backend.kind: {} is not available under the ssh runtime yet (it runs {})",
                 self.backend.kind,
-                crate::cluster::ssh::BACKENDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                crate::cluster::ssh::backends().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
             ),
             (Some(ssh), Runtime::Ssh) => {
                 if let Some(h) = ssh.hosts.iter().enumerate().find_map(|(i, h)| ssh.hosts[..i].contains(h).then_some(h)) {

@@ -1,6 +1,6 @@
 //! The file's shape, as serde reads it: every table denies unknown keys.
 
-use super::preset::{LeasePreset, LEASE_PRESETS};
+use super::preset::{lease_presets, LeasePreset};
 use crate::backend::BackendKind;
 use crate::check::AnomalyKind;
 use crate::cluster::{NetworkKind, Runtime};
@@ -113,8 +113,9 @@ pub enum MixKind {
     Random,
 }
 
+/// `[backend]`: the keys every backend has; the rest are the backend's own
+/// (`options`), which it reads itself (`BackendKind::read_options`).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Backend {
     pub kind: BackendKind,
     pub nodes: Option<usize>,
@@ -126,15 +127,33 @@ pub struct Backend {
     pub image: Option<String>,
     pub network: Option<NetworkKind>,
     pub monotonic_offset: Option<MonotonicOffset>,
-    pub replica_acks: Option<u32>,
-    pub client_endpoint: Option<crate::backend::ClientEndpoint>,
     pub hosts: Option<Vec<String>>,
     pub ssh_config: Option<std::path::PathBuf>,
     pub program: Option<std::path::PathBuf>,
     pub remote_dir: Option<std::path::PathBuf>,
     pub manage: Option<bool>,
-    pub primary_check: Option<crate::backend::patroni::PrimaryCheck>,
+    #[serde(flatten)]
+    pub options: crate::backend::Options,
 }
+
+/// The keys of [`Backend`] every backend has, as an unknown key's error lists them.
+pub const BACKEND_KEYS: &[&str] = &[
+    "kind",
+    "nodes",
+    "lease",
+    "renew_every",
+    "fencing_token",
+    "acquire_timeout",
+    "endpoints",
+    "image",
+    "network",
+    "monotonic_offset",
+    "hosts",
+    "ssh_config",
+    "program",
+    "remote_dir",
+    "manage",
+];
 
 /// `monotonic_offset = "+600s"` (every node) or `{ n1 = "+600s" }`.
 #[derive(Deserialize)]
@@ -157,11 +176,11 @@ pub enum LeaseSpec {
 impl<'de> Deserialize<'de> for LeaseSpec {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        if let Some(p) = LEASE_PRESETS.iter().find(|p| p.name == s) {
+        if let Some(p) = lease_presets().into_iter().find(|p| p.name == s) {
             return Ok(LeaseSpec::Preset(p));
         }
         s.parse().map(LeaseSpec::Ttl).map_err(|_| {
-            let names: Vec<_> = LEASE_PRESETS.iter().map(|p| p.name).collect();
+            let names: Vec<_> = lease_presets().iter().map(|p| p.name).collect();
             serde::de::Error::custom(format!(
                 "{DURATION_EXPECTED}, or a preset ({}), found \"{s}\"",
                 names.join(", ")

@@ -313,6 +313,60 @@ fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
     );
 }
 
+/// A backend's own keys are read by the backend: an unknown one is refused where
+/// it is with the keys the backend reads, a bad value where it is, a value the
+/// backend refuses and a key of another backend's in the owner's words.
+#[test]
+fn a_backends_own_keys_are_read_and_refused_by_the_backend() {
+    use crate::backend::redis::{Options, Persistence};
+    use crate::backend::OwnOptions;
+    let with = |kind: &str, line: &str| {
+        parse(&GOOD.replace(
+            "kind = \"redis\"\nlease = \"1500ms\"",
+            &format!("kind = \"{kind}\"\nlease = \"1500ms\"\n{line}"),
+        ))
+        .map_err(|e| format!("{e:#}"))
+    };
+    let w = with("redis", "persistence = \"aof-always\"").unwrap();
+    assert_eq!(
+        Options::of(&w.backend.options).persistence,
+        Persistence::AofAlways
+    );
+    let e = with("redis", "persistense = \"aof-always\"").unwrap_err();
+    assert!(
+        e.starts_with("w/test.toml:10: backend.persistense: unknown field `persistense`")
+            && e.contains("`lease`")
+            && e.contains("`persistence`"),
+        "{e}"
+    );
+    let e = with("redis", "persistence = \"aof\"").unwrap_err();
+    assert!(
+        e.starts_with("w/test.toml:10: backend.persistence: unknown variant `aof`")
+            && e.contains("aof-always"),
+        "{e}"
+    );
+    let e = with("etcd", "persistence = \"aof-always\"").unwrap_err();
+    assert!(
+        e.contains("backend.persistence: only redis runs with a persistence setting of lockcheck's; etcd has no such option"),
+        "{e}"
+    );
+    // The keys an unknown key's error lists as every backend's are [backend]'s.
+    for key in raw::BACKEND_KEYS
+        .iter()
+        .filter(|k| !["kind", "lease"].contains(k))
+    {
+        let e = with("redis", &format!("{key} = true"))
+            .err()
+            .unwrap_or_default();
+        assert!(!e.contains("unknown field"), "{key}: {e}");
+    }
+    let e = with("redis-sentinel", "replica_acks = 3").unwrap_err();
+    assert!(
+        e.contains("backend.replica_acks: expected 1 to 2 (the replicas), found 3"),
+        "{e}"
+    );
+}
+
 #[test]
 fn only_etcd_clients_are_pinned_to_a_follower() {
     let with = |kind: &str| {
@@ -321,9 +375,11 @@ fn only_etcd_clients_are_pinned_to_a_follower() {
             &format!("kind = \"{kind}\"\nclient_endpoint = \"follower\""),
         ))
     };
+    use crate::backend::OwnOptions;
+    let options = with("etcd").unwrap().backend.options;
     assert_eq!(
-        with("etcd").unwrap().backend.client_endpoint,
-        Some(crate::backend::ClientEndpoint::Follower)
+        crate::backend::etcd::Options::of(&options).client_endpoint,
+        Some(crate::backend::etcd::ClientEndpoint::Follower)
     );
     let e = format!("{:#}", with("redis").unwrap_err());
     assert!(
@@ -439,7 +495,7 @@ fn presets_are_usable_by_name() {
 
 #[test]
 fn a_preset_fits_only_the_backends_its_users_run_it_on() {
-    for preset in LEASE_PRESETS {
+    for preset in lease_presets() {
         // Patroni's clients only lead (an election, one per node): its presets
         // are read in a_patroni_workload_is_an_election_one_client_per_node_...
         for kind in BackendKind::ALL
@@ -462,13 +518,13 @@ fn a_preset_fits_only_the_backends_its_users_run_it_on() {
                 .replace("resource = \"fenced\"", "resource = \"unfenced\"");
             match parse(&text) {
                 Ok(w) => {
-                    assert!(preset.fits(kind), "{} on {kind:?}", preset.name);
+                    assert!(kind.fits(preset), "{} on {kind:?}", preset.name);
                     assert_eq!(w.backend.lease.ttl, preset.ttl);
                     assert_eq!(w.backend.lease.preset, Some(preset));
                 }
                 Err(e) => {
                     let e = format!("{e:#}");
-                    assert!(!preset.fits(kind), "{} on {kind:?}: {e}", preset.name);
+                    assert!(!kind.fits(preset), "{} on {kind:?}: {e}", preset.name);
                     assert!(
                         e.contains("w/test.toml:11: backend.lease: the preset")
                             && e.contains(preset.name)
@@ -481,10 +537,7 @@ fn a_preset_fits_only_the_backends_its_users_run_it_on() {
     }
     // Every backend has a preset of its own users, beside the generic ones.
     for kind in BackendKind::ALL {
-        assert!(
-            LEASE_PRESETS.iter().any(|p| p.backends.contains(&kind)),
-            "{kind:?}"
-        );
+        assert!(!kind.lease_presets().is_empty(), "{kind:?}");
     }
 }
 
@@ -715,8 +768,9 @@ fn a_patroni_workload_is_an_election_one_client_per_node_on_an_unfenced_record()
     )
     .unwrap();
     let w = parse(&text).unwrap();
+    use crate::backend::OwnOptions;
     assert_eq!(
-        w.backend.primary_check,
+        crate::backend::patroni::Options::of(&w.backend.options).primary_check,
         crate::backend::patroni::PrimaryCheck::PatroniApi
     );
     let refused =
