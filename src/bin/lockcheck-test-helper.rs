@@ -91,14 +91,14 @@ fn killed_controller(dir: &Path) -> Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let redis = Command::new("redis-server")
+    let server = Command::new("redis-server")
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", ""])
         .envs(clock.env())
         .stdout(Stdio::null())
         .spawn()
         .context("starting redis-server (Debian package redis-server)")?;
-    journal.record(Effect::Process(Proc::of("n1", redis.id() as i32)?))?;
+    journal.record(Effect::Process(Proc::of("n1", server.id() as i32)?))?;
     let worker = Command::new("sleep")
         .arg("300")
         .stdout(Stdio::null())
@@ -108,7 +108,7 @@ fn killed_controller(dir: &Path) -> Result<()> {
     clock.set_offset(20_000_000_000);
     println!(
         "ready {} {} {}",
-        redis.id(),
+        server.id(),
         worker.id(),
         clock.path().display()
     );

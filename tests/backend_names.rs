@@ -1,0 +1,329 @@
+//! A backend is its own files plus one registry line: nothing else in src/ or
+//! scripts/ names a particular backend. The test reads every file there and fails
+//! naming each file:line that does, so that adding a backend stays "its files, its
+//! registry line, a workload, a test" (README, "How to add a backend").
+//!
+//! **What names a backend** (in code; comments are prose and are not read):
+//! - a token that is a backend's name as workloads write it (`redis`,
+//!   `postgres-lease`) or as its module is named (`redis_sentinel`, `postgres`): a
+//!   `kind = "redis"` in a message, a path `backend::etcd::...`, a word in a
+//!   script. Tokens are split at every character that is not a letter, a digit,
+//!   `_` or `-`, so `redis-server` (a program) and `tokio_postgres` (a crate) are
+//!   other words;
+//! - a backend's variant in a path: `BackendKind::Patroni`, `::Etcd`.
+//!
+//! A product's name in prose, in a comment or capitalised in a message ("like
+//! Redis", "PostgreSQL's initdb"), is not a backend named: lockcheck's docs and
+//! messages speak of the servers by their names.
+//!
+//! **Not read**: comments (`//` in Rust, `#` in scripts); test code (a file's
+//! `#[cfg(test)]` module, which by the crate's convention closes the file, and
+//! test-module files named tests.rs), whose workloads must name some backend;
+//! `mod x;` declarations, which are the module tree, not code.
+//!
+//! **The backend's own files**: `src/backend/<name>.rs` and `src/cluster/<name>.rs`
+//! (or folders of that name), where `<name>` is a backend's module name or starts
+//! with it and `_` (`redis_instance.rs` is Redis's). **The registry** and the files
+//! it is written from are [`REGISTRY`]; a few files name a backend for another
+//! reason, each said in [`ELSEWHERE`].
+
+use lockcheck::backend::BackendKind;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The registry: the one place that lists every backend.
+const REGISTRY: &[(&str, &str)] = &[
+    (
+        "src/backend/mod.rs",
+        "the backends' kinds, what is said of each, their clients, options and presets",
+    ),
+    ("src/cluster/recipes.rs", "each backend's server recipe"),
+    (
+        "scripts/packages.txt",
+        "each backend's Debian packages, as its server recipe declares them (tests/packages.rs)",
+    ),
+];
+
+/// Files that name a backend for a reason of their own.
+const ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "src/resource/",
+        "the PostgreSQL resource (resource = { kind = \"postgres\" }) is a protected resource, \
+         not a lock service; it starts its server with the postgres backends' recipe",
+    ),
+    (
+        "src/bin/lockcheck-etcd-lock.rs",
+        "an adapter of etcd's own lock service (clients/etcd-lock), a client like those of clients/",
+    ),
+    (
+        "src/history/import/",
+        "Porcupine's etcd logs: a history format lockcheck check reads, named after the test that wrote it",
+    ),
+    (
+        "src/cli/bench.rs",
+        "times the checker on Porcupine's etcd logs (a history format)",
+    ),
+];
+
+/// The names a backend goes by in code: as workloads write it, as its module is
+/// named (the snake form, and the first word: `postgres` of `postgres-lease`).
+fn names() -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for kind in BackendKind::ALL {
+        let name = kind.name();
+        names.insert(name.to_string());
+        names.insert(name.replace('-', "_"));
+        names.insert(name.split('-').next().unwrap().to_string());
+    }
+    names
+}
+
+/// The variants' names (`RedisSentinel`), named in a path.
+fn variants() -> BTreeSet<String> {
+    BackendKind::ALL
+        .into_iter()
+        .map(|k| format!("{k:?}"))
+        .collect()
+}
+
+/// Whether `rel` (relative to the crate) is one backend's own file.
+fn own(rel: &str, names: &BTreeSet<String>) -> bool {
+    ["src/backend/", "src/cluster/"].iter().any(|dir| {
+        let Some(rest) = rel.strip_prefix(dir) else {
+            return false;
+        };
+        let stem = rest.split('/').next().unwrap().trim_end_matches(".rs");
+        names
+            .iter()
+            .filter(|n| !n.contains('-'))
+            .any(|n| stem == n || stem.starts_with(&format!("{n}_")))
+    })
+}
+
+/// Rust source with its comments blanked (strings kept; lines kept) and its test
+/// module cut off.
+fn rust_code(text: &str) -> String {
+    // The inline test module: `#[cfg(test)]` then `mod tests {` (a `mod tests;`
+    // declaration is a file of its own, tests.rs).
+    let inline = text.match_indices("#[cfg(test)]").find(|(at, attr)| {
+        let rest = text[at + attr.len()..].trim_start();
+        let (open, end) = (rest.find('{'), rest.find(';'));
+        rest.starts_with("mod ") && matches!((open, end), (Some(o), e) if e.is_none_or(|e| o < e))
+    });
+    let text = match inline {
+        Some((at, _)) => &text[..at],
+        None => text,
+    };
+    let c: Vec<char> = text.chars().collect();
+    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < c.len() {
+        let ch = c[i];
+        if ch == '/' && at(i + 1) == '/' {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if ch == '/' && at(i + 1) == '*' {
+            while i < c.len() && !(c[i] == '*' && at(i + 1) == '/') {
+                if c[i] == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+        } else if ch == '\'' && (at(i + 2) == '\'' || (at(i + 1) == '\\' && at(i + 3) == '\'')) {
+            // A character literal ('"', '\n'): no string opens there.
+            let len = if at(i + 1) == '\\' { 4 } else { 3 };
+            out.extend(&c[i..(i + len).min(c.len())]);
+            i += len;
+        } else if ch == '"' || (ch == 'r' && (at(i + 1) == '"' || at(i + 1) == '#')) {
+            // A string, raw or not, to its end: kept, comments inside it are text.
+            let hashes = if ch == 'r' {
+                let mut h = 0;
+                while at(i + 1 + h) == '#' {
+                    h += 1;
+                }
+                if at(i + 1 + h) != '"' {
+                    out.push(ch);
+                    i += 1;
+                    continue;
+                }
+                out.extend(&c[i..i + 2 + h]);
+                i += 2 + h;
+                Some(h)
+            } else {
+                out.push(ch);
+                i += 1;
+                None
+            };
+            while i < c.len() {
+                let close = match hashes {
+                    Some(h) => c[i] == '"' && (1..=h).all(|k| at(i + k) == '#'),
+                    None => c[i] == '"',
+                };
+                if hashes.is_none() && c[i] == '\\' {
+                    out.extend(&c[i..(i + 2).min(c.len())]);
+                    i += 2;
+                    continue;
+                }
+                out.push(c[i]);
+                i += 1;
+                if close {
+                    let h = hashes.unwrap_or(0);
+                    out.extend(&c[i..(i + h).min(c.len())]);
+                    i += h;
+                    break;
+                }
+            }
+        } else {
+            out.push(ch);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// A script with its comments cut: a `#` that starts a word starts a comment.
+fn script_code(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            let cut = line
+                .char_indices()
+                .find(|&(i, ch)| ch == '#' && (i == 0 || line[..i].ends_with(char::is_whitespace)))
+                .map_or(line.len(), |(i, _)| i);
+            &line[..cut]
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Each backend named on each line of `code`: (line, the name).
+fn named(
+    code: &str,
+    names: &BTreeSet<String>,
+    variants: &BTreeSet<String>,
+) -> Vec<(usize, String)> {
+    let word = |ch: char| ch.is_alphanumeric() || ch == '_' || ch == '-';
+    let mut found = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        let t = line.trim_start();
+        let declaration = t
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ");
+        if declaration.starts_with("mod ") && t.ends_with(';') {
+            continue;
+        }
+        let mut at = 0;
+        for token in line.split(|ch: char| !word(ch)) {
+            let start = line[at..].find(token).map_or(at, |p| at + p);
+            at = start + token.len();
+            let token = token.trim_matches('-');
+            let in_path = line[..start].ends_with("::");
+            if names.contains(token) || (in_path && variants.contains(token)) {
+                found.push((i + 1, token.to_string()));
+            }
+        }
+    }
+    found
+}
+
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            files(&p, out);
+        } else {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn nothing_outside_a_backends_files_and_the_registry_names_a_backend() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (names, variants) = (names(), variants());
+    let mut all = Vec::new();
+    files(&root.join("src"), &mut all);
+    files(&root.join("scripts"), &mut all);
+    all.sort();
+    let under = |rel: &str, p: &str| rel == p || (p.ends_with('/') && rel.starts_with(p));
+    let mut wrong = Vec::new();
+    let mut needed = BTreeSet::new();
+    for path in all {
+        let rel = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let registry = REGISTRY.iter().any(|(p, _)| under(&rel, p));
+        if registry || own(&rel, &names) || rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let code = if rel.ends_with(".rs") {
+            rust_code(&text)
+        } else {
+            script_code(&text)
+        };
+        let elsewhere = ELSEWHERE.iter().find(|(p, _)| under(&rel, p));
+        for (line, name) in named(&code, &names, &variants) {
+            match elsewhere {
+                Some((p, _)) => {
+                    needed.insert(*p);
+                }
+                None => wrong.push(format!("{rel}:{line}: names the backend `{name}`")),
+            }
+        }
+    }
+    for (p, _) in ELSEWHERE.iter().filter(|(p, _)| !needed.contains(p)) {
+        wrong.push(format!(
+            "{p}: names no backend any more: drop its line of ELSEWHERE"
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "code outside a backend's own files and the registry names a backend; move it \
+         into the backend (its options, its server recipe, its registry entry) or say \
+         why here (ELSEWHERE):\n{}",
+        wrong.join("\n")
+    );
+}
+
+/// The rule itself, on lines that name a backend and lines that do not.
+#[test]
+fn a_backend_is_named_in_code_not_in_prose() {
+    let (names, variants) = (names(), variants());
+    let hits = |code: &str| -> Vec<String> {
+        named(code, &names, &variants)
+            .into_iter()
+            .map(|(_, n)| n)
+            .collect()
+    };
+    assert_eq!(hits("if kind == BackendKind::Patroni {"), ["Patroni"]);
+    assert_eq!(
+        hits("crate::backend::redis_sentinel::SERVERS"),
+        ["redis_sentinel"]
+    );
+    assert_eq!(hits(r#"bail!("only for kind = \"etcd\"")"#), ["etcd"]);
+    assert_eq!(hits("  \"nats-server:nats-server\""), Vec::<String>::new());
+    assert_eq!(hits("use tokio_postgres::Client;"), Vec::<String>::new());
+    assert_eq!(
+        hits(r#"bail!("a Redis without its keys")"#),
+        Vec::<String>::new()
+    );
+    assert_eq!(hits("mod etcd;"), Vec::<String>::new());
+    assert_eq!(
+        rust_code("let a = 1; // etcd\n/* redis */ let url = \"http://x\"; // nats\n"),
+        "let a = 1; \n let url = \"http://x\"; \n"
+    );
+    assert_eq!(
+        script_code("x=1 # redis\n# etcd\necho a#b"),
+        "x=1 \n\necho a#b"
+    );
+    assert!(own("src/backend/redis_instance.rs", &names));
+    assert!(own("src/cluster/postgres.rs", &names));
+    assert!(!own("src/backend/adapter.rs", &names));
+}
