@@ -440,3 +440,52 @@ after = "600ms"
     assert!(long >= 1_500_000_000, "{events:?}");
     r.assert_nothing_left();
 }
+
+/// The audit's holder-cut-off-fenced scenario, as the battery writes it for Redis:
+/// the holder's lock client renews in the background, the cut leaves its renewals
+/// unanswered, and the holder writes on to the resource (which is not behind the
+/// cut) after its successor's grant, so the fence has to decide. Provoked in 26 of
+/// 26 runs on the loaded 2-core machine (load 4-7); up to 3 runs here, one provoked is enough.
+#[test]
+fn the_cut_off_holder_writes_on_after_its_successor_is_granted_and_the_fence_decides() {
+    use lockcheck::audit::battery::{workload_text, Facts, Fencing, Recipe, Scenario};
+    use lockcheck::backend::BackendKind;
+    let facts = Facts::registered(BackendKind::Redis, None, None);
+    let scenario = Scenario {
+        recipe: Recipe::HolderCutOff,
+        fencing: Fencing::Fenced,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_workload(dir.path(), "cut-off.toml", &workload_text(scenario, &facts));
+    let mut classes = Vec::new();
+    for seed in ["1", "2", "3"] {
+        let r = run(&path, &["--seed", seed]);
+        // The fence held: every late write it saw was rejected, none accepted.
+        assert_eq!(r.code, 0, "{}\n{}", r.json, r.stderr);
+        assert!(r.anomalies("stale-write-accepted").is_empty(), "{}", r.json);
+        // The partition cut the holder off from the server, not from the resource.
+        let cut = r.first_op("partition");
+        assert!(
+            cut.value["links"][0].as_str().unwrap().ends_with("->n1"),
+            "{cut:?}"
+        );
+        r.assert_nothing_left();
+        let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
+        let calls = lockcheck::check::calls::Calls::of(&history);
+        let p = lockcheck::check::provoked::provoked(&history, &calls);
+        classes.push(p.class.name());
+        if p.class == lockcheck::check::provoked::Provocation::Provoked {
+            assert!(p.late_writes_reached >= 1, "{p:?}");
+            assert!(
+                r.json["figures"]["writes_rejected_by_fence"]
+                    .as_u64()
+                    .unwrap()
+                    >= 1,
+                "{}",
+                r.json["figures"]
+            );
+            return;
+        }
+    }
+    panic!("not one of 3 runs provoked: {classes:?}");
+}

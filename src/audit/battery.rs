@@ -101,7 +101,10 @@ impl Recipe {
             }
             Recipe::KillRestartWiped => "a server node killed (-9) and restarted empty",
             Recipe::HolderCutOff => {
-                "the holder cut off from every server node for 3.5 s while it renews"
+                "the holder cut off from every server node for 3.5 s while its lock client \
+                 renews the lease in the background every 1 s (a watchdog): the renewals go \
+                 unanswered, and the holder, told nothing, writes on to the resource, which \
+                 is not behind the cut"
             }
             Recipe::LeaderIsolated => "the leader cut off from its peers for 4 s",
             Recipe::SlowLinks => "every client-to-node link delayed 100 ms ± 30 ms each way",
@@ -125,6 +128,10 @@ impl Recipe {
             Recipe::ClockJumpMajority | Recipe::ClockRateMajority => {
                 format!("{} nodes of {n}", n / 2 + 1)
             }
+            Recipe::HolderCutOff if n == 1 => {
+                "one client, the holder, from the only server".to_string()
+            }
+            Recipe::HolderCutOff => format!("one client, the holder, from all {n} nodes"),
             Recipe::LeaderIsolated => format!("the leader, from the other {}", n - 1),
             Recipe::SlowLinks if n == 1 => "the link to the only server".to_string(),
             Recipe::SlowLinks => format!("the links to all {n} nodes"),
@@ -224,9 +231,12 @@ impl Recipe {
         }
     }
 
-    /// How the clients use the lock: (clients, acquire timeout, hold, writes, renew
-    /// every). A holder that is to outlive its lease on its own holds twice the
-    /// lease; one cut off renews, as a long-running holder does.
+    /// How the clients use the lock: (clients, acquire timeout, hold, writes, renewed
+    /// in the background every). A holder that is to outlive its lease on its own
+    /// holds twice the lease. One cut off holds as long and has its lock client
+    /// renew the lease in the background, as a long-running holder does: a holder
+    /// that renewed between its writes would stop at its first unanswered renewal,
+    /// before its lease ran out, and no successor would ever see it write.
     fn section(self) -> (usize, &'static str, &'static str, u32, Option<&'static str>) {
         match self {
             Recipe::ClockJumpHolder | Recipe::ClockRateHolder => (2, "100ms", "4s", 8, None),
@@ -514,7 +524,9 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
         "name = {}\n",
         quoted(&format!("{kind}-{}", scenario.name()))
     );
-    t += &format!("duration = \"{duration}\"\nseed = 1\n");
+    // A run has shown what it can one lease after its fault's effect: it ends
+    // there rather than at its full length, which stays its longest.
+    t += &format!("duration = \"{duration}\"\nend = \"after-effect\"\nseed = 1\n");
     if fencing == Fencing::Fenced {
         t += "resource = \"fenced\"\nallow = [\"double-holder\"]\n";
     } else {
@@ -526,7 +538,7 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
         facts.token
     );
     if let Some(r) = renew_every {
-        t += &format!("renew_every = \"{r}\"\n");
+        t += &format!("renew = \"background\"\nrenew_every = \"{r}\"\n");
     }
     if recipe == Recipe::LeaderIsolated {
         t += "network = \"namespaces\"\n";
@@ -651,6 +663,31 @@ mod tests {
             .map(|p| p.at.as_millis() as u64)
             .collect();
         assert_eq!(at, [1000, 3500, 6000]);
+    }
+
+    /// A holder that renewed between its writes would stop at its first unanswered
+    /// renewal, before its lease ran out: no successor would see it write again.
+    #[test]
+    fn the_cut_off_holder_has_its_lock_client_renew_in_the_background() {
+        use crate::run::workload::Renew;
+        for kind in [BackendKind::Redis, BackendKind::Zookeeper] {
+            let facts = Facts::registered(kind, None, None);
+            let s = Scenario {
+                recipe: Recipe::HolderCutOff,
+                fencing: Fencing::Fenced,
+            };
+            let text = workload_text(s, &facts);
+            let w = Workload::parse(&text, Path::new("/audit/c.toml")).unwrap();
+            assert_eq!(w.backend.renew, Renew::Background, "{kind}");
+            assert_eq!(w.backend.lease.renew_every, Some(Duration::from_secs(1)));
+            let whom = if facts.nodes == 1 {
+                "one client, the holder, from the only server".to_string()
+            } else {
+                format!("one client, the holder, from all {} nodes", facts.nodes)
+            };
+            assert!(text.contains(&whom), "{kind}: {text}");
+            assert!(text.contains("writes on to the resource"), "{text}");
+        }
     }
 
     #[test]

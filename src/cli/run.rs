@@ -97,7 +97,7 @@ pub fn main(args: Args) -> Result<u8> {
         if !args.json {
             let b = &w.backend;
             eprintln!(
-                "lockcheck: running {} (seed {seed}): {} × {} node{}, lease {:.1} s{}, {} clients, {} resource, {:.0} s",
+                "lockcheck: running {} (seed {seed}): {} × {} node{}, lease {:.1} s{}, {} clients, {} resource, {}{:.0} s",
                 w.name,
                 b.kind.name(),
                 b.nodes,
@@ -106,6 +106,10 @@ pub fn main(args: Args) -> Result<u8> {
                 b.lease.preset.map(|p| format!(" ({})", p.name)).unwrap_or_default(),
                 w.clients.count,
                 w.resource.describe(),
+                match w.end {
+                    run::workload::End::AfterEffect => "a lease after the fault's effect, at most ",
+                    run::workload::End::Duration => "",
+                },
                 time_limit.unwrap_or(w.duration).as_secs_f64(),
             );
         }

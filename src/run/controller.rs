@@ -8,7 +8,7 @@
 
 use super::live::{stopped, Live, LOCK_NAME};
 use super::worker::{self, Command, Reply};
-use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Workload};
+use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Renew, Workload};
 use crate::fault::{client_name, ClientProc, Place};
 use crate::history::error::withheld;
 use crate::history::{HistoryWriter, Op, OpType, Process};
@@ -487,12 +487,13 @@ impl Slot {
         if self.process != process || !self.alive {
             return Ok(());
         }
+        // With `renew = "background"` the worker's lock client renews on its own.
+        let renew_every = match w.backend.renew {
+            Renew::Section => w.backend.lease.renew_every,
+            Renew::Background => None,
+        };
         for _ in 0..s.writes {
-            if w.backend
-                .lease
-                .renew_every
-                .is_some_and(|r| granted.elapsed() >= r)
-            {
+            if renew_every.is_some_and(|r| granted.elapsed() >= r) {
                 let renewed = self.call(Command::Renew { token }).await?;
                 if self.process != process || !self.alive {
                     return Ok(());

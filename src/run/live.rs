@@ -7,7 +7,7 @@ use crate::resource;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The lock every client of a run competes for.
 pub const LOCK_NAME: &str = "lockcheck";
@@ -29,6 +29,12 @@ struct LiveState {
     /// Acquires that succeeded while another slot was still inside its section.
     overlaps: u64,
     faults: Vec<String>,
+    /// When the first fault occurrence took effect, and when it was over.
+    first_fault: Option<Instant>,
+    first_fault_over: Option<Instant>,
+    /// The first acquire, after a fault took effect, while another slot was
+    /// still inside its section: a holder deposed.
+    first_deposed: Option<Instant>,
 }
 
 impl Live {
@@ -40,6 +46,9 @@ impl Live {
         self.with(|s| {
             if s.holding.iter().any(|&h| h != slot) {
                 s.overlaps += 1;
+                if s.first_fault.is_some() && s.first_deposed.is_none() {
+                    s.first_deposed = Some(Instant::now());
+                }
             }
             s.holding.insert(slot);
             s.latest = Some(slot);
@@ -62,6 +71,28 @@ impl Live {
 
     pub fn set_faults(&self, faults: Vec<String>) {
         self.with(|s| s.faults = faults)
+    }
+
+    /// A fault occurrence took effect (it reached a target).
+    pub fn fault_took_effect(&self) {
+        self.with(|s| {
+            s.first_fault.get_or_insert_with(Instant::now);
+        })
+    }
+
+    /// A fault occurrence is over (healed, resumed, restarted, clock reset).
+    pub fn fault_over(&self) {
+        self.with(|s| {
+            if s.first_fault.is_some() {
+                s.first_fault_over.get_or_insert_with(Instant::now);
+            }
+        })
+    }
+
+    /// When the first fault's effect has been seen through: the later of its end
+    /// and the first holder deposed after it took effect; none until both.
+    pub fn effect_seen(&self) -> Option<Instant> {
+        self.with(|s| Some(s.first_fault_over?.max(s.first_deposed?)))
     }
 
     pub(super) fn line(&self, elapsed: Duration, total: Duration, res: resource::Stats) -> String {

@@ -440,6 +440,12 @@ fn worker_configs(
                 run_dir: dir.to_path_buf(),
                 election: matches!(w.mode, workload::ClientMode::Election(_)),
             }),
+            background_renew_ms: match w.backend.renew {
+                workload::Renew::Background => {
+                    w.backend.lease.renew_every.map(|r| r.as_millis() as u64)
+                }
+                workload::Renew::Section => None,
+            },
         })
         .collect()
 }
@@ -603,7 +609,13 @@ async fn live(
     // Clients finish the section under way. A stuck worker costs at most an acquire
     // and one more op timing out (then its id is retired and the section ends).
     let finish = w.mode.finishing() + (w.clients.op_timeout + w.backend.acquire_timeout) * 2;
-    let failure = supervise(&mut tasks, duration, &stop, finish).await;
+    let after_effect = (w.end == workload::End::AfterEffect).then(|| AfterEffect {
+        live: live.clone(),
+        tally: tally.clone(),
+        planned: planned.clone(),
+        wait: w.backend.lease.ttl + AFTER_EFFECT_MARGIN,
+    });
+    let failure = supervise(&mut tasks, duration, after_effect, &stop, finish).await;
     if let Some(status) = status {
         status.abort();
         eprint!("\r\x1b[2K");
@@ -782,12 +794,39 @@ async fn start_cluster(
     })
 }
 
-/// Lets the run go for `duration` (the first task to fail ends it early), raises the
-/// stop flag, and waits up to `finish` for the clients and the nemesis to wind down.
-/// Returns the first failure.
+/// `end = "after-effect"`: beyond one lease after a holder was deposed, its
+/// successor holds a grant of its own and the deposed holder's section has run
+/// out (or been cut off); the margin lets its last writes land.
+const AFTER_EFFECT_MARGIN: Duration = Duration::from_millis(500);
+
+/// `end = "after-effect"`: what tells the run that its fault's effect was seen through.
+struct AfterEffect {
+    live: Arc<Live>,
+    tally: Arc<nemesis::Tally>,
+    planned: Vec<u64>,
+    /// One lease plus [`AFTER_EFFECT_MARGIN`].
+    wait: Duration,
+}
+
+impl AfterEffect {
+    /// When the run may end: `wait` after the first fault's effect was seen
+    /// through (it is over and a holder was deposed), once every planned fault
+    /// started; none before.
+    fn due(&self) -> Option<std::time::Instant> {
+        if !self.tally.all_started(&self.planned) {
+            return None;
+        }
+        Some(self.live.effect_seen()? + self.wait)
+    }
+}
+
+/// Lets the run go for `duration`, or until `after_effect` is due (the first task
+/// to fail ends it early), raises the stop flag, and waits up to `finish` for the
+/// clients and the nemesis to wind down. Returns the first failure.
 async fn supervise(
     tasks: &mut tokio::task::JoinSet<Result<()>>,
     duration: Duration,
+    after_effect: Option<AfterEffect>,
     stop: &tokio::sync::watch::Sender<bool>,
     finish: Duration,
 ) -> Option<anyhow::Error> {
@@ -798,10 +837,17 @@ async fn supervise(
     };
     let ended = tokio::time::sleep(duration);
     tokio::pin!(ended);
+    let mut look = tokio::time::interval(Duration::from_millis(50));
     let mut failure = None;
     while failure.is_none() {
         tokio::select! {
             _ = &mut ended => break,
+            _ = look.tick(), if after_effect.is_some() => {
+                let due = after_effect.as_ref().and_then(AfterEffect::due);
+                if due.is_some_and(|t| t <= std::time::Instant::now()) {
+                    break;
+                }
+            }
             done = tasks.join_next() => match done {
                 Some(done) => failure = failed(done),
                 None => break,

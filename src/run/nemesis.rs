@@ -94,6 +94,15 @@ impl Tally {
         }
     }
 
+    /// Every entry started its `planned` occurrences (see [`planned`]).
+    pub fn all_started(&self, planned: &[u64]) -> bool {
+        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        planned
+            .iter()
+            .enumerate()
+            .all(|(i, &want)| all.get(i).is_some_and(|e| e.started >= want))
+    }
+
     /// Planned against started, entry by entry: `planned[i]` occurrences of
     /// `entries[i]` (see [`planned`]), the run having lasted `ran` (`--time-limit`
     /// said so when `cut_short`).
@@ -409,6 +418,9 @@ impl Nemesis {
             e.started += u64::from(!unreached);
             e.standing = standing;
         });
+        if !unreached {
+            self.live.fault_took_effect();
+        }
         self.recorder
             .record(Process::Nemesis, OpType::Info, start_f, value, None, None)?;
         self.live.set_faults(self.active_labels());
@@ -441,6 +453,7 @@ impl Nemesis {
         }
         self.recorder
             .record(Process::Nemesis, OpType::Info, stop_f, value, None, None)?;
+        self.live.fault_over();
         self.live.set_faults(self.active_labels());
         Ok(())
     }

@@ -18,8 +18,10 @@ use crate::resource::{self, WriteOutcome};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::Mutex;
 
 /// What a worker is started with (one JSON argument).
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -39,6 +41,10 @@ pub struct Config {
     /// The workload's `[client]`: an adapter program instead of the built-in recipe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub adapter: Option<adapter::Spec>,
+    /// `backend.renew = "background"`: the client renews its lease on its own this
+    /// often while it holds the lock, as a library's watchdog does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background_renew_ms: Option<u64>,
 }
 
 /// The error of a write a self-fencing worker refused: the controller ends the
@@ -68,6 +74,100 @@ impl Lease {
 
     fn expired(&self) -> bool {
         self.deadline.is_none_or(|d| Instant::now() >= d)
+    }
+}
+
+/// The lock client and what the worker knows of its lease: shared between the
+/// requests and, with `renew = "background"`, the renewer. The view is never held
+/// across a request, so a renewal waiting on a cut link holds up no write.
+struct Holder {
+    lock: Mutex<Box<dyn LockClient>>,
+    view: std::sync::Mutex<View>,
+    /// A leader acts on the lock service's own node before it writes (Patroni);
+    /// the holder of a lock never does.
+    acts: bool,
+}
+
+/// What the worker knows of its lease.
+struct View {
+    /// The self-fencing worker's view of its lease.
+    lease: Option<Lease>,
+    /// As far as this client knows, it holds the lock: what the renewer renews.
+    holding: bool,
+    /// The last grant, or the last renewal tried: the renewer's next is due
+    /// `background_renew_ms` after it.
+    renewed: Instant,
+}
+
+impl View {
+    /// Records a grant (acquire or renew) or its refusal; `sent`: when the
+    /// request left.
+    fn granted(&mut self, sent: Instant, r: &Result<Grant, LockError>) {
+        self.renewed = sent;
+        match r {
+            Ok(g) => {
+                self.holding = true;
+                if let Some(l) = self.lease.as_mut() {
+                    l.granted(sent, g);
+                }
+            }
+            Err(_) => self.lost(),
+        }
+    }
+
+    fn lost(&mut self) {
+        self.holding = false;
+        if let Some(l) = self.lease.as_mut() {
+            l.lost();
+        }
+    }
+}
+
+impl Holder {
+    fn view(&self) -> std::sync::MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// `renew = "background"`: renews the lease `every` after the last grant or
+/// renewal while the client holds the lock, as a lock library's watchdog does,
+/// and tells the holder nothing. A renewal that succeeds moves a self-fencing
+/// holder's deadline; one refused (the lease is gone) stops the renewals until
+/// the next grant; one unanswered (the holder cut off from the servers) is tried
+/// again `every` later, while the holder writes on.
+async fn renew_in_background(holder: Arc<Holder>, every: Duration) {
+    loop {
+        let due = {
+            let v = holder.view();
+            v.holding.then_some(v.renewed + every)
+        };
+        match due {
+            Some(due) if due <= Instant::now() => {
+                let mut lock = holder.lock.lock().await;
+                // Released or deposed while this waited for the lock client.
+                if !holder.view().holding {
+                    continue;
+                }
+                let sent = Instant::now();
+                let r = lock.renew().await;
+                let mut v = holder.view();
+                match r {
+                    Err(LockError::Indeterminate(why)) => {
+                        v.renewed = sent;
+                        tracing::info!("background renewal unanswered: {why}");
+                    }
+                    r => {
+                        if let Err(e) = &r {
+                            tracing::info!("background renewal refused: {e}");
+                        }
+                        v.granted(sent, &r);
+                    }
+                }
+            }
+            Some(due) => tokio::time::sleep_until(due.into()).await,
+            // Nothing held: look again soon (a grant starts the count).
+            None => tokio::time::sleep(every.min(Duration::from_millis(50))).await,
+        }
     }
 }
 
@@ -202,7 +302,7 @@ pub async fn serve(config: Config) -> Result<()> {
         anyhow::Ok((lock, res, hello))
     }
     .await;
-    let (mut lock, mut res) = match connected {
+    let (lock, mut res) = match connected {
         Ok((lock, res, hello)) => {
             send(&mut out, &Reply::ok(0, hello)).await?;
             (lock, res)
@@ -212,77 +312,83 @@ pub async fn serve(config: Config) -> Result<()> {
             return Err(e);
         }
     };
-    let mut lease = config.self_fencing_margin_ms.map(|m| Lease {
-        margin: Duration::from_millis(m),
-        fallback: config.lock.lease,
-        deadline: None,
+    let holder = Arc::new(Holder {
+        lock: Mutex::new(lock),
+        view: std::sync::Mutex::new(View {
+            lease: config.self_fencing_margin_ms.map(|m| Lease {
+                margin: Duration::from_millis(m),
+                fallback: config.lock.lease,
+                deadline: None,
+            }),
+            holding: false,
+            renewed: Instant::now(),
+        }),
+        acts: config.election,
     });
+    if let Some(every) = config.background_renew_ms {
+        tokio::spawn(renew_in_background(
+            holder.clone(),
+            Duration::from_millis(every),
+        ));
+    }
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
         let req: Request = serde_json::from_str(&line)
             .with_context(|| format!("bad request from the controller: {line}"))?;
-        let mut reply = perform(lock.as_mut(), &mut res, lease.as_mut(), &req).await;
+        let mut reply = perform(&holder, &mut res, &req).await;
         // Writes and reads go to the resource, not to a node of the lock service
         // (a write that acted on a node says which, in `perform`).
         if !matches!(req.op, Command::Write { .. } | Command::Read) {
-            reply.node = lock.node();
+            reply.node = holder.lock.lock().await.node();
         }
         send(&mut out, &reply).await?;
     }
     Ok(())
 }
 
-/// Performs one request. `lease` is the self-fencing worker's view of its lease:
-/// every grant moves its deadline, every refusal or release drops it, and a write
-/// past it is refused here, before it reaches the resource.
-async fn perform(
-    lock: &mut dyn LockClient,
-    res: &mut resource::Client,
-    mut lease: Option<&mut Lease>,
-    req: &Request,
-) -> Reply {
+/// Performs one request. The holder's lease view (self-fencing) moves with every
+/// grant, every refusal or release drops it, and a write past it is refused here,
+/// before it reaches the resource.
+async fn perform(holder: &Holder, res: &mut resource::Client, req: &Request) -> Reply {
     let id = req.id;
     let sent = Instant::now();
-    let mut granted = |r: Result<Grant, LockError>| match r {
-        Ok(g) => {
-            if let Some(l) = lease.as_deref_mut() {
-                l.granted(sent, &g);
-            }
-            Reply::ok(id, grant_value(g))
-        }
-        Err(e) => {
-            if let Some(l) = lease.as_deref_mut() {
-                l.lost();
-            }
-            Reply::from_lock_error(id, e)
+    let granted = |r: Result<Grant, LockError>| {
+        holder.view().granted(sent, &r);
+        match r {
+            Ok(g) => Reply::ok(id, grant_value(g)),
+            Err(e) => Reply::from_lock_error(id, e),
         }
     };
     match &req.op {
-        Command::Acquire => granted(lock.acquire().await),
-        Command::Renew { .. } => granted(lock.renew().await),
+        Command::Acquire => granted(holder.lock.lock().await.acquire().await),
+        Command::Renew { .. } => granted(holder.lock.lock().await.renew().await),
         Command::Release { .. } => {
-            if let Some(l) = lease {
-                l.lost();
-            }
+            let mut lock = holder.lock.lock().await;
+            holder.view().lost();
             match lock.release().await {
                 Ok(()) => Reply::ok(id, Value::Null),
                 Err(e) => Reply::from_lock_error(id, e),
             }
         }
-        Command::Write { .. } if lease.as_ref().is_some_and(|l| l.expired()) => {
+        Command::Write { .. } if holder.view().lease.as_ref().is_some_and(|l| l.expired()) => {
             Reply::failed(id, OpType::Fail, SELF_FENCED.into())
         }
         Command::Write { token, data } => {
             // A leadership that acts on the lock service's own node (Patroni) acts
             // there; the resource then records what the node accepted, in order.
-            let acted_on_node = match lock.act(*token, data).await {
-                None => None,
-                Some(Ok(())) => lock.node(),
-                Some(Err(e)) => {
-                    let mut reply = Reply::from_lock_error(id, e);
-                    reply.node = lock.node();
-                    return reply;
+            let acted_on_node = if holder.acts {
+                let mut lock = holder.lock.lock().await;
+                match lock.act(*token, data).await {
+                    None => None,
+                    Some(Ok(())) => lock.node(),
+                    Some(Err(e)) => {
+                        let mut reply = Reply::from_lock_error(id, e);
+                        reply.node = lock.node();
+                        return reply;
+                    }
                 }
+            } else {
+                None
             };
             let mut reply = match res.write(req.process, *token, data).await {
                 Ok(WriteOutcome::Applied { seq }) => {
@@ -299,7 +405,7 @@ async fn perform(
             Ok((seq, data)) => Reply::ok(id, json!({ "data": data, "seq": seq })),
             Err(e) => Reply::failed(id, OpType::Fail, format!("{e:#}")),
         },
-        Command::Held => match lock.held().await {
+        Command::Held => match holder.lock.lock().await.held().await {
             Some(Ok(held)) => Reply::ok(id, json!({ "held": held })),
             Some(Err(e)) => Reply::from_lock_error(id, e),
             None => Reply::failed(id, OpType::Fail, "held: this client cannot tell".into()),

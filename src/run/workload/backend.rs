@@ -17,6 +17,9 @@ pub struct Backend {
     /// Server nodes: 1 for Redis, 5 independent instances for Redlock, 3 for etcd.
     pub nodes: usize,
     pub lease: Lease,
+    /// `renew`: whether the holder renews between its writes or its lock client
+    /// renews on its own (then `lease.renew_every` is always set).
+    pub renew: raw::Renew,
     /// Whether acquire asks the backend for a fencing token (Redis `INCR`, etcd revision).
     pub fencing_token: bool,
     /// How long one acquire may wait for the lock before it fails.
@@ -57,7 +60,7 @@ pub(super) fn read(
             format!("{kind} hands out no fencing token: expected false")
         ));
     }
-    let lease = lease(&b, &file, text, bad)?;
+    let (lease, renew) = lease(&b, &file, text, bad)?;
     let monotonic_offsets = monotonic_offsets(b.monotonic_offset, nodes, bad)?;
     options(kind, &b.options, &file, text, bad)?;
     let network = network(kind, b.network, bad)?;
@@ -65,6 +68,7 @@ pub(super) fn read(
         kind,
         nodes,
         lease,
+        renew,
         fencing_token,
         acquire_timeout: b.acquire_timeout.map_or(Duration::from_secs(1), |d| d.0),
         endpoints: b.endpoints.unwrap_or_default(),
@@ -174,13 +178,13 @@ fn nodes(
     Ok(nodes)
 }
 
-/// `lease` (a duration or a preset that fits the backend) and `renew_every`.
+/// `lease` (a duration or a preset that fits the backend), `renew_every` and `renew`.
 fn lease(
     b: &raw::Backend,
     file: &std::path::Display<'_>,
     text: &str,
     bad: &dyn Fn(&str, String) -> anyhow::Error,
-) -> Result<Lease> {
+) -> Result<(Lease, raw::Renew)> {
     let kind = b.kind;
     let lease_line = line_of(text, b.lease.span().start);
     let lease = match *b.lease.get_ref() {
@@ -228,7 +232,27 @@ fn lease(
             "expected a period longer than 0".into()
         ));
     }
-    Ok(lease)
+    let renew = b.renew.unwrap_or_default();
+    if renew == raw::Renew::Section {
+        return Ok((lease, renew));
+    }
+    // A watchdog renews well within the lease: a third of it unless told.
+    let every = lease.renew_every.unwrap_or(lease.ttl / 3);
+    if every >= lease.ttl {
+        bail!(bad(
+            "backend.renew_every",
+            format!(
+                "a client renewing in the background renews within its lease: expected less than {} ms, found {} ms",
+                lease.ttl.as_millis(),
+                every.as_millis()
+            )
+        ));
+    }
+    let lease = Lease {
+        renew_every: Some(every),
+        ..lease
+    };
+    Ok((lease, renew))
 }
 
 /// `monotonic_offset`: (node, offset in ns) for every node, or for those named.

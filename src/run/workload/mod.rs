@@ -14,6 +14,11 @@
 //!                               #   act; see election.rs for [leader] and
 //!                               #   [clients] on_lease_loss)
 //! duration = "6s"
+//! end = "duration"              # optional: duration | after-effect. "after-effect":
+//!                               #   the run ends one lease plus 500 ms after the
+//!                               #   first fault occurrence is over and a holder was
+//!                               #   deposed (whichever is later), once every planned
+//!                               #   fault has started; at `duration` at the latest
 //! seed = 1                      # optional, 0: the fault schedule's random choices
 //! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
 //!                               #   (or a [resource] table, below)
@@ -31,6 +36,15 @@
 //!                               #   backend, others on the backend their users
 //!                               #   run them on (lockcheck doctor lists them)
 //! renew_every = "300ms"         # optional (client-go: 2s): renew during long holds
+//! renew = "section"             # optional: section | background. "section": the
+//!                               #   holder renews between its writes, and a renewal
+//!                               #   refused or unanswered ends its section;
+//!                               #   "background": its lock client renews on its own
+//!                               #   every renew_every (a third of the lease unless
+//!                               #   given), as a library's watchdog does, and the
+//!                               #   holder writes on, learning nothing of a failed
+//!                               #   renewal (a self-fencing holder's deadline moves
+//!                               #   with each renewal that succeeded); lock mode only
 //! fencing_token = true          # optional: whether the backend hands out one
 //! acquire_timeout = "500ms"     # optional, 1s: how long one acquire waits
 //! network = "loopback"          # optional: loopback | namespaces (local runtime:
@@ -196,7 +210,7 @@ pub use election::{ClientMode, Election};
 pub use faults::FaultEntry;
 pub use faults::PlannedFault;
 pub use preset::{lease_presets, Lease, LeasePreset};
-pub use raw::OnLeaseLoss;
+pub use raw::{End, OnLeaseLoss, Renew};
 pub use section::CriticalSection;
 
 use crate::backend::BackendKind;
@@ -219,6 +233,8 @@ pub struct Workload {
     pub path: PathBuf,
     pub text: String,
     pub duration: Duration,
+    /// `end`: at `duration`, or earlier once the first fault's effect is over.
+    pub end: End,
     pub seed: u64,
     pub allow: Vec<AnomalyKind>,
     pub backend: Backend,
@@ -482,6 +498,12 @@ impl Workload {
             kind,
             lease,
         )?;
+        if backend.renew == Renew::Background && !matches!(mode, ClientMode::Lock(_)) {
+            bail!(bad(
+                "backend.renew",
+                "a leader renews its own lease (every backend.renew_every): \"background\" is for mode = \"lock\"".into()
+            ));
+        }
         let setting = crate::fault::spec::Setting {
             clients: count,
             nodes,
@@ -526,6 +548,7 @@ impl Workload {
             path: path.to_path_buf(),
             text: text.to_string(),
             duration: raw.duration.0,
+            end: raw.end.unwrap_or_default(),
             seed: raw.seed.unwrap_or(0),
             allow: raw.allow,
             backend,

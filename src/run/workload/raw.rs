@@ -15,6 +15,7 @@ use std::fmt;
 pub struct Workload {
     pub name: Option<String>,
     pub duration: Dur,
+    pub end: Option<End>,
     pub seed: Option<u64>,
     #[serde(default)]
     pub allow: Vec<AnomalyKind>,
@@ -121,6 +122,7 @@ pub struct Backend {
     pub nodes: Option<usize>,
     pub lease: toml::Spanned<LeaseSpec>,
     pub renew_every: Option<Dur>,
+    pub renew: Option<Renew>,
     pub fencing_token: Option<bool>,
     pub acquire_timeout: Option<Dur>,
     pub endpoints: Option<Vec<String>>,
@@ -240,4 +242,31 @@ pub enum OnLeaseLoss {
     /// Stops acting at once and resigns (then campaigns again, as a restarted
     /// process would), as Kubernetes' scheduler exits on a lost lease.
     Exit,
+}
+
+/// `end`: when a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum End {
+    /// After `duration`.
+    #[default]
+    Duration,
+    /// One lease (plus a margin) after the first fault's effect is over, once a
+    /// holder was deposed: by then the successor's grant and the deposed holder's
+    /// late writes are in the history. `duration` stays the longest a run lasts.
+    AfterEffect,
+}
+
+/// `backend.renew`: who renews the lease during a long hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Renew {
+    /// The holder, between its writes (`renew` ops): a renewal refused or
+    /// unanswered ends its critical section.
+    #[default]
+    Section,
+    /// The holder's lock client, on its own, every `renew_every`, as a lock
+    /// library's watchdog does (Redisson's): the holder writes on whatever the
+    /// renewals say, and learns nothing of one that failed.
+    Background,
 }

@@ -406,6 +406,35 @@ fn a_self_fencing_margin_must_leave_part_of_the_lease() {
 }
 
 #[test]
+fn a_client_renewing_in_the_background_renews_within_its_lease_in_lock_mode_only() {
+    let w = parse(GOOD).unwrap();
+    assert_eq!((w.backend.renew, w.end), (Renew::Section, End::Duration));
+    let with = |keys: &str| parse(&GOOD.replace("lease = \"1500ms\"", keys));
+    // A third of the lease unless told, as a watchdog renews.
+    let w = with("lease = \"1500ms\"\nrenew = \"background\"").unwrap();
+    assert_eq!(w.backend.renew, Renew::Background);
+    assert_eq!(
+        w.backend.lease.renew_every,
+        Some(Duration::from_millis(500))
+    );
+    let e = format!(
+        "{:#}",
+        with("lease = \"1500ms\"\nrenew = \"background\"\nrenew_every = \"2s\"").unwrap_err()
+    );
+    assert!(
+        e.starts_with("w/test.toml: backend.renew_every: a client renewing in the background renews within its lease: expected less than 1500 ms, found 2000 ms"),
+        "{e}"
+    );
+    let e = format!(
+        "{:#}",
+        with("lease = \"1500ms\"\nrenew = \"always\"").unwrap_err()
+    );
+    assert!(e.contains("backend.renew: unknown variant `always`"), "{e}");
+    let w = parse(&GOOD.replace("seed = 7", "seed = 7\nend = \"after-effect\"")).unwrap();
+    assert_eq!(w.end, End::AfterEffect);
+}
+
+#[test]
 fn a_full_workload_reads_with_defaults_filled_in() {
     let w = parse(GOOD).unwrap();
     assert_eq!(w.name, "test");
@@ -903,6 +932,12 @@ act_every = "150ms"
         let e = refused(&LEADER.replace("lease = \"2s\"", "lease = \"2s\"\nrenew_every = \"2s\""));
         assert!(
             e.starts_with("w/leader.toml: backend.renew_every: a leader renews within its lease"),
+            "{e}"
+        );
+        let e =
+            refused(&LEADER.replace("lease = \"2s\"", "lease = \"2s\"\nrenew = \"background\""));
+        assert!(
+            e.starts_with("w/leader.toml: backend.renew: a leader renews its own lease"),
             "{e}"
         );
         let e = refused(&LEADER.replace("act_every", "acts_every"));
