@@ -130,7 +130,7 @@ impl Fault for Pause {
 async fn stop(p: &ClientProc) -> Result<bool> {
     match &p.place {
         Place::Here(pid) => match killpg(*pid, Signal::SIGSTOP) {
-            Ok(()) => Ok(true),
+            Ok(()) => stopped_here(*pid, &p.name).await,
             Err(nix::errno::Errno::ESRCH) => Ok(false),
             Err(e) => Err(e).with_context(|| format!("pausing {} (pid {pid})", p.name)),
         },
@@ -145,6 +145,37 @@ async fn stop(p: &ClientProc) -> Result<bool> {
             .await?
         }
     }
+}
+
+/// How long a signalled worker may take to show stopped: SIGSTOP is acted on
+/// when the kernel next schedules it, milliseconds even on a loaded machine.
+const STOP_SEEN_WITHIN: Duration = Duration::from_secs(2);
+
+/// Waits until the kernel shows the worker stopped (state `T`): only then has
+/// the pause taken effect, and only then is it written into the history (a
+/// delivered signal is not a stopped holder). False if it exited meanwhile.
+async fn stopped_here(pid: nix::unistd::Pid, name: &str) -> Result<bool> {
+    let deadline = tokio::time::Instant::now() + STOP_SEEN_WITHIN;
+    loop {
+        match proc_state(pid) {
+            None | Some('Z') | Some('X') => return Ok(false),
+            Some('T') | Some('t') => return Ok(true),
+            Some(other) if tokio::time::Instant::now() >= deadline => {
+                return Err(anyhow::anyhow!(
+                    "pausing {name} (pid {pid}): still in state {other} {} s after SIGSTOP",
+                    STOP_SEEN_WITHIN.as_secs()
+                ))
+            }
+            Some(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}
+
+/// A process's state letter from /proc (`R`, `S`, `T`, `Z`...); None once gone.
+fn proc_state(pid: nix::unistd::Pid) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The state follows the command name, which may hold spaces, in parentheses.
+    stat.rsplit_once(") ")?.1.chars().next()
 }
 
 /// Resumes every process in `paused`, emptying it; the first error is returned
@@ -187,9 +218,7 @@ mod tests {
     use std::os::unix::process::CommandExt;
 
     fn state(pid: u32) -> char {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        // The state follows the command name in parentheses.
-        stat.rsplit_once(") ").unwrap().1.chars().next().unwrap()
+        proc_state(nix::unistd::Pid::from_raw(pid as i32)).unwrap()
     }
 
     /// The process's state once it is `want`, or whatever it is after 2 s (a loaded
