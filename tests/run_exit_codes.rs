@@ -92,6 +92,8 @@ fn a_run_whose_holder_fault_never_started_is_no_pass() {
         serde_json::from_slice(&std::fs::read(r.run_dir().join("verdict.json")).unwrap()).unwrap();
     assert_eq!(stored["faults"], *faults);
     assert_eq!(stored["missed_faults"], true);
+    // Nothing took effect, and the verdict says so in the history's words.
+    assert_eq!(stored["provoked"]["class"], "fault-not-seen", "{stored}");
     // CI reads JUnit: the faults case fails.
     let xml = junit_of(&r.run_dir());
     assert!(xml.contains("failures=\"1\""), "{xml}");

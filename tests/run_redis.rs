@@ -38,6 +38,13 @@ fn unfenced_redis_with_the_holder_paused_past_its_ttl_shows_two_holders_and_a_st
         applied[first_high..].iter().any(|w| w.token == Some(low)),
         "token {low} applied after {high}"
     );
+    // A deposed holder's write reached the resource: the run provoked the danger.
+    assert_eq!(
+        r.json["provoked"]["class"], "provoked",
+        "{}",
+        r.json["provoked"]
+    );
+    assert!(r.json["provoked"]["late_writes_reached"].as_u64() >= Some(1));
     // The pause is in the history as nemesis ops.
     let history = lockcheck::history::read_jsonl(&dir.join("history.jsonl")).unwrap();
     assert!(history
@@ -259,6 +266,12 @@ fn test_count_runs_a_fresh_cluster_per_seed_and_reports_the_detection_rate() {
     let s = &r.json["summary"];
     assert_eq!(s["runs"], 2);
     assert_eq!(s["runs_with_anomalies"], 2, "{s}");
+    // The summary's provoked count is the runs' own classes, counted.
+    let provoked = runs
+        .iter()
+        .filter(|x| x["provoked"]["class"] == "provoked")
+        .count();
+    assert_eq!(s["runs_provoked"], provoked, "{s}");
     let median = s["median_first_anomaly_s"].as_f64().unwrap();
     let worst = s["worst_first_anomaly_s"].as_f64().unwrap();
     let longest = runs

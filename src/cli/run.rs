@@ -257,6 +257,15 @@ fn print_report(r: &RunReport) {
             .map(|s| format!(", first anomaly at {s:.3} s"))
             .unwrap_or_default()
     );
+    if let Some(p) = &r.provoked {
+        println!(
+            "  {} ({} deposed, {} late writes, {} reached the resource)",
+            p.class.sentence(),
+            p.deposed,
+            p.late_writes,
+            p.late_writes_reached
+        );
+    }
     for u in &f.unreachable {
         println!("  not reached by a fault: {u}");
     }
@@ -318,6 +327,10 @@ fn print_summary(s: &Summary) {
         } else {
             format!(" ({})", apart.join("; "))
         }
+    );
+    println!(
+        "  provoked in {} of {} runs (a deposed holder's late write reached the resource)",
+        s.runs_provoked, s.runs
     );
     if let (Some(m), Some(w)) = (s.median_first_anomaly_s, s.worst_first_anomaly_s) {
         println!("  time to the first anomaly: median {m:.3} s, worst {w:.3} s");

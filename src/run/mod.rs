@@ -96,6 +96,11 @@ pub struct RunReport {
     /// The lock client under test, when it is an adapter program (`[client]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<ClientInfo>,
+    /// Whether the run exercised the danger (history.md v1.2, "Deposed holders
+    /// and provoked runs"): a valid run that did not provoke is no evidence that
+    /// a fence holds. Absent in verdicts written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provoked: Option<check::provoked::Provoked>,
     /// The workload's faults, planned against started.
     #[serde(default)]
     pub faults: FaultAccount,
@@ -244,8 +249,10 @@ fn judge(
     if verdict.valid == check::Validity::Valid {
         faults.unseen = figures::unobserved_fault(&history.ops);
     }
+    let provoked = check::provoked::provoked(&history, &check::calls::Calls::of(&history));
     Ok(RunReport {
         figures: Figures::of(&history, &verdict),
+        provoked: Some(provoked),
         verdict,
         workload: w.name.clone(),
         seed,
@@ -952,6 +959,10 @@ pub struct Summary {
     /// workload claims.
     #[serde(default)]
     pub runs_with_missed_faults: usize,
+    /// Runs that provoked the danger (a deposed holder's late write reached the
+    /// resource): a valid run counts as evidence for a fence only if it did.
+    #[serde(default)]
+    pub runs_provoked: usize,
     /// Run time of the first anomaly (allowed ones excluded), over the runs that had one.
     pub median_first_anomaly_s: Option<f64>,
     pub worst_first_anomaly_s: Option<f64>,
@@ -980,6 +991,13 @@ impl Summary {
                 .filter(|r| r.verdict.valid == check::Validity::Unknown)
                 .count(),
             runs_with_missed_faults: reports.iter().filter(|r| r.missed_faults).count(),
+            runs_provoked: reports
+                .iter()
+                .filter(|r| {
+                    r.provoked.as_ref().map(|p| p.class)
+                        == Some(check::provoked::Provocation::Provoked)
+                })
+                .count(),
             median_first_anomaly_s: median,
             worst_first_anomaly_s: firsts.last().copied(),
         }
