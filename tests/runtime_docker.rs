@@ -43,7 +43,12 @@ fn redis_pause_in_docker_is_flagged() {
 
 #[test]
 fn redis_fenced_in_docker_is_safe() {
-    assert_safe(&docker_run("redis-pause-fenced.toml"));
+    let r = docker_run("redis-pause-fenced.toml");
+    // The file says nothing of docker: the verdict records where the run ran
+    // (--runtime, --image), so that shrink and replay rerun it there.
+    assert_eq!(r.json["runtime"], "docker", "{}", r.json);
+    assert_eq!(r.json["image"], IMAGE, "{}", r.json);
+    assert_safe(&r);
 }
 
 #[test]

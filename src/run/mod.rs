@@ -101,6 +101,14 @@ pub struct RunReport {
     /// a fence holds. Absent in verdicts written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provoked: Option<check::provoked::Provoked>,
+    /// Where the servers ran (`local`, `docker`, `external`, `ssh`): the
+    /// workload's `runtime`, or `--runtime` instead. Shrink and replay rerun there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Runtime>,
+    /// The image a docker run's containers started from (`--image`, the
+    /// workload's `backend.image`, or the backend's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
     /// The workload's faults, planned against started.
     #[serde(default)]
     pub faults: FaultAccount,
@@ -186,7 +194,12 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             let (mut faults, client) = execute(w.clone(), opts, seed, duration, &dir).await?;
             faults.allowed = opts.allow_missed_faults;
             let (w, dir) = (w.clone(), dir.clone());
-            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client)).await?
+            let ran_on = RanOn {
+                runtime: w.runtime,
+                image: (w.runtime == Runtime::Docker).then(|| docker_image(&w, opts).to_string()),
+            };
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client, ran_on))
+                .await?
         };
         tokio::select! {
             r = run_and_check => r,
@@ -231,6 +244,7 @@ fn judge(
     dir: &Path,
     faults: FaultAccount,
     client: Option<ClientInfo>,
+    ran_on: RanOn,
 ) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = history::read_resource(&dir.join("resource.jsonl"))?;
@@ -280,6 +294,8 @@ fn judge(
         missed_faults: faults.failed(),
         faults,
         client,
+        runtime: Some(ran_on.runtime),
+        image: ran_on.image,
         incident: w.incident.clone(),
     })
 }
@@ -748,6 +764,22 @@ fn time_namespaces(offsets: &[(String, i64)]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Where a run's servers ran, as the command line may have changed it from the
+/// workload file's (`--runtime`, `--image`).
+struct RanOn {
+    runtime: Runtime,
+    image: Option<String>,
+}
+
+/// The image a docker run's containers start from: `--image`, else the
+/// workload's `backend.image`, else the backend's default.
+fn docker_image<'a>(w: &'a Workload, opts: &'a Options) -> &'a str {
+    opts.image
+        .as_deref()
+        .or(w.backend.image.as_deref())
+        .unwrap_or(cluster::docker::default_image(w.backend.kind))
+}
+
 /// Starts the workload's servers under its runtime.
 async fn start_cluster(
     w: &Workload,
@@ -757,11 +789,7 @@ async fn start_cluster(
     Ok(match w.runtime {
         Runtime::Local => Box::new(cluster::LocalCluster::start(spec).await?),
         Runtime::Docker => {
-            let image = opts
-                .image
-                .as_deref()
-                .or(w.backend.image.as_deref())
-                .unwrap_or(cluster::docker::default_image(w.backend.kind));
+            let image = docker_image(w, opts);
             Box::new(cluster::DockerCluster::start(spec, image).await?)
         }
         Runtime::Ssh => {
