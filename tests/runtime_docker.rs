@@ -298,3 +298,47 @@ fn doctor_says_which_images_are_here_and_whether_local_nodes_can_be_frozen() {
         "{freezer}"
     );
 }
+
+#[test]
+fn a_docker_run_is_replayed_in_docker() {
+    // The workload file says nothing of docker: --runtime and --image chose it.
+    let first = docker_run("redis-pause-unfenced.toml");
+    first.assert_flagged(&["double-holder"]);
+    let out = run_support::lockcheck()
+        .args(["replay", "--runs", "2", "--jobs", "2"])
+        .arg(first.run_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replay = first.run_dir().join("replay");
+    let plan: toml::Table =
+        toml::from_str(&std::fs::read_to_string(replay.join("replay.toml")).unwrap()).unwrap();
+    assert_eq!(plan["runtime"].as_str(), Some("docker"), "{plan}");
+    assert_eq!(plan["backend"]["image"].as_str(), Some(IMAGE), "{plan}");
+    // Every replay ran its servers in containers, and left none behind.
+    let mut replays = 0;
+    for run in std::fs::read_dir(replay.join("runs")).unwrap() {
+        let run = run.unwrap();
+        // `latest` is a link to one of them.
+        if !run.file_type().unwrap().is_dir() {
+            continue;
+        }
+        let dir = run.path();
+        let Ok(verdict) = std::fs::read(dir.join("verdict.json")) else {
+            continue;
+        };
+        let verdict: serde_json::Value = serde_json::from_slice(&verdict).unwrap();
+        assert_eq!(verdict["runtime"], "docker", "{}", dir.display());
+        let id = run_id(&dir);
+        assert_eq!(labelled("container", &id), Vec::<String>::new());
+        replays += 1;
+    }
+    assert_eq!(replays, 2, "two replays' directories");
+    assert_nothing_of_the_run(&first);
+}
