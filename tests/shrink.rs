@@ -182,3 +182,39 @@ fn replay_reruns_the_schedule_as_it_happened_and_a_valid_run_is_refused() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the run was valid"), "{stderr}");
 }
+
+/// Replays `name` (a shipped workload that breaks every time): the realised
+/// workload keeps what the run was (`check` it), and a replay brings the break back.
+fn replayed(name: &str, check: impl Fn(&toml::Table)) {
+    let first = run(&run_support::workload(name), &[]);
+    first.assert_flagged(&["double-holder"]);
+    let out = lockcheck()
+        .args(["replay", "--runs", "2", "--jobs", "2"])
+        .arg(first.run_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{name}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.starts_with("REPRODUCED: "), "{name}: {stdout}");
+    let plan = first.run_dir().join("replay").join("replay.toml");
+    check(&toml::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap());
+    first.assert_nothing_left();
+}
+
+#[test]
+fn an_adapter_run_and_an_election_are_replayed() {
+    // The adapter runs in the workload's folder, not the replay's.
+    replayed("clients/redis-py-pause-unfenced.toml", |plan| {
+        let dir = Path::new(plan["client"]["dir"].as_str().unwrap());
+        let script = plan["client"]["command"][1].as_str().unwrap();
+        assert!(dir.is_absolute() && dir.join(script).exists(), "{plan}");
+    });
+    replayed("incidents/leader-keeps-acting.toml", |plan| {
+        assert_eq!(plan["mode"].as_str(), Some("election"), "{plan}");
+    });
+}

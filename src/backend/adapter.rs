@@ -74,21 +74,32 @@ pub struct Program {
 }
 
 impl Program {
-    /// A workload's `[client] command`, its relative paths taken from the folder of the
-    /// workload file at `workload`.
-    pub fn of_workload(argv: Vec<String>, workload: &std::path::Path) -> anyhow::Result<Program> {
+    /// A workload's `[client] command`, run in `dir` (its `[client] dir`, already
+    /// checked) or else the folder of the workload file at `workload`, its relative
+    /// paths taken from there.
+    pub fn of_workload(
+        argv: Vec<String>,
+        dir: Option<PathBuf>,
+        workload: &std::path::Path,
+    ) -> anyhow::Result<Program> {
         if argv.first().is_none_or(|a| a.is_empty()) {
             bail!(
                 "expected the adapter program and its arguments, e.g. [\"python3\", \"lock.py\"]"
             );
         }
-        let dir = match workload.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = dir.unwrap_or_else(|| Program::folder_of(workload));
         // Absolute, so that the worker finds it whatever its own working directory.
         let dir = std::path::absolute(&dir).unwrap_or(dir);
         Ok(Program { argv, dir })
+    }
+
+    /// The folder of the workload file at `workload`: what relative paths in it
+    /// are relative to.
+    pub fn folder_of(workload: &std::path::Path) -> PathBuf {
+        match workload.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        }
     }
 
     /// The program to execute: a relative path with a `/` is the folder's; a bare name

@@ -276,17 +276,16 @@ fn round_down(d: Duration) -> Duration {
 /// Relative paths in a workload are its folder's: a candidate is written
 /// elsewhere, so they become absolute (the adapter program, the ssh config).
 fn absolute_paths(workload: &mut Table, dir: Option<&Path>) -> Result<()> {
-    let adapter = workload
-        .get_mut("client")
-        .and_then(Value::as_table_mut)
-        .and_then(|c| c.get_mut("command"))
-        .and_then(Value::as_array_mut)
-        .and_then(|argv| argv.first_mut());
-    // A bare program name is looked up on PATH, as a shell would: not a path.
-    if let Some(Value::String(first)) = adapter {
-        if first.contains('/') {
-            make_absolute("client.command", first, dir)?;
-        }
+    // The adapter runs in the workload's folder (or its `dir`), and every relative
+    // path it is given, in its arguments or read by itself, is that folder's: the
+    // rerun's workload lives elsewhere, so it names the folder.
+    if let Some(Value::Table(client)) = workload.get_mut("client") {
+        let mut folder = match client.remove("dir") {
+            Some(Value::String(d)) => d,
+            _ => ".".into(),
+        };
+        make_absolute("client.command", &mut folder, dir)?;
+        client.insert("dir".into(), Value::String(folder));
     }
     let ssh_config = workload
         .get_mut("backend")
@@ -436,12 +435,24 @@ mod tests {
     }
 
     #[test]
-    fn a_relative_adapter_path_needs_the_workloads_folder() {
+    fn an_adapter_runs_in_its_workloads_folder() {
+        let mut w: Table =
+            toml::from_str("[client]\ncommand = [\"python3\", \"../x.py\"]\n").unwrap();
+        absolute_paths(&mut w, Some(Path::new("/w/clients"))).unwrap();
+        assert_eq!(w["client"]["dir"].as_str(), Some("/w/clients/."));
+        let mut w: Table =
+            toml::from_str("[client]\ncommand = [\"./x\"]\ndir = \"lib\"\n").unwrap();
+        absolute_paths(&mut w, Some(Path::new("/w"))).unwrap();
+        assert_eq!(w["client"]["dir"].as_str(), Some("/w/lib"));
+    }
+
+    #[test]
+    fn an_adapter_needs_the_workloads_folder() {
+        // Its arguments and whatever it opens are relative to the folder it runs in.
         let mut w: Table = toml::from_str("[client]\ncommand = [\"python3\", \"x.py\"]\n").unwrap();
-        absolute_paths(&mut w, None).unwrap();
-        let mut w: Table = toml::from_str("[client]\ncommand = [\"./lock\", \"x\"]\n").unwrap();
         assert!(absolute_paths(&mut w.clone(), None).is_err());
         absolute_paths(&mut w, Some(Path::new("/w"))).unwrap();
-        assert_eq!(w["client"]["command"][0].as_str(), Some("/w/./lock"));
+        assert_eq!(w["client"]["command"][1].as_str(), Some("x.py"));
+        assert_eq!(w["client"]["dir"].as_str(), Some("/w/."));
     }
 }

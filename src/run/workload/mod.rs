@@ -94,6 +94,9 @@
 //! [client]                      # optional: a lock library of your own, through an
 //! command = ["python3", "lock.py"] #   adapter program (docs/clients.md); relative
 //!                               #   paths are the workload file's folder's
+//! # dir = "adapters"            # optional: the folder it runs in, its relative
+//!                               #   paths' (relative: to the workload file's
+//!                               #   folder, the default)
 //!
 //! [critical_section]             # mode = "lock" (the default); an election
 //!                               #   workload has [leader] instead (election.rs)
@@ -406,6 +409,30 @@ fn incident(
     })
 }
 
+/// `[client]`: the adapter program, and the folder it runs in (`dir`, relative to
+/// the workload file's folder, which it is by default).
+fn adapter_program(
+    c: raw::Client,
+    path: &Path,
+    bad: &dyn Fn(&str, String) -> anyhow::Error,
+) -> Result<crate::backend::adapter::Program> {
+    use crate::backend::adapter::Program;
+    let dir = match c.dir {
+        Some(d) => {
+            let dir = Program::folder_of(path).join(&d);
+            if !dir.is_dir() {
+                bail!(bad(
+                    "client.dir",
+                    format!("\"{d}\": no such folder ({})", dir.display())
+                ));
+            }
+            Some(dir)
+        }
+        None => None,
+    };
+    Program::of_workload(c.command, dir, path).map_err(|e| bad("client.command", format!("{e:#}")))
+}
+
 /// `[clients]`: how many, their timeouts, how they fence themselves, where they run.
 fn clients(
     c: &raw::Clients,
@@ -478,11 +505,10 @@ impl Workload {
                 "a fenced resource needs tokens: set backend.fencing_token = true, or leave the resource unfenced".into()
             ));
         }
-        let client = raw
-            .client
-            .map(|c| crate::backend::adapter::Program::of_workload(c.command, path))
-            .transpose()
-            .map_err(|e| bad("client.command", format!("{e:#}")))?;
+        let client = match raw.client {
+            Some(c) => Some(adapter_program(c, path, &bad)?),
+            None => None,
+        };
         let clients = clients(&raw.clients, on_hosts, lease, client.is_some(), &bad)?;
         let count = clients.count;
         leadership_fits(&bad, kind, &raw.mode, &resource, (count, nodes), lease.ttl)?;

@@ -46,6 +46,9 @@ pub struct Incident {
 #[serde(deny_unknown_fields)]
 pub struct Client {
     pub command: Vec<String>,
+    /// The folder the adapter runs in, which its relative paths are taken from
+    /// (default: the workload file's; relative: to it).
+    pub dir: Option<String>,
 }
 
 /// `self_fencing = "library"`, the one way so far.

@@ -702,6 +702,21 @@ fn a_client_command_is_taken_from_the_workload_folder_and_library_self_fencing_n
     );
     let e = format!("{:#}", with("[client]\ncommand = []", "").unwrap_err());
     assert!(e.contains("client.command"), "{e}");
+    // A folder of its own to run in; one that is not there is refused.
+    let w = with("[client]\ncommand = [\"./lock\"]\ndir = \"/tmp\"", "").unwrap();
+    assert_eq!(w.client.unwrap().dir, Path::new("/tmp"));
+    let e = format!(
+        "{:#}",
+        with(
+            "[client]\ncommand = [\"./lock\"]\ndir = \"/no/such/lockcheck\"",
+            ""
+        )
+        .unwrap_err()
+    );
+    assert!(
+        e.contains("client.dir") && e.contains("no such folder"),
+        "{e}"
+    );
     let e = format!("{:#}", with("[client]\nprogram = \"x\"", "").unwrap_err());
     assert!(e.contains("program"), "{e}");
     let e = format!("{:#}", with("", "self_fencing = \"lease\"").unwrap_err());
