@@ -27,9 +27,12 @@
 //! it is written from are [`REGISTRY`]; a few files name a backend for another
 //! reason, each said in [`ELSEWHERE`].
 
+mod names_support;
+
 use lockcheck::backend::BackendKind;
+use names_support::{files, rust_code, script_code};
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The registry: the one place that lists every backend.
 const REGISTRY: &[(&str, &str)] = &[
@@ -100,104 +103,6 @@ fn own(rel: &str, names: &BTreeSet<String>) -> bool {
     })
 }
 
-/// Rust source with its comments blanked (strings kept; lines kept) and its test
-/// module cut off.
-fn rust_code(text: &str) -> String {
-    // The inline test module: `#[cfg(test)]` then `mod tests {` (a `mod tests;`
-    // declaration is a file of its own, tests.rs).
-    let inline = text.match_indices("#[cfg(test)]").find(|(at, attr)| {
-        let rest = text[at + attr.len()..].trim_start();
-        let (open, end) = (rest.find('{'), rest.find(';'));
-        rest.starts_with("mod ") && matches!((open, end), (Some(o), e) if e.is_none_or(|e| o < e))
-    });
-    let text = match inline {
-        Some((at, _)) => &text[..at],
-        None => text,
-    };
-    let c: Vec<char> = text.chars().collect();
-    let at = |i: usize| c.get(i).copied().unwrap_or('\0');
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < c.len() {
-        let ch = c[i];
-        if ch == '/' && at(i + 1) == '/' {
-            while i < c.len() && c[i] != '\n' {
-                i += 1;
-            }
-        } else if ch == '/' && at(i + 1) == '*' {
-            while i < c.len() && !(c[i] == '*' && at(i + 1) == '/') {
-                if c[i] == '\n' {
-                    out.push('\n');
-                }
-                i += 1;
-            }
-            i += 2;
-        } else if ch == '\'' && (at(i + 2) == '\'' || (at(i + 1) == '\\' && at(i + 3) == '\'')) {
-            // A character literal ('"', '\n'): no string opens there.
-            let len = if at(i + 1) == '\\' { 4 } else { 3 };
-            out.extend(&c[i..(i + len).min(c.len())]);
-            i += len;
-        } else if ch == '"' || (ch == 'r' && (at(i + 1) == '"' || at(i + 1) == '#')) {
-            // A string, raw or not, to its end: kept, comments inside it are text.
-            let hashes = if ch == 'r' {
-                let mut h = 0;
-                while at(i + 1 + h) == '#' {
-                    h += 1;
-                }
-                if at(i + 1 + h) != '"' {
-                    out.push(ch);
-                    i += 1;
-                    continue;
-                }
-                out.extend(&c[i..i + 2 + h]);
-                i += 2 + h;
-                Some(h)
-            } else {
-                out.push(ch);
-                i += 1;
-                None
-            };
-            while i < c.len() {
-                let close = match hashes {
-                    Some(h) => c[i] == '"' && (1..=h).all(|k| at(i + k) == '#'),
-                    None => c[i] == '"',
-                };
-                if hashes.is_none() && c[i] == '\\' {
-                    out.extend(&c[i..(i + 2).min(c.len())]);
-                    i += 2;
-                    continue;
-                }
-                out.push(c[i]);
-                i += 1;
-                if close {
-                    let h = hashes.unwrap_or(0);
-                    out.extend(&c[i..(i + h).min(c.len())]);
-                    i += h;
-                    break;
-                }
-            }
-        } else {
-            out.push(ch);
-            i += 1;
-        }
-    }
-    out
-}
-
-/// A script with its comments cut: a `#` that starts a word starts a comment.
-fn script_code(text: &str) -> String {
-    text.lines()
-        .map(|line| {
-            let cut = line
-                .char_indices()
-                .find(|&(i, ch)| ch == '#' && (i == 0 || line[..i].ends_with(char::is_whitespace)))
-                .map_or(line.len(), |(i, _)| i);
-            &line[..cut]
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// Each backend named on each line of `code`: (line, the name).
 fn named(
     code: &str,
@@ -226,17 +131,6 @@ fn named(
         }
     }
     found
-}
-
-fn files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            files(&p, out);
-        } else {
-            out.push(p);
-        }
-    }
 }
 
 #[test]

@@ -18,6 +18,7 @@ pub const KIND: Kind = Kind {
     instead: &[("target", node::NOT_A_CLIENT)],
     ops: &fault_ops::KILL,
     read: KillSpec::read,
+    undo: None,
 };
 
 /// `kind = "kill"`: which nodes, and whether they restart with empty data.

@@ -17,6 +17,7 @@ pub const KIND: Kind = Kind {
     instead: &[],
     ops: &fault_ops::LATENCY,
     read: LatencySpec::read,
+    undo: None,
 };
 
 /// `kind = "latency"`: which links, and how slow.

@@ -21,6 +21,7 @@ pub const KIND: Kind = Kind {
     instead: &[("target", node::NOT_A_CLIENT)],
     ops: &fault_ops::LATENCY,
     read: NodeLatencySpec::read,
+    undo: None,
 };
 
 /// `kind = "latency-nodes"`: which node-to-node links, and how slow.

@@ -18,6 +18,7 @@ pub const KIND: Kind = Kind {
     instead: &[],
     ops: &fault_ops::PARTITION,
     read: PartitionSpec::read,
+    undo: None,
 };
 
 /// `kind = "partition"`: which links, and how they are cut.

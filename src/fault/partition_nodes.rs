@@ -22,6 +22,7 @@ pub const KIND: Kind = Kind {
     instead: &[("target", node::NOT_A_CLIENT)],
     ops: &fault_ops::PARTITION,
     read: NodePartitionSpec::read,
+    undo: None,
 };
 
 /// `kind = "partition-nodes"`: which node-to-node links, and how they are cut.

@@ -29,6 +29,7 @@ pub const KIND: Kind = Kind {
     )],
     ops: &fault_ops::PAUSE,
     read: PauseSpec::read,
+    undo: None,
 };
 
 /// `kind = "pause"`: the client it stops.

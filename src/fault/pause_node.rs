@@ -28,6 +28,7 @@ pub const KIND: Kind = Kind {
     instead: &[("target", node::NOT_A_CLIENT)],
     ops: &fault_ops::PAUSE,
     read: PauseNodeSpec::read,
+    undo: None,
 };
 
 /// `kind = "pause-node"`: which nodes, and how they are stopped.

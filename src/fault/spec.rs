@@ -11,13 +11,16 @@
 //! run's, read by the workload around the kind's own keys.
 
 use super::{Fault, Target};
+use crate::cluster::Prepare;
 use crate::cluster::{NetworkKind, Runtime};
 use crate::history::FaultOps;
+use crate::journal::FaultEffect;
 use anyhow::Result;
 use serde::de::DeserializeOwned;
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +37,11 @@ pub struct Kind {
     pub ops: &'static FaultOps,
     /// Reads and checks its entry's keys.
     pub read: fn(&mut Entry<'_>, &Setting) -> Result<Arc<dyn Spec>>,
+    /// Undoes an effect of its own the journal holds ([`Effect::Fault`] with this
+    /// kind's name: the data it journaled) after a controller killed with -9;
+    /// says what it did. `None` for a kind that journals only the shared effects
+    /// (a process stopped, a clock file, a link), which `recover` knows itself.
+    pub undo: Option<fn(&FaultEffect) -> Result<String>>,
 }
 
 impl fmt::Debug for Kind {
@@ -142,6 +150,16 @@ pub trait Spec: Any + fmt::Debug + Send + Sync {
     /// What the run sets up for it before the servers start.
     fn needs(&self) -> Needs {
         Needs::default()
+    }
+
+    /// What each server node must have in place before it starts (restarts
+    /// too), made by the kind's own code: a hook the run chains into the
+    /// cluster's [`Prepare`] (a disk of a fixed size under a node's data), given
+    /// the run directory, whose journal it writes to. What it makes goes when
+    /// the hook is dropped, with the cluster, once its servers stopped.
+    fn prepare_nodes(&self, run_dir: &Path) -> Option<Prepare> {
+        let _ = run_dir;
+        None
     }
 
     /// Why `runtime` cannot apply it, if it cannot.

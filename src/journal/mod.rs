@@ -150,6 +150,31 @@ pub enum Effect {
         target: String,
         file: PathBuf,
     },
+    /// An effect one kind of fault makes and alone undoes (a disk filled): its
+    /// data, which `recover` hands to that kind's undo through the catalogue.
+    Fault(FaultEffect),
+}
+
+/// What one kind of fault changed, as it wrote it down: `{"effect": "fault",
+/// "kind": "disk-full", "what": "...", ...its own fields}`. The journal keeps it
+/// as data, knowing no kind: a new fault journals what it changes without a line
+/// here or in `recover`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FaultEffect {
+    /// The kind's name, as workloads write it: whose undo takes it.
+    pub kind: String,
+    /// How to name it in what `recover` did and in its warnings.
+    pub what: String,
+    /// The kind's own fields, which its undo reads.
+    #[serde(flatten)]
+    pub data: serde_json::Map<String, serde_json::Value>,
+}
+
+impl FaultEffect {
+    /// Its field `key`, a string (a path, a name), if it has one.
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.data.get(key).and_then(serde_json::Value::as_str)
+    }
 }
 
 fn filter_table() -> String {
@@ -213,6 +238,7 @@ impl Effect {
                     host.name
                 )
             }
+            Effect::Fault(f) => format!("{} ({} fault)", f.what, f.kind),
         }
     }
 }
@@ -373,6 +399,25 @@ mod tests {
         // A continued journal never reuses an id.
         let j = Journal::open(dir.path()).unwrap();
         assert!(j.record(link("c")).unwrap() > b);
+    }
+
+    #[test]
+    fn a_faults_own_effect_is_its_data_beside_its_kind() {
+        let mut data = serde_json::Map::new();
+        data.insert("mount".into(), "/r/data/n1".into());
+        let e = Effect::Fault(FaultEffect {
+            kind: "some-kind".into(),
+            what: "a tmpfs".into(),
+            data,
+        });
+        let text = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            text,
+            r#"{"effect":"fault","kind":"some-kind","what":"a tmpfs","mount":"/r/data/n1"}"#
+        );
+        let back: Effect = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, e);
+        assert_eq!(e.describe(), "a tmpfs (some-kind fault)");
     }
 
     #[test]

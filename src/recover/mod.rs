@@ -3,7 +3,9 @@
 //! applied; undoing an effect takes the code that applied it (docker cleanup and
 //! the network namespaces in `cluster`, the freezer, the clock page and the node
 //! link rules in `fault`), so this lives above both, and `lockcheck recover`
-//! (`cli::recover`) calls it.
+//! (`cli::recover`) calls it. An effect of one fault kind's own
+//! ([`Effect::Fault`]) goes to that kind's undo, found through the catalogue:
+//! a new fault needs no arm here.
 //!
 //! Every undo is safe to repeat and safe after a clean end: a process is named by
 //! pid and start time, so one that ended (and whose pid the kernel reused) is
@@ -11,9 +13,9 @@
 
 use crate::cluster::ssh::host::{Host, Unreachable};
 use crate::cluster::{detached_pid, docker, freezer, home, netns};
-use crate::fault::clock;
+use crate::fault::{catalogue, clock};
 use crate::journal::{pending, Effect, Journal, Pending};
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -171,6 +173,14 @@ pub fn undo(effect: &Effect) -> Result<String> {
         Effect::RemoteDir { host, dir } => match Host::new(host.clone()).remove_dir(dir)? {
             true => "removed".into(),
             false => "nothing left".into(),
+        },
+        // A kind's own effect: its own undo, found through the catalogue.
+        Effect::Fault(f) => match catalogue::kind(&f.kind).and_then(|k| k.undo) {
+            Some(undo) => undo(f)?,
+            None => bail!(
+                "no fault kind \"{}\" with an undo in this lockcheck: not undone",
+                f.kind
+            ),
         },
         Effect::Network { id } => {
             let r = netns::remove_run(id)?;

@@ -528,6 +528,8 @@ async fn prepare_servers(
         let offsets = w.backend.monotonic_offsets.clone();
         hooks.push(crate::fault::clock::monotonic_hook(offsets));
     }
+    // What a fault puts in place under each node itself, by its own code.
+    hooks.extend(w.faults.iter().filter_map(|f| f.spec.prepare_nodes(dir)));
     spec.prepare = cluster::Prepare::chain(hooks);
     // The workload was checked: servers that do not start are this machine's
     // problem (a binary, a port, a directory the server may not enter).

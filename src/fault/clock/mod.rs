@@ -60,6 +60,7 @@ pub const KIND: Kind = Kind {
     instead: &[],
     ops: &fault_ops::CLOCK,
     read: ClockSpec::read,
+    undo: None,
 };
 
 /// `kind = "clock"`: whose clocks, and what happens to them: `rate`, `period`
