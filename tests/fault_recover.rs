@@ -336,6 +336,7 @@ fn killed_mid_fault(name: &str) {
     );
     assert!(left.is_empty());
     assert_eq!(skewed_clocks(&run_dir), 0, "{name}: a clock left skewed");
+    assert_eq!(mounts_under(&results), 0, "{name}: a mount of the run left");
     let open = journal::pending(&run_dir).unwrap().effects;
     assert!(
         open.is_empty(),
@@ -360,6 +361,16 @@ fn killed_mid_fault(name: &str) {
         again["undone"].as_array().unwrap().is_empty(),
         "{name}: a second recover found more to do: {again}"
     );
+}
+
+/// How many file systems are mounted under `dir` (a node's disk of disk-full).
+fn mounts_under(dir: &Path) -> usize {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(&*dir.to_string_lossy()))
+        .count()
 }
 
 /// The nodes whose server was started again: a process for the node other than
@@ -516,6 +527,35 @@ target = "client-0""#,
         },
     },
     Case {
+        // The node's disk is a tmpfs mounted under its data, full of a filler:
+        // both journaled as the kind's own effects, undone through its undo.
+        name: "disk-full",
+        backend: "redis",
+        resource: OWN_UNFENCED,
+        fault: r#"kind = "disk-full"
+nodes = "n1"
+size_mb = 16"#,
+        in_effect: |r| r.has_op("disk-full"),
+        left: |k| {
+            let own: Vec<&str> = k
+                .pending
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Effect::Fault(f) if f.kind == "disk-full" => {
+                        f.data.keys().next().map(String::as_str)
+                    }
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(own, ["mount", "filler"], "{:?}", k.pending);
+            assert_eq!(
+                mounts_under(&k.run_dir),
+                1,
+                "the node's tmpfs is left mounted"
+            );
+        },
+    },
+    Case {
         name: "latency",
         backend: "redis",
         resource: OWN_UNFENCED,
@@ -563,6 +603,11 @@ fn recover_after_a_kill_while_a_node_restarts() {
 #[test]
 fn recover_after_a_kill_mid_partition() {
     killed_mid_fault("partition");
+}
+
+#[test]
+fn recover_after_a_kill_mid_disk_full() {
+    killed_mid_fault("disk-full");
 }
 
 #[test]

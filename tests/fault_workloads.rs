@@ -247,7 +247,8 @@ fn the_documented_fault_catalogue_reads() {
             "partition",
             "partition-nodes",
             "latency",
-            "latency-nodes"
+            "latency-nodes",
+            "disk-full"
         ]
     );
     assert!(w.schedule.is_some());

@@ -5,7 +5,9 @@
 //! one line here.
 
 use super::spec::{Entry, Kind};
-use super::{clock, kill, latency, latency_nodes, partition, partition_nodes, pause, pause_node};
+use super::{
+    clock, disk_full, kill, latency, latency_nodes, partition, partition_nodes, pause, pause_node,
+};
 use anyhow::Result;
 use std::collections::BTreeMap;
 
@@ -19,6 +21,7 @@ pub const CATALOGUE: &[&Kind] = &[
     &latency::KIND,
     &partition_nodes::KIND,
     &latency_nodes::KIND,
+    &disk_full::KIND,
 ];
 
 /// The kind a workload names `name`.

@@ -10,6 +10,7 @@
 
 pub mod catalogue;
 pub mod clock;
+pub mod disk_full;
 pub mod duration;
 pub mod kill;
 pub mod latency;

@@ -94,6 +94,9 @@ pub mod f {
     pub const CLOCK_RESET: &str = "clock-reset";
     /// Links slowed (delay ± jitter); ends with a `heal`.
     pub const LATENCY: &str = "latency";
+    /// Server nodes' data disks filled to the last byte; ends with a `disk-free`.
+    pub const DISK_FULL: &str = "disk-full";
+    pub const DISK_FREE: &str = "disk-free";
 
     /// Every `f` a client of lockcheck's own runs records; the fault injector's
     /// are the starts and ends of [`super::fault_ops::ALL`].
@@ -194,8 +197,15 @@ pub mod fault_ops {
         colour: "#10b981",
     };
 
+    pub const DISK: FaultOps = FaultOps {
+        start: f::DISK_FULL,
+        end: f::DISK_FREE,
+        band: "disk",
+        colour: "#a16207",
+    };
+
     /// Every pair, one line per family.
-    pub const ALL: &[FaultOps] = &[PAUSE, KILL, PARTITION, CLOCK, LATENCY];
+    pub const ALL: &[FaultOps] = &[PAUSE, KILL, PARTITION, CLOCK, LATENCY, DISK];
 
     /// The family a nemesis `f` opens, if it opens one.
     pub fn started_by(f: &str) -> Option<&'static FaultOps> {

@@ -193,6 +193,13 @@
 //! delay = "100ms"               #   to from the start (network = "namespaces");
 //! jitter = "30ms"               #   shapes as partition-nodes, and all (the
 //! duration = "4s"               #   default): every link
+//!
+//! [[faults]]
+//! kind = "disk-full"            # nodes' data disks filled to the last byte
+//! nodes = "primary"             #   (each node's data on a tmpfs of size_mb,
+//! size_mb = 256                 #   local runtime, as root); a node that exits
+//! restart = true                #   meanwhile starts again when the space is
+//! duration = "4s"               #   back, unless restart = false
 //! ```
 
 mod backend;
