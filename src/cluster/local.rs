@@ -423,13 +423,8 @@ impl LocalCluster {
         }
         let data = self.plan.nodes[i].data_dir.clone();
         // A database's files are many: removed off the runtime.
-        off_runtime(move || match fs::remove_dir_all(&data) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(e).with_context(|| format!("wiping {}", data.display()))
-            }
-            _ => Ok(()),
-        })
-        .await
+        off_runtime(move || empty(&data).with_context(|| format!("wiping {}", data.display())))
+            .await
     }
 
     /// The node that currently leads, where the backend has one (see
@@ -713,6 +708,24 @@ impl Drop for LocalCluster {
             }
         }
     }
+}
+
+/// Removes what `dir` holds, keeping the directory itself: it may be a mount
+/// point (a node's disk of a fault's), which cannot be removed.
+fn empty(dir: &Path) -> Result<()> {
+    let entries = match fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() && !path.is_symlink() {
+            fs::remove_dir_all(&path)?;
+        } else {
+            fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
 }
 
 /// The names of a cluster's `n` nodes: n1..nN.
