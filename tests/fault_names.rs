@@ -66,10 +66,6 @@ const PENDING: &[(&str, &str)] = &[
         "a worker's clock page (the clock fault on clients)",
     ),
     (
-        "src/run/workload/hosts.rs",
-        "which node faults the ssh runtime's hosts take",
-    ),
-    (
         "src/recover/mod.rs",
         "the clock page's reset, the undo of the shared clock-skew effects",
     ),

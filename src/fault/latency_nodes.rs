@@ -44,6 +44,10 @@ impl Spec for NodeLatencySpec {
         &KIND
     }
 
+    fn refused_with_clients_on_hosts(&self) -> Option<&'static str> {
+        Some(super::netns::NODE_LINKS_ON_HOSTS)
+    }
+
     fn fault(&self, _: Duration) -> Box<dyn Fault> {
         Box::new(NodeLatency::new(self.shape.clone(), self.slowness.mode()))
     }

@@ -200,6 +200,13 @@ impl NodeShape {
     }
 }
 
+/// Why a fault on the links between nodes cannot run with the clients on the
+/// nodes' hosts ([`super::spec::Spec::refused_with_clients_on_hosts`]).
+pub(super) const NODE_LINKS_ON_HOSTS: &str =
+    "a node's links are cut or slowed on its host, in what \
+     the host sends to the other nodes: the requests of the clients there would be too, and the \
+     fault would not be the one the history names";
+
 /// Why `runtime` cannot reach the links between nodes, if it cannot: the local
 /// runtime's nodes are in namespaces of their own, the ssh runtime's on hosts
 /// of their own.

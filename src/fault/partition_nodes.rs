@@ -46,6 +46,10 @@ impl Spec for NodePartitionSpec {
         &KIND
     }
 
+    fn refused_with_clients_on_hosts(&self) -> Option<&'static str> {
+        Some(super::netns::NODE_LINKS_ON_HOSTS)
+    }
+
     /// Chains of lockcheck's in the hosts' packet filters, removed at heal.
     fn refused_unmanaged(&self) -> Option<Refusal> {
         None

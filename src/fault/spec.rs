@@ -162,6 +162,27 @@ pub trait Spec: Any + fmt::Debug + Send + Sync {
         None
     }
 
+    /// Why it cannot reach a client on the ssh runtime's hosts
+    /// (`clients.clients_on = "hosts"`), if it cannot: by default, a client fault
+    /// applied on this machine's side (the clock interposer the workers start
+    /// under, the proxies on their links).
+    fn refused_with_clients_on_hosts(&self) -> Option<&'static str> {
+        let needs = self.needs();
+        if needs.client_clocks {
+            Some(
+                "a client's clock is skewed through the interposer the workers start under \
+                 on this machine, which is not copied to the hosts",
+            )
+        } else if needs.client_links {
+            Some(
+                "the clients' links are cut and slowed in lockcheck's proxies on this machine, \
+                 which clients on the hosts do not pass through",
+            )
+        } else {
+            None
+        }
+    }
+
     /// Why `runtime` cannot apply it, if it cannot.
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {
         let _ = runtime;

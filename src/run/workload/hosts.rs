@@ -6,7 +6,6 @@
 
 use super::Workload;
 use crate::cluster::Runtime;
-use crate::fault::{latency_nodes, partition_nodes};
 use anyhow::{bail, Result};
 
 impl Workload {
@@ -37,17 +36,8 @@ impl Workload {
         );
         }
         for (i, f) in w.faults.iter().enumerate() {
-            let needs = f.spec.needs();
             let kind = f.spec.kind();
-            // By name: a kind is a `const`, each use of it a copy of its own.
-            let node_links = [partition_nodes::KIND.name, latency_nodes::KIND.name];
-            let why = if node_links.contains(&kind.name) {
-                "a node's links are cut or slowed on its host, in what the host sends to the other nodes: the requests of the clients there would be too, and the fault would not be the one the history names"
-            } else if needs.client_clocks {
-                "a client's clock is skewed through the interposer the workers start under on this machine, which is not copied to the hosts"
-            } else if needs.client_links {
-                "the clients' links are cut and slowed in lockcheck's proxies on this machine, which clients on the hosts do not pass through"
-            } else {
+            let Some(why) = f.spec.refused_with_clients_on_hosts() else {
                 continue;
             };
             bail!(
