@@ -281,9 +281,12 @@ pub enum Fencing {
     /// The resource rejects a token lower than one it applied (two holders at
     /// once are then allowed: what counts is whether a stale write got through).
     Fenced,
-    /// Each holder checks its own lease deadline (less 200 ms) before each write.
+    /// Each holder checks its own lease deadline (less 200 ms) before each write
+    /// (two holders at once allowed: what counts is whether a deposed holder's
+    /// write got in).
     SelfFencing,
-    /// Each holder asks its lock library (`held`) before each write: with `--client`.
+    /// Each holder asks its lock library (`held`) before each write: with
+    /// `--client` (two holders at once allowed, as for self-fencing).
     LibraryFencing,
 }
 
@@ -554,10 +557,15 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
     // A run has shown what it can one lease after its fault's effect: it ends
     // there rather than at its full length, which stays its longest.
     t += &format!("duration = \"{duration}\"\nend = \"after-effect\"\nseed = 1\n");
-    if fencing == Fencing::Fenced {
-        t += "resource = \"fenced\"\nallow = [\"double-holder\"]\n";
-    } else {
-        t += "resource = \"unfenced\"\n";
+    // Two holders at once are the lease's hole, which a fence or a holder that
+    // stops itself is there to make harmless: with either, what fails the run
+    // is a deposed holder's write getting in, not the overlap itself.
+    match fencing {
+        Fencing::Fenced => t += "resource = \"fenced\"\nallow = [\"double-holder\"]\n",
+        Fencing::SelfFencing | Fencing::LibraryFencing => {
+            t += "resource = \"unfenced\"\nallow = [\"double-holder\"]\n"
+        }
+        Fencing::Unfenced => t += "resource = \"unfenced\"\n",
     }
     t += &format!(
         "\n[backend]\nkind = {}\nlease = \"{LEASE}\"\nfencing_token = {}\nacquire_timeout = \"{acquire_timeout}\"\n",
@@ -669,6 +677,13 @@ mod tests {
                         s.fencing == Fencing::LibraryFencing
                     );
                     assert_eq!(w.client.is_some(), client.is_some());
+                    // Only an unfenced run that trusts its holders fails on the overlap.
+                    assert_eq!(
+                        w.allow.contains(&crate::check::AnomalyKind::DoubleHolder),
+                        s.fencing != Fencing::Unfenced,
+                        "{kind} {}",
+                        s.name()
+                    );
                 }
             }
         }
