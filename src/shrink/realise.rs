@@ -6,7 +6,6 @@
 
 use super::candidate::{Candidate, Event};
 use crate::check::AnomalyKind;
-use crate::cluster::Runtime;
 use crate::exit::Exit;
 use crate::history::{fault_ops, read_jsonl, Op, OpType, Process};
 use crate::run::RunReport;
@@ -80,7 +79,11 @@ pub fn realise(
     let name = name.strip_suffix("-shrunk").unwrap_or(&name);
     workload.insert("name".into(), Value::String(format!("{name}-shrunk")));
     workload.insert("seed".into(), Value::Integer(report.seed as i64));
-    ran_where_it_ran(&mut workload, report.runtime, report.image.as_deref());
+    ran_where_it_ran(
+        &mut workload,
+        report.runtime.map(|r| r.name()),
+        report.image.as_deref(),
+    );
     Ok(Realised {
         dir: dir.to_path_buf(),
         report,
@@ -95,9 +98,9 @@ pub fn realise(
 /// Reruns go where the run's servers ran, which `--runtime` and `--image` may
 /// have changed from the workload file's: a docker run shrunk on local
 /// processes would be another run. Older verdicts do not say: the file's stays.
-fn ran_where_it_ran(workload: &mut Table, runtime: Option<Runtime>, image: Option<&str>) {
+fn ran_where_it_ran(workload: &mut Table, runtime: Option<&str>, image: Option<&str>) {
     if let Some(runtime) = runtime {
-        workload.insert("runtime".into(), Value::String(runtime.name().into()));
+        workload.insert("runtime".into(), Value::String(runtime.into()));
     }
     if let (Some(image), Some(Value::Table(backend))) = (image, workload.get_mut("backend")) {
         backend.insert("image".into(), Value::String(image.into()));
@@ -425,7 +428,7 @@ mod tests {
     fn reruns_go_where_the_run_ran_not_where_its_file_says() {
         let file = "runtime = \"local\"\n[backend]\nkind = \"redis\"\n";
         let mut w: Table = toml::from_str(file).unwrap();
-        ran_where_it_ran(&mut w, Some(Runtime::Docker), Some("redis:7"));
+        ran_where_it_ran(&mut w, Some("docker"), Some("redis:7"));
         assert_eq!(w["runtime"].as_str(), Some("docker"));
         assert_eq!(w["backend"]["image"].as_str(), Some("redis:7"));
         // A verdict from before the runtime was recorded leaves the file's.
