@@ -301,7 +301,7 @@ impl Fencing {
     }
 
     /// Whether the holder itself decides to stop writing.
-    fn by_holder(self) -> bool {
+    pub fn by_holder(self) -> bool {
         matches!(self, Fencing::SelfFencing | Fencing::LibraryFencing)
     }
 }

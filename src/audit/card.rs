@@ -92,7 +92,8 @@ pub struct ScenarioCard {
     pub floor: Option<usize>,
     /// A "does it hold?" scenario: the exact one-sided 95% upper bound on its
     /// failure rate, flagged runs of its provoked and flagged runs (a flagged
-    /// run counts against it provoked or not; only a provoked one for it).
+    /// run counts against it provoked or not; only a provoked one for it); for a
+    /// holder that fences itself, of the runs where a holder was deposed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upper_95: Option<f64>,
     /// The first flagged run's directory: the counterexample.
@@ -176,6 +177,19 @@ impl ScenarioCard {
             .filter(|r| r.outcome == Outcome::Flagged && r.provoked != Some(Provocation::Provoked))
             .count();
         let holds = matches!(question, Question::DoesItHold { .. });
+        // A holder that fences itself is tested where it was deposed: each such
+        // run is a trial of its claim, and a provoked one its failure. No
+        // verdict rests on it, so it has no floor.
+        let by_holder = s.scenario.fencing.by_holder();
+        let deposed = counted
+            .iter()
+            .filter(|r| {
+                matches!(
+                    r.provoked,
+                    Some(Provocation::Provoked | Provocation::DeposedNotProvoked)
+                )
+            })
+            .count();
         let mut anomalies: Vec<String> = counted
             .iter()
             .flat_map(|r| r.anomalies.iter().cloned())
@@ -201,10 +215,12 @@ impl ScenarioCard {
             counted: counted.len(),
             flagged,
             interval_95: wilson(flagged, counted.len()),
-            floor: holds.then_some(floor),
-            upper_95: holds
-                .then(|| upper_95(flagged, provoked + flagged_unprovoked))
-                .flatten(),
+            floor: (holds && !by_holder).then_some(floor),
+            upper_95: match (holds, by_holder) {
+                (false, _) => None,
+                (true, true) => upper_95(flagged, deposed.max(flagged)),
+                (true, false) => upper_95(flagged, provoked + flagged_unprovoked),
+            },
             counterexample: counted
                 .iter()
                 .find(|r| r.outcome == Outcome::Flagged)
@@ -247,11 +263,14 @@ impl ScenarioCard {
             s += &format!(" ({})", self.anomalies.join(", "));
         }
         if let (Some(u), 0) = (self.upper_95, self.flagged) {
-            s += &format!(
-                ", failure rate ≤ {:.1}% (95%, exact, {} provoked runs)",
-                u * 100.0,
-                self.provoked
-            );
+            // A holder that fences itself was on trial wherever it was deposed.
+            let trials = if self.fencing.by_holder() {
+                let deposed = self.classes.provoked + self.classes.deposed_not_provoked;
+                format!("{deposed} runs with a holder deposed")
+            } else {
+                format!("{} provoked runs", self.provoked)
+            };
+            s += &format!(", failure rate ≤ {:.1}% (95%, exact, {trials})", u * 100.0);
         }
         if self.stale_writes_accepted > 0 {
             s += &format!(", {} stale writes accepted", self.stale_writes_accepted);
@@ -286,4 +305,61 @@ fn not_counted(r: &RunRecord) -> Option<String> {
         _ => r.error.clone().unwrap_or_else(|| "no verdict".into()),
     };
     Some(format!("run {} (seed {}): {why}", r.run, r.seed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::battery::{workload_text, Facts, Scenario};
+    use crate::backend::BackendKind;
+    use crate::run::workload::Workload;
+
+    fn run(provoked: Provocation) -> RunRecord {
+        RunRecord {
+            run: 1,
+            seed: 1,
+            outcome: Outcome::Valid,
+            wall_s: 1.0,
+            run_dir: None,
+            anomalies: Vec::new(),
+            first_anomaly_s: None,
+            zombie_windows_ms: Vec::new(),
+            stale_writes_accepted: 0,
+            writes_rejected_by_fence: 0,
+            provoked: Some(provoked),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn a_self_fencing_twin_is_on_trial_where_a_holder_was_deposed() {
+        let facts = Facts::registered(BackendKind::Redis, None, None);
+        let scenario = Scenario {
+            recipe: Recipe::HolderPause,
+            fencing: Fencing::SelfFencing,
+        };
+        let text = workload_text(scenario, &facts);
+        let workload = Workload::parse(&text, std::path::Path::new("/audit/x.toml")).unwrap();
+        let s = ScenarioWorkload { scenario, workload };
+        // Three holders deposed who withheld their late writes, one run where
+        // nobody was deposed (no trial at all).
+        let mut runs = vec![run(Provocation::DeposedNotProvoked); 3];
+        runs.push(run(Provocation::FiredNobodyDeposed));
+        let question = Question::DoesItHold { unfenced: 0 };
+        let c = ScenarioCard::of(
+            &s,
+            question,
+            String::new(),
+            20,
+            Ending::Done(Why::Cap),
+            runs,
+        );
+        assert_eq!(c.floor, None, "no verdict rests on it");
+        assert_eq!(c.upper_95, upper_95(0, 3));
+        let e = c.evidence();
+        assert!(
+            e.contains("(95%, exact, 3 runs with a holder deposed)"),
+            "{e}"
+        );
+    }
 }

@@ -140,6 +140,20 @@ impl RunRecord {
         } else {
             analysis.zombies.writes_accepted_after
         };
+        let provoked = analysis.provoked.map(|p| p.class);
+        let fences_itself = report.self_fencing_margin_ms.is_some()
+            || report
+                .client
+                .as_ref()
+                .is_some_and(|c| c.self_fencing.is_some());
+        let outcome = if acted_when_deposed(fences_itself, outcome, provoked) {
+            anomalies.push(AnomalyKind::DoubleHolder.name().to_string());
+            anomalies.sort();
+            anomalies.dedup();
+            Outcome::Flagged
+        } else {
+            outcome
+        };
         Ok(RunRecord {
             run,
             seed,
@@ -156,10 +170,23 @@ impl RunRecord {
                 .collect(),
             stale_writes_accepted: stale,
             writes_rejected_by_fence: report.figures.writes_rejected_by_fence,
-            provoked: analysis.provoked.map(|p| p.class),
+            provoked,
             error: report.faults.unseen.clone(),
         })
     }
+}
+
+/// Whether a holder that fences itself (its own lease deadline, or its library's
+/// `held`) wrote once deposed: such a run allows two holders at once, since the
+/// holder claims it never acts as one, so a late write of its reaching the
+/// resource fails it even where the checker had nothing to flag (the write came
+/// before the successor's first one, or carried no token to compare).
+fn acted_when_deposed(
+    fences_itself: bool,
+    outcome: Outcome,
+    provoked: Option<Provocation>,
+) -> bool {
+    fences_itself && outcome == Outcome::Valid && provoked == Some(Provocation::Provoked)
 }
 
 /// What the audit needs to start its runs.
@@ -557,5 +584,24 @@ mod tests {
         let mut quick = Overhead::default();
         quick.record(s(1), s(8));
         assert_eq!(quick.estimate(), s(0));
+    }
+
+    #[test]
+    fn a_holder_that_fences_itself_fails_when_its_late_write_got_in() {
+        use Provocation::*;
+        let p = Some(Provoked);
+        // Self-fencing: a deposed holder's write reached the resource.
+        assert!(acted_when_deposed(true, Outcome::Valid, p));
+        // It was deposed but withheld every write: self-fencing held.
+        assert!(!acted_when_deposed(
+            true,
+            Outcome::Valid,
+            Some(DeposedNotProvoked)
+        ));
+        // A fenced or unfenced run: a late write is the fence's business.
+        assert!(!acted_when_deposed(false, Outcome::Valid, p));
+        // Already flagged, or not counted: nothing to add.
+        assert!(!acted_when_deposed(true, Outcome::Flagged, p));
+        assert!(!acted_when_deposed(true, Outcome::Unobserved, p));
     }
 }

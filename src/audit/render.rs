@@ -49,6 +49,7 @@ fn stopped(c: &ScenarioCard) -> &'static str {
         Stopped::Broke => "broke",
         Stopped::RanOut => "ran its runs",
         Stopped::Floor => "floor reached",
+        Stopped::Cap if c.floor.is_none() => "ran its runs",
         Stopped::Cap => "below floor",
         Stopped::NotAsked => "not asked",
         Stopped::CutShort => "cut short",
