@@ -3,11 +3,13 @@
 //! asking "does the fence hold?" waits for its recipe's unfenced scenario, runs
 //! only if that broke, and then until it has its floor of provoked runs, a
 //! flagged run, or its cap (a twin whose runs seldom provoke must not eat the
-//! whole budget, and one none of whose first `--runs` runs provoked stops
-//! there: below its floor, the verdict says so). Pure: the tallies in, a
+//! whole budget, and one whose first `--runs` runs provoked so seldom that even
+//! the upper end of its rate's interval would not reach the floor within the cap
+//! stops there: below its floor, the verdict says so). Pure: the tallies in, a
 //! decision out.
 
 use super::battery::Question;
+use super::stats::wilson;
 
 /// Runs of a fenced "does it hold?" scenario at most, per provoked run of its floor.
 pub const CAP_PER_FLOOR: u32 = 3;
@@ -109,7 +111,7 @@ impl Plan {
                 let ended = t.started - t.in_flight;
                 if t.provoked >= self.floor {
                     Want::Done(Why::Floor)
-                } else if t.provoked == 0 && ended >= self.unprovoked_after {
+                } else if ended >= self.unprovoked_after && !self.may_reach_floor(i, t) {
                     Want::Done(Why::Cap)
                 } else if t.started >= self.cap(i) {
                     ran_out(Why::Cap)
@@ -121,6 +123,20 @@ impl Plan {
                 }
             }
         }
+    }
+
+    /// Whether a twin could still reach its floor within its cap if its runs
+    /// provoked as often as the upper end of the Wilson interval of its rate so
+    /// far: one that provoked 2 of its first 20 (≤ 30%) gets at most 12 more in
+    /// 40 runs, short of 20, and its runs go to the twins that can. 0 provoked of
+    /// `--runs` is the plainest case.
+    fn may_reach_floor(&self, i: usize, t: Tally) -> bool {
+        let ended = t.started - t.in_flight;
+        let Some(rate) = wilson(t.provoked as usize, ended as usize) else {
+            return true;
+        };
+        let left = self.cap(i).saturating_sub(ended) as f64;
+        t.provoked as f64 + left * rate.high >= self.floor as f64
     }
 
     /// The scenario to start a run of next, of those wanting one and not `barred`:
@@ -216,6 +232,16 @@ mod tests {
         assert_eq!(p.want(1, &t), Want::Done(Why::Cap));
         t[1].started = 10;
         assert_eq!(p.want(1, &t), Want::Start);
+        // 2 provoked of 13 (<= 42%): 47 more runs may still bring 18 more.
+        t[1] = Tally {
+            started: 13,
+            provoked: 2,
+            ..Tally::default()
+        };
+        assert_eq!(p.want(1, &t), Want::Start);
+        // 2 of 20 (<= 30%): 40 more would bring 12 at that rate, short of 20.
+        t[1].started = 20;
+        assert_eq!(p.want(1, &t), Want::Done(Why::Cap));
         t[1] = Tally {
             started: 3,
             provoked: 1,
