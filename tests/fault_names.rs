@@ -51,20 +51,12 @@ const ELSEWHERE: &[(&str, &str)] = &[
 ];
 
 /// Files that name a kind since before this test, for what the kinds' common
-/// route did not carry then (the clock interposer and the node link proxies the
-/// run sets up from `Needs`, the shared effects recover undoes itself). A new kind
-/// has its own route ([`lockcheck::fault::spec::Spec::prepare_nodes`], its own
+/// route did not carry then (the shared effects recover undoes itself, the
+/// doctor's checks by kind). A new kind has its own route
+/// ([`lockcheck::fault::spec::Spec::prepare_run`] and `prepare_nodes`, its own
 /// journal effect and undo) and adds nothing here; a line goes once its file no
 /// longer names one.
 const PENDING: &[(&str, &str)] = &[
-    (
-        "src/run/mod.rs",
-        "the clock interposer's hooks and the node link proxies, set up from Needs",
-    ),
-    (
-        "src/run/controller.rs",
-        "a worker's clock page (the clock fault on clients)",
-    ),
     (
         "src/recover/mod.rs",
         "the clock page's reset, the undo of the shared clock-skew effects",

@@ -32,6 +32,7 @@ mod redis_sentinel;
 pub mod running;
 mod setup;
 pub mod ssh;
+pub mod timens;
 mod zookeeper;
 
 pub use docker::DockerCluster;

@@ -7,7 +7,7 @@
 use super::latency::Slowness;
 use super::netns::{self, NodeLatency, NodeShape, ShapeKind};
 use super::node;
-use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
+use super::spec::{Entry, Kind, Refusal, Setting, Setup, Spec};
 use super::Fault;
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
@@ -52,10 +52,17 @@ impl Spec for NodeLatencySpec {
         Box::new(NodeLatency::new(self.shape.clone(), self.slowness.mode()))
     }
 
-    fn needs(&self) -> Needs {
-        Needs {
-            node_links: true,
-            ..Needs::default()
+    /// The nodes' connections to each other must go through the proxies from
+    /// the first: put in place before the nodes start, passing until the fault.
+    fn prepare_run(&self, setup: &mut Setup<'_>) {
+        if setup.first("the nodes' link proxies") {
+            let (dir, seed) = (setup.run_dir.to_path_buf(), setup.seed);
+            match setup.runtime {
+                Runtime::Ssh => {
+                    setup.cluster.on_hosts = Some(netns::proxy_node_links_on_hosts(dir, seed))
+                }
+                _ => setup.cluster.on_network = Some(netns::proxy_node_links(dir, seed)),
+            }
         }
     }
 

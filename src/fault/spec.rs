@@ -11,14 +11,14 @@
 //! run's, read by the workload around the kind's own keys.
 
 use super::{Fault, Target};
-use crate::cluster::Prepare;
-use crate::cluster::{NetworkKind, Runtime};
+use crate::cluster::{ClusterSpec, NetworkKind, Prepare, Runtime};
 use crate::history::FaultOps;
 use crate::journal::FaultEffect;
 use anyhow::Result;
 use serde::de::DeserializeOwned;
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
@@ -63,17 +63,15 @@ pub struct Setting {
     pub hosts: bool,
 }
 
-/// What the run must set up, before it starts, for a fault to have something to act on.
+/// What a fault needs of the run's clients, which the run sets up for every
+/// kind alike (what a kind puts in place itself is its [`Spec::prepare_run`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Needs {
-    /// The server nodes start under the clock interposer (a clock fault on nodes).
-    pub node_clocks: bool,
-    /// The workers start under the clock interposer (a clock fault on a client).
+    /// The workers start under the clock interposer (a clock fault on a client):
+    /// a client on the ssh runtime's hosts cannot (its `prepare_run` sets it up).
     pub client_clocks: bool,
     /// Each client reaches each node through a proxy of its own (link faults).
     pub client_links: bool,
-    /// The nodes reach each other through proxies from the start (latency-nodes).
-    pub node_links: bool,
 }
 
 impl Needs {
@@ -82,12 +80,57 @@ impl Needs {
         specs.into_iter().fold(Needs::default(), |a, s| {
             let b = s.needs();
             Needs {
-                node_clocks: a.node_clocks || b.node_clocks,
                 client_clocks: a.client_clocks || b.client_clocks,
                 client_links: a.client_links || b.client_links,
-                node_links: a.node_links || b.node_links,
             }
         })
+    }
+}
+
+/// The environment a worker starts with for a fault, given the worker's name
+/// (`client-0`): the clock interposer and its page.
+pub type WorkerEnv = Arc<dyn Fn(&str) -> Result<Vec<(OsString, OsString)>> + Send + Sync>;
+
+/// What the run puts in place before the servers and the workers start, as
+/// each fault's [`Spec::prepare_run`] fills it in.
+pub struct Setup<'a> {
+    /// The cluster about to start: a kind sets the hooks that are the
+    /// cluster's (on a node's host, once the hosts or the network exist).
+    pub cluster: &'a mut ClusterSpec,
+    /// What each node needs before it starts (restarts too), chained by the
+    /// run into the cluster's [`Prepare`].
+    pub nodes: Vec<Prepare>,
+    /// What each worker starts with.
+    pub workers: Vec<WorkerEnv>,
+    pub runtime: Runtime,
+    pub run_dir: &'a Path,
+    /// The run's seed, for what draws at random (a link's jitter).
+    pub seed: u64,
+    done: BTreeSet<&'static str>,
+}
+
+impl<'a> Setup<'a> {
+    pub fn new(
+        cluster: &'a mut ClusterSpec,
+        runtime: Runtime,
+        run_dir: &'a Path,
+        seed: u64,
+    ) -> Self {
+        Setup {
+            cluster,
+            nodes: Vec::new(),
+            workers: Vec::new(),
+            runtime,
+            run_dir,
+            seed,
+            done: BTreeSet::new(),
+        }
+    }
+
+    /// Whether `what` is asked for the first time: two faults that need the
+    /// same thing (two clock faults on nodes) get it once.
+    pub fn first(&mut self, what: &'static str) -> bool {
+        self.done.insert(what)
     }
 }
 
@@ -150,6 +193,13 @@ pub trait Spec: Any + fmt::Debug + Send + Sync {
     /// What the run sets up for it before the servers start.
     fn needs(&self) -> Needs {
         Needs::default()
+    }
+
+    /// What the run puts in place for it before the servers and the workers
+    /// start, by the kind's own code (the clock interposer the nodes or the
+    /// workers start under, the proxies between nodes).
+    fn prepare_run(&self, setup: &mut Setup<'_>) {
+        let _ = setup;
     }
 
     /// What each server node must have in place before it starts (restarts

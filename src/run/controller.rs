@@ -111,13 +111,13 @@ impl Workers {
     /// order), killed by the kernel if the controller dies, logging to
     /// `clients/client-N.log` (with the log of its adapter, if any: the adapter is its
     /// child, in its process group, so a pause or a kill of the worker's group takes
-    /// the adapter and its library's threads too). With `clocks`, each starts under the clock interposer
-    /// with a clock of its own that a clock fault can skew. With `on_hosts`, each runs on
+    /// the adapter and its library's threads too), with the environment each of `env`
+    /// gives it (a fault's: the clock interposer and a page of its own). With `on_hosts`, each runs on
     /// a host instead, through an ssh process here. Waits until each has connected.
     pub async fn start(
         exe: &Path,
         configs: &[worker::Config],
-        clocks: bool,
+        env: &[crate::fault::spec::WorkerEnv],
         on_hosts: Option<super::on_hosts::OnHosts>,
         dir: &Path,
         ready_timeout: Duration,
@@ -149,8 +149,8 @@ impl Workers {
                 .stderr(Stdio::from(log))
                 .process_group(0)
                 .kill_on_drop(true);
-            if clocks {
-                cmd.envs(crate::fault::clock::process_clock(dir, &name)?);
+            for env in env {
+                cmd.envs(env(&name)?);
             }
             crate::backend::adapter::die_with_parent(&mut cmd);
             let mut child = cmd

@@ -24,6 +24,7 @@ use crate::backend::{BackendKind, LockConfig};
 use crate::check::{self, Verdict};
 use crate::cluster::{self, Cluster, ClusterSpec, Runtime};
 use crate::fault::client_name;
+use crate::fault::spec::{Needs, Setup, WorkerEnv};
 use crate::history::{self, HistoryWriter};
 use crate::resource::{self, Mode};
 use anyhow::{anyhow, Context, Result};
@@ -337,9 +338,15 @@ struct Prepared {
 /// Starts the servers (with the hooks the planned faults need), the resource and
 /// the workers, and journals every process.
 async fn prepare(w: &Arc<Workload>, opts: &Options, seed: u64, dir: &Path) -> Result<Prepared> {
-    let (servers, network, journal, needs) = prepare_servers(w, opts, seed, dir).await?;
+    let Servers {
+        cluster,
+        network,
+        journal,
+        needs,
+        workers: worker_env,
+    } = prepare_servers(w, opts, seed, dir).await?;
     // Shared with the nemesis, whose node faults kill and restart servers.
-    let servers = Arc::new(tokio::sync::Mutex::new(servers));
+    let servers = Arc::new(tokio::sync::Mutex::new(cluster));
     let res = resource::Running::start(w.resource, dir)
         .await
         .map_err(|e| environment(format!("starting the resource: {e:#}")))?;
@@ -394,7 +401,7 @@ async fn prepare(w: &Arc<Workload>, opts: &Options, seed: u64, dir: &Path) -> Re
     let (workers, pipes) = Workers::start(
         &opts.worker_exe,
         &configs,
-        needs.client_clocks,
+        &worker_env,
         on_hosts,
         dir,
         Duration::from_secs(20),
@@ -473,46 +480,36 @@ fn worker_configs(
         .collect()
 }
 
-/// The cluster of the workload, started with what its faults need in place first:
-/// the clock interposer, the nodes' network and its proxies, time namespaces.
-async fn prepare_servers(
-    w: &Workload,
-    opts: &Options,
-    seed: u64,
-    dir: &Path,
-) -> Result<(
-    Box<dyn Cluster>,
-    Option<u64>,
-    Arc<crate::journal::Journal>,
-    crate::fault::spec::Needs,
-)> {
+/// The servers as [`prepare_servers`] started them, and what the faults need of
+/// the workers.
+struct Servers {
+    cluster: Box<dyn Cluster>,
+    /// The journal's line for the nodes' network, undone once the servers stop.
+    network: Option<u64>,
+    journal: Arc<crate::journal::Journal>,
+    needs: Needs,
+    /// What each worker starts with for the faults (the clock interposer).
+    workers: Vec<WorkerEnv>,
+}
+
+/// The cluster of the workload, started with what its faults need in place first
+/// (each fault's own [`Spec::prepare_run`](crate::fault::spec::Spec::prepare_run)
+/// and `prepare_nodes` hooks), the nodes' network and their time namespaces.
+async fn prepare_servers(w: &Workload, opts: &Options, seed: u64, dir: &Path) -> Result<Servers> {
     let mut spec = ClusterSpec::new(w.backend.kind, dir);
     spec.nodes = w.backend.nodes;
     spec.lease = Some(w.backend.lease.ttl);
     spec.options = w.backend.options.clone();
-    // Nodes a clock fault may skew start with lockcheck's clock interposer; nodes
-    // with a monotonic offset, in a time namespace.
-    let needs = crate::fault::spec::Needs::of(w.faults.iter().map(|f| &*f.spec));
-    let mut hooks = Vec::new();
-    if needs.node_clocks {
-        match w.runtime {
-            // The interposer goes to the nodes' hosts, their paths are theirs.
-            Runtime::Ssh => spec.prepare_on_host = Some(crate::fault::clock::host_hook()),
-            _ => hooks.push(crate::fault::clock::prepare_hook(dir.to_path_buf())),
-        }
-    }
     spec.network = w.backend.network;
-    // Latency between nodes goes through proxies their connections must take
-    // from the first: put in place before the nodes start, passing until the fault.
-    if needs.node_links {
-        let dir = dir.to_path_buf();
-        match w.runtime {
-            Runtime::Ssh => {
-                spec.on_hosts = Some(crate::fault::netns::proxy_node_links_on_hosts(dir, seed))
-            }
-            _ => spec.on_network = Some(crate::fault::netns::proxy_node_links(dir, seed)),
-        }
+    let needs = Needs::of(w.faults.iter().map(|f| &*f.spec));
+    let mut setup = Setup::new(&mut spec, w.runtime, dir, seed);
+    for f in &w.faults {
+        f.spec.prepare_run(&mut setup);
     }
+    let (mut hooks, workers) = (
+        std::mem::take(&mut setup.nodes),
+        std::mem::take(&mut setup.workers),
+    );
     // Namespaces, bridge and veths are written down before they exist, so that
     // `lockcheck recover` removes them after a kill -9 whenever it came.
     let journal = crate::journal::Journal::for_run(dir)?;
@@ -524,23 +521,30 @@ async fn prepare_servers(
         }
         cluster::NetworkKind::Loopback => None,
     };
+    // Nodes with a monotonic offset start in a time namespace.
     if !w.backend.monotonic_offsets.is_empty() {
         let offsets = w.backend.monotonic_offsets.clone();
-        hooks.push(crate::fault::clock::monotonic_hook(offsets));
+        hooks.push(cluster::timens::monotonic_hook(offsets));
     }
     // What a fault puts in place under each node itself, by its own code.
     hooks.extend(w.faults.iter().filter_map(|f| f.spec.prepare_nodes(dir)));
     spec.prepare = cluster::Prepare::chain(hooks);
     // The workload was checked: servers that do not start are this machine's
     // problem (a binary, a port, a directory the server may not enter).
-    let servers = start_cluster(w, spec, opts).await.map_err(|e| {
+    let cluster = start_cluster(w, spec, opts).await.map_err(|e| {
         environment(format!(
             "starting the {} cluster ({} runtime): {e:#}",
             w.backend.kind,
             w.runtime.name()
         ))
     })?;
-    Ok((servers, network, journal, needs))
+    Ok(Servers {
+        cluster,
+        network,
+        journal,
+        needs,
+        workers,
+    })
 }
 
 /// What the live part of a run leaves for [`finish`].

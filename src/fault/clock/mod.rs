@@ -10,9 +10,9 @@
 //! own view of a lease).
 //!
 //! It cannot reach Go programs (etcd, nats-server): Go reads the vDSO directly
-//! and never calls libc's clock functions. For those, [`time_namespace`] shifts
-//! the monotonic clock once, at start (the workload's `backend.monotonic_offset`,
-//! through [`monotonic_hook`]), and [`reach`] says plainly that a live skew does
+//! and never calls libc's clock functions. For those, a time namespace
+//! (`cluster::timens`) shifts the monotonic clock once, at start (the workload's
+//! `backend.monotonic_offset`), and [`reach`] says plainly that a live skew does
 //! not reach them, so that a verdict never claims a fault that did not happen.
 //!
 //! What a time namespace can and cannot do: it shifts CLOCK_MONOTONIC and
@@ -32,18 +32,17 @@ mod remote;
 mod shim;
 mod skew;
 mod start;
-mod timens;
 
+pub use crate::cluster::timens::{monotonic_hook, time_namespace};
 pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, TORN_AFTER};
 pub use remote::{host_hook, reset_remote, OutOfReach, RemoteClock};
 pub use shim::{install_shim, reach, Reach, Unreachable, CLOCK_FILE_ENV};
 pub use skew::{ClockChange, SkewClock, SkewUpdate};
 pub use start::{prepare_hook, process_clock};
-pub use timens::{monotonic_hook, time_namespace};
 
 use super::duration::{Dur, SignedDur};
 use super::node::{self, NodeTarget};
-use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
+use super::spec::{Entry, Kind, Needs, Refusal, Setting, Setup, Spec};
 use super::{Fault, Scene, Target};
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
@@ -136,12 +135,14 @@ impl Spec for ClockSpec {
     }
 
     fn needs(&self) -> Needs {
-        let of_client = matches!(self.clocks, Clocks::Client(_));
         Needs {
-            node_clocks: !of_client,
-            client_clocks: of_client,
+            client_clocks: matches!(self.clocks, Clocks::Client(_)),
             ..Needs::default()
         }
+    }
+
+    fn prepare_run(&self, setup: &mut Setup<'_>) {
+        start::prepare_run(matches!(self.clocks, Clocks::Nodes(_)), setup)
     }
 
     fn refused_by(&self, runtime: Runtime) -> Option<Refusal> {

@@ -2,12 +2,32 @@
 //! (through the cluster's hook) or a worker.
 
 use super::page::{clock_file, ensure_file};
+use super::remote::host_hook;
 use super::shim::{child_env, install_shim, reach, Reach};
-use crate::cluster::{NodeSpec, Prepare};
+use crate::cluster::{NodeSpec, Prepare, Runtime};
+use crate::fault::spec::Setup;
 use anyhow::Result;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// What a clock fault needs before the run starts: the nodes (`of_nodes`) or
+/// the workers start under the interposer, each with its page, once however
+/// many clock faults the workload has.
+pub(super) fn prepare_run(of_nodes: bool, setup: &mut Setup<'_>) {
+    if of_nodes && setup.first("the nodes' clock interposer") {
+        match setup.runtime {
+            // The interposer goes to the nodes' hosts, their paths are theirs.
+            Runtime::Ssh => setup.cluster.prepare_on_host = Some(host_hook()),
+            _ => setup.nodes.push(prepare_hook(setup.run_dir.to_path_buf())),
+        }
+    } else if !of_nodes && setup.first("the workers' clock interposer") {
+        let dir = setup.run_dir.to_path_buf();
+        setup
+            .workers
+            .push(Arc::new(move |name| Ok(process_clock(&dir, name)?.into())));
+    }
+}
 
 /// A cluster hook that starts every node the interposer can reach with its own
 /// clock file (`<run_dir>/clocks/<node>.clock`, unskewed until a clock fault),

@@ -97,7 +97,6 @@ fn a_node_latency_needs_namespaces_a_delay_and_slows_every_link_by_default() {
             }
         }
     );
-    assert!(first::<NodeLatencySpec>(&w).needs().node_links);
     let halves = format!("{slow}\nshape = \"halves\"");
     assert_eq!(
         first::<NodeLatencySpec>(&etcd(ns, &halves).unwrap()).shape,

@@ -1,8 +1,10 @@
 //! Time namespaces: the one clock change that reaches a Go program (etcd,
-//! nats-server), which reads the vDSO and never calls the interposer. What a
-//! time namespace can and cannot do is in the module docs of [`super`].
+//! nats-server), which reads the vDSO and never calls the clock fault's
+//! interposer. A node's monotonic offset (`backend.monotonic_offset`) is how
+//! the cluster starts it, not a fault, so it lives here; what a time namespace
+//! can and cannot do is in the clock fault's module docs (`fault/clock`).
 
-use crate::cluster::{NodeSpec, Prepare};
+use super::{NodeSpec, Prepare};
 use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 
