@@ -51,21 +51,14 @@ const ELSEWHERE: &[(&str, &str)] = &[
 ];
 
 /// Files that name a kind since before this test, for what the kinds' common
-/// route did not carry then (the shared effects recover undoes itself, the
-/// doctor's checks by kind). A new kind has its own route
-/// ([`lockcheck::fault::spec::Spec::prepare_run`] and `prepare_nodes`, its own
-/// journal effect and undo) and adds nothing here; a line goes once its file no
-/// longer names one.
-const PENDING: &[(&str, &str)] = &[
-    (
-        "src/recover/mod.rs",
-        "the clock page's reset, the undo of the shared clock-skew effects",
-    ),
-    (
-        "src/cli/doctor.rs",
-        "which faults this machine can apply, by kind",
-    ),
-];
+/// route did not carry then (the doctor's checks by kind). A new kind has its
+/// own route ([`lockcheck::fault::spec::Spec::prepare_run`] and
+/// `prepare_nodes`, its own journal effect and undo) and adds nothing here; a
+/// line goes once its file no longer names one.
+const PENDING: &[(&str, &str)] = &[(
+    "src/cli/doctor.rs",
+    "which faults this machine can apply, by kind",
+)];
 
 /// Kinds of two words or more, as workloads write them and as modules.
 fn long_names() -> BTreeSet<String> {

@@ -29,6 +29,15 @@ pub fn kind(name: &str) -> Option<&'static Kind> {
     CATALOGUE.iter().copied().find(|k| k.name == name)
 }
 
+/// Undoes `effect`, one of the journal's own variants, through the kind that
+/// writes it ([`Kind::undo_journaled`]); `None` when no kind claims it.
+pub fn undo_journaled(effect: &crate::journal::Effect) -> Option<Result<String>> {
+    CATALOGUE
+        .iter()
+        .filter_map(|k| k.undo_journaled)
+        .find_map(|undo| undo(effect))
+}
+
 /// The entry of these keys: its `kind` must be in the catalogue, and every other
 /// key one of that kind's or of `timing` (the keys the run reads itself).
 /// `bad(key, what)` makes the error about a key.

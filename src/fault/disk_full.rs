@@ -38,6 +38,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::DISK,
     read: DiskFullSpec::read,
     undo: Some(undo),
+    undo_journaled: None,
 };
 
 /// The tmpfs's size when the entry says none: room for etcd's and ZooKeeper's

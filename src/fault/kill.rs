@@ -19,6 +19,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::KILL,
     read: KillSpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "kill"`: which nodes, and whether they restart with empty data.

@@ -18,6 +18,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::LATENCY,
     read: LatencySpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "latency"`: which links, and how slow.

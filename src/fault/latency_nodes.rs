@@ -22,6 +22,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::LATENCY,
     read: NodeLatencySpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "latency-nodes"`: which node-to-node links, and how slow.

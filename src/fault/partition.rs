@@ -19,6 +19,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::PARTITION,
     read: PartitionSpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "partition"`: which links, and how they are cut.

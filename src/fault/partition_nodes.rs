@@ -23,6 +23,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::PARTITION,
     read: NodePartitionSpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "partition-nodes"`: which node-to-node links, and how they are cut.

@@ -30,6 +30,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::PAUSE,
     read: PauseSpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "pause"`: the client it stops.

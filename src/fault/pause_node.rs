@@ -29,6 +29,7 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::PAUSE,
     read: PauseNodeSpec::read,
     undo: None,
+    undo_journaled: None,
 };
 
 /// `kind = "pause-node"`: which nodes, and how they are stopped.

@@ -13,7 +13,7 @@
 use super::{Fault, Target};
 use crate::cluster::{ClusterSpec, NetworkKind, Prepare, Runtime};
 use crate::history::FaultOps;
-use crate::journal::FaultEffect;
+use crate::journal::{Effect, FaultEffect};
 use anyhow::Result;
 use serde::de::DeserializeOwned;
 use std::any::Any;
@@ -40,9 +40,19 @@ pub struct Kind {
     /// Undoes an effect of its own the journal holds ([`Effect::Fault`] with this
     /// kind's name: the data it journaled) after a controller killed with -9;
     /// says what it did. `None` for a kind that journals only the shared effects
-    /// (a process stopped, a clock file, a link), which `recover` knows itself.
+    /// (a process stopped, a link), which `recover` knows itself, or the
+    /// journal's own variants of its (below).
     pub undo: Option<fn(&FaultEffect) -> Result<String>>,
+    /// Undoes an effect the journal has a variant of its own for, written by
+    /// this kind since before kinds journaled their own (a clock page skewed,
+    /// here or on a host): `None` when `effect` is not one of this kind's.
+    /// Kept so that a run directory of any lockcheck recovers the same.
+    pub undo_journaled: Option<UndoJournaled>,
 }
+
+/// A kind's undo of the journal's own effects ([`Kind::undo_journaled`]):
+/// `None` for an effect that is not the kind's.
+pub type UndoJournaled = fn(&Effect) -> Option<Result<String>>;
 
 impl fmt::Debug for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

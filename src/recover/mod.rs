@@ -1,11 +1,12 @@
 //! Undoing what a run left behind, from its journal: the other half of
 //! [`crate::journal`]. The journal, at the bottom, only writes down what was
 //! applied; undoing an effect takes the code that applied it (docker cleanup and
-//! the network namespaces in `cluster`, the freezer, the clock page and the node
-//! link rules in `fault`), so this lives above both, and `lockcheck recover`
-//! (`cli::recover`) calls it. An effect of one fault kind's own
-//! ([`Effect::Fault`]) goes to that kind's undo, found through the catalogue:
-//! a new fault needs no arm here.
+//! the network namespaces in `cluster`, the freezer and the node link rules in
+//! `fault`), so this lives above both, and `lockcheck recover` (`cli::recover`)
+//! calls it. An effect of one fault kind's own ([`Effect::Fault`]) goes to that
+//! kind's undo, and a clock page skewed (a variant of the journal's own, from
+//! before kinds journaled theirs) to the kind that claims it, both found through
+//! the catalogue: a new fault needs no arm here.
 //!
 //! Every undo is safe to repeat and safe after a clean end: a process is named by
 //! pid and start time, so one that ended (and whose pid the kernel reused) is
@@ -13,7 +14,7 @@
 
 use crate::cluster::ssh::host::{Host, Unreachable};
 use crate::cluster::{detached_pid, docker, freezer, home, netns};
-use crate::fault::{catalogue, clock};
+use crate::fault::catalogue;
 use crate::journal::{pending, Effect, Journal, Pending};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, Signal};
@@ -120,12 +121,6 @@ pub fn undo(effect: &Effect) -> Result<String> {
             }
             None => ALREADY_GONE.into(),
         },
-        Effect::ClockSkew { file, .. } => match clock::reset_file(file) {
-            Ok(true) => "reset".into(),
-            Ok(false) => "was not skewed".into(),
-            Err(_) if !file.exists() => "file gone".into(),
-            Err(e) => return Err(e),
-        },
         Effect::Link { .. } => "healed when the controller's proxy ended".into(),
         Effect::Frozen { cgroup, .. } => match freezer::thaw_dir(cgroup)? {
             true => "thawed".into(),
@@ -163,13 +158,6 @@ pub fn undo(effect: &Effect) -> Result<String> {
                 false => "nothing left".into(),
             }
         }
-        Effect::RemoteClockSkew { host, file, .. } => {
-            match clock::reset_remote(&Host::new(host.clone()), file)? {
-                Some(true) => "reset".into(),
-                Some(false) => "was not skewed".into(),
-                None => "file gone".into(),
-            }
-        }
         Effect::RemoteDir { host, dir } => match Host::new(host.clone()).remove_dir(dir)? {
             true => "removed".into(),
             false => "nothing left".into(),
@@ -182,6 +170,14 @@ pub fn undo(effect: &Effect) -> Result<String> {
                 f.kind
             ),
         },
+        // A clock page skewed, which the journal has variants of its own for:
+        // the kind that writes them undoes them, found through the catalogue.
+        Effect::ClockSkew { .. } | Effect::RemoteClockSkew { .. } => {
+            match catalogue::undo_journaled(effect) {
+                Some(r) => r?,
+                None => bail!("no fault kind in this lockcheck undoes it: not undone"),
+            }
+        }
         Effect::Network { id } => {
             let r = netns::remove_run(id)?;
             if r.namespaces.is_empty() && !r.host_interface {

@@ -44,9 +44,10 @@ use super::duration::{Dur, SignedDur};
 use super::node::{self, NodeTarget};
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Setup, Spec};
 use super::{Fault, Scene, Target};
+use crate::cluster::ssh::host::Host;
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
-use crate::journal::Journal;
+use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use futures_util::future::join_all;
@@ -60,7 +61,25 @@ pub const KIND: Kind = Kind {
     ops: &fault_ops::CLOCK,
     read: ClockSpec::read,
     undo: None,
+    undo_journaled: Some(undo_journaled),
 };
+
+/// Resets a clock page a run left skewed, here or on a node's host: the
+/// journal's own `ClockSkew` and `RemoteClockSkew`, which this kind writes.
+fn undo_journaled(effect: &Effect) -> Option<Result<String>> {
+    let said = |was: bool| if was { "reset" } else { "was not skewed" }.to_string();
+    Some(match effect {
+        Effect::ClockSkew { file, .. } => match reset_file(file) {
+            Ok(was) => Ok(said(was)),
+            Err(_) if !file.exists() => Ok("file gone".into()),
+            Err(e) => Err(e),
+        },
+        Effect::RemoteClockSkew { host, file, .. } => {
+            reset_remote(&Host::new(host.clone()), file).map(|r| r.map_or("file gone".into(), said))
+        }
+        _ => return None,
+    })
+}
 
 /// `kind = "clock"`: whose clocks, and what happens to them: `rate`, `period`
 /// (a strobe between `offset` and `offset2`) or `offset` (a jump).
