@@ -72,3 +72,36 @@ fn doctor_names_the_tools_a_fault_and_a_runtime_run() {
     assert_eq!(item(&json, "fsync stall")["ok"], true);
     assert_eq!(item(&json, "ssh")["ok"], true);
 }
+
+/// The faults' lines come from each kind's own `requires`, in the catalogue's
+/// order: disk-full's says what it needs, and is ok exactly when this runs as
+/// root (a tmpfs mount); the pause-node methods keep their lines.
+#[test]
+fn doctor_lists_what_each_fault_kind_needs_disk_full_root_and_the_local_runtime() {
+    let (_, json) = doctor(&[]);
+    let disk = item(&json, "disk-full");
+    assert_eq!(disk["area"], "fault", "{disk}");
+    assert_eq!(disk["ok"], nix::unistd::geteuid().is_root(), "{disk}");
+    let detail = disk["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("needs root and the local runtime"),
+        "{detail}"
+    );
+    let faults: Vec<&str> = json["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["area"] == "fault")
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        faults,
+        [
+            "pause",
+            "freezer",
+            "fsync stall",
+            "partition-nodes",
+            "disk-full"
+        ]
+    );
+}

@@ -42,10 +42,7 @@ struct Item {
 /// Each check of this machine, one function each, in the order they are printed.
 const CHECKS: &[fn() -> Vec<Item>] = &[
     backends,
-    || vec![pause()],
-    || vec![partition_nodes()],
-    || vec![freezer()],
-    || vec![fsync_stall()],
+    faults,
     || vec![local_processes()],
     || vec![docker()],
     || vec![ssh()],
@@ -151,64 +148,22 @@ fn backend(a: &cluster::Availability) -> Item {
     }
 }
 
-/// The pause signals the run's own children: it needs nothing but Linux.
-fn pause() -> Item {
-    Item {
-        area: "fault",
-        name: "pause".into(),
-        ok: true,
-        detail: "SIGSTOP / SIGCONT of client processes".into(),
-        ..Item::default()
-    }
-}
-
-fn partition_nodes() -> Item {
-    let (ok, detail, install) = match cluster::netns::available() {
-        Ok(()) => (
-            true,
-            "cuts links between server nodes in their network namespaces (iptables)".into(),
-            None,
-        ),
-        Err((why, package)) => (false, why, package),
-    };
-    Item {
-        area: "fault",
-        name: "partition-nodes".into(),
-        ok,
-        detail,
-        install,
-        ..Item::default()
-    }
-}
-
-/// `pause-node` with `method = "freezer"` on local nodes (containers are paused
-/// by Docker): refused at load where this says why.
-fn freezer() -> Item {
-    let freezer = cluster::freezer::unavailable();
-    Item {
-        area: "fault",
-        name: "freezer".into(),
-        ok: freezer.is_none(),
-        detail: freezer.unwrap_or_else(|| {
-            "the cgroup freezer for pause-node of local nodes (method = \"freezer\")".into()
-        }),
-        ..Item::default()
-    }
-}
-
-/// `pause-node` with `method = "fsync"`: strace delays a node's syncs.
-fn fsync_stall() -> Item {
-    let strace = crate::fault::sync_stall::unavailable();
-    Item {
-        area: "fault",
-        name: "fsync stall".into(),
-        ok: strace.is_none(),
-        install: strace.is_some().then_some("strace"),
-        detail: strace.unwrap_or_else(|| {
-            "strace delays a local node's fsync/fdatasync (pause-node, method = \"fsync\")".into()
-        }),
-        ..Item::default()
-    }
+/// What each kind of fault needs of this machine, as the kind says, in the
+/// catalogue's order.
+fn faults() -> Vec<Item> {
+    crate::fault::catalogue::CATALOGUE
+        .iter()
+        .filter_map(|k| k.requires)
+        .flat_map(|requires| requires())
+        .map(|r| Item {
+            area: "fault",
+            name: r.name,
+            ok: r.ok,
+            detail: r.detail,
+            install: r.install,
+            ..Item::default()
+        })
+        .collect()
 }
 
 fn local_processes() -> Item {

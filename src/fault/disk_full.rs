@@ -15,7 +15,7 @@
 //! [`undo`] through the catalogue. Local runtime only, as root (a mount).
 
 use super::node::{self, pick, targets, NodeTarget, TIMED};
-use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::{Fault, Scene, Target};
 use crate::cluster::{NodeSpec, Prepare, Runtime, DATA_DIR};
 use crate::history::fault_ops;
@@ -39,7 +39,27 @@ pub const KIND: Kind = Kind {
     read: DiskFullSpec::read,
     undo: Some(undo),
     undo_journaled: None,
+    requires: Some(requires),
 };
+
+/// A node's disk is a tmpfs this machine mounts: root, and nodes run here.
+fn requires() -> Vec<Requirement> {
+    let root = nix::unistd::geteuid().is_root();
+    vec![Requirement {
+        name: KIND.name.into(),
+        ok: root,
+        detail: if root {
+            "a node's data disk full (a tmpfs under its data directory): needs root and the \
+             local runtime"
+                .into()
+        } else {
+            "needs root and the local runtime: it mounts a tmpfs under each node's data \
+             directory, and lockcheck is not running as root"
+                .into()
+        },
+        install: None,
+    }]
+}
 
 /// The tmpfs's size when the entry says none: room for etcd's and ZooKeeper's
 /// 64 MiB preallocated logs; memory is only taken as it fills.

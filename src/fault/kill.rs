@@ -20,6 +20,7 @@ pub const KIND: Kind = Kind {
     read: KillSpec::read,
     undo: None,
     undo_journaled: None,
+    requires: None,
 };
 
 /// `kind = "kill"`: which nodes, and whether they restart with empty data.

@@ -19,6 +19,7 @@ pub const KIND: Kind = Kind {
     read: LatencySpec::read,
     undo: None,
     undo_journaled: None,
+    requires: None,
 };
 
 /// `kind = "latency"`: which links, and how slow.

@@ -23,6 +23,7 @@ pub const KIND: Kind = Kind {
     read: NodeLatencySpec::read,
     undo: None,
     undo_journaled: None,
+    requires: None,
 };
 
 /// `kind = "latency-nodes"`: which node-to-node links, and how slow.

@@ -20,6 +20,7 @@ pub const KIND: Kind = Kind {
     read: PartitionSpec::read,
     undo: None,
     undo_journaled: None,
+    requires: None,
 };
 
 /// `kind = "partition"`: which links, and how they are cut.

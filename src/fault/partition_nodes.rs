@@ -8,7 +8,7 @@
 use super::netns::{self, NodePartition, NodeShape, ShapeKind};
 use super::node;
 use super::shape::Cut;
-use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::Fault;
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
@@ -24,7 +24,26 @@ pub const KIND: Kind = Kind {
     read: NodePartitionSpec::read,
     undo: None,
     undo_journaled: None,
+    requires: Some(requires),
 };
+
+/// The nodes' links are cut in their network namespaces, with ip and iptables.
+fn requires() -> Vec<Requirement> {
+    let (ok, detail, install) = match crate::cluster::netns::available() {
+        Ok(()) => (
+            true,
+            "cuts links between server nodes in their network namespaces (iptables)".into(),
+            None,
+        ),
+        Err((why, package)) => (false, why, package),
+    };
+    vec![Requirement {
+        name: KIND.name.into(),
+        ok,
+        detail,
+        install,
+    }]
+}
 
 /// `kind = "partition-nodes"`: which node-to-node links, and how they are cut.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,7 +10,7 @@
 //! run's connection, and only once the host's kernel shows it stopped does the
 //! fault count as started.
 
-use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::{ClientProc, Fault, Place, Scene, Target};
 use crate::history::fault_ops;
 use anyhow::{Context, Result};
@@ -31,7 +31,18 @@ pub const KIND: Kind = Kind {
     read: PauseSpec::read,
     undo: None,
     undo_journaled: None,
+    requires: Some(requires),
 };
+
+/// A pause signals the run's own children: it needs nothing but Linux.
+fn requires() -> Vec<Requirement> {
+    vec![Requirement {
+        name: KIND.name.into(),
+        ok: true,
+        detail: "SIGSTOP / SIGCONT of client processes".into(),
+        install: None,
+    }]
+}
 
 /// `kind = "pause"`: the client it stops.
 #[derive(Debug, Clone, PartialEq, Eq)]

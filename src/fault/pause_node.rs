@@ -10,7 +10,7 @@
 //! is the pause that splits a Patroni cluster's brain.
 
 use super::node::{self, pick, stop, targets, NodeTarget, PauseMethod, Stopped, TIMED};
-use super::spec::{Entry, Kind, Refusal, Setting, Spec};
+use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::sync_stall::SyncStall;
 use super::{Fault, Scene, Target};
 use crate::cluster::Runtime;
@@ -30,7 +30,35 @@ pub const KIND: Kind = Kind {
     read: PauseNodeSpec::read,
     undo: None,
     undo_journaled: None,
+    requires: Some(requires),
 };
+
+/// Its methods that need more than signals: `method = "freezer"` on local
+/// nodes (containers are paused by Docker), refused at load where this says
+/// why; `method = "fsync"`, strace delaying a node's syncs.
+fn requires() -> Vec<Requirement> {
+    let freezer = crate::cluster::freezer::unavailable();
+    let strace = super::sync_stall::unavailable();
+    vec![
+        Requirement {
+            name: "freezer".into(),
+            ok: freezer.is_none(),
+            detail: freezer.unwrap_or_else(|| {
+                "the cgroup freezer for pause-node of local nodes (method = \"freezer\")".into()
+            }),
+            install: None,
+        },
+        Requirement {
+            name: "fsync stall".into(),
+            ok: strace.is_none(),
+            install: strace.is_some().then_some("strace"),
+            detail: strace.unwrap_or_else(|| {
+                "strace delays a local node's fsync/fdatasync (pause-node, method = \"fsync\")"
+                    .into()
+            }),
+        },
+    ]
+}
 
 /// `kind = "pause-node"`: which nodes, and how they are stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]

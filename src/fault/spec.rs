@@ -48,11 +48,26 @@ pub struct Kind {
     /// here or on a host): `None` when `effect` is not one of this kind's.
     /// Kept so that a run directory of any lockcheck recovers the same.
     pub undo_journaled: Option<UndoJournaled>,
+    /// What it needs of this machine, one line each, as `lockcheck doctor`
+    /// lists it: `None` for a kind that needs nothing but Linux and the run.
+    pub requires: Option<fn() -> Vec<Requirement>>,
 }
 
 /// A kind's undo of the journal's own effects ([`Kind::undo_journaled`]):
 /// `None` for an effect that is not the kind's.
 pub type UndoJournaled = fn(&Effect) -> Option<Result<String>>;
+
+/// One thing a kind of fault needs of this machine, and whether it is here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirement {
+    /// What doctor lists it as (the kind, or the kind's method).
+    pub name: String,
+    pub ok: bool,
+    /// What it does, when here; why not, when missing.
+    pub detail: String,
+    /// The Debian package that provides it, when missing.
+    pub install: Option<&'static str>,
+}
 
 impl fmt::Debug for Kind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -62,6 +62,7 @@ pub const KIND: Kind = Kind {
     read: ClockSpec::read,
     undo: None,
     undo_journaled: Some(undo_journaled),
+    requires: None,
 };
 
 /// Resets a clock page a run left skewed, here or on a node's host: the
