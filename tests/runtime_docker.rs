@@ -304,21 +304,8 @@ fn a_docker_run_is_replayed_in_docker() {
     // The workload file says nothing of docker: --runtime and --image chose it.
     let first = docker_run("redis-pause-unfenced.toml");
     first.assert_flagged(&["double-holder"]);
-    let out = run_support::lockcheck()
-        .args(["replay", "--runs", "2", "--jobs", "2"])
-        .arg(first.run_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (_, plan) = first.replayed_twice();
     let replay = first.run_dir().join("replay");
-    let plan: toml::Table =
-        toml::from_str(&std::fs::read_to_string(replay.join("replay.toml")).unwrap()).unwrap();
     assert_eq!(plan["runtime"].as_str(), Some("docker"), "{plan}");
     assert_eq!(plan["backend"]["image"].as_str(), Some(IMAGE), "{plan}");
     // Every replay ran its servers in containers, and left none behind.

@@ -140,18 +140,7 @@ fn replay_reruns_the_schedule_as_it_happened_and_a_valid_run_is_refused() {
     let w = write_workload(dir.path(), "noisy.toml", NOISY);
     let first = run(&w, &[]);
     first.assert_flagged(&["double-holder"]);
-    let out = lockcheck()
-        .args(["replay", "--runs", "2", "--jobs", "2"])
-        .arg(first.run_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, _) = first.replayed_twice();
     assert!(
         stdout.starts_with("REPRODUCED: double-holder came back in "),
         "{stdout}"
@@ -188,21 +177,9 @@ fn replay_reruns_the_schedule_as_it_happened_and_a_valid_run_is_refused() {
 fn replayed(name: &str, check: impl Fn(&toml::Table)) {
     let first = run(&run_support::workload(name), &[]);
     first.assert_flagged(&["double-holder"]);
-    let out = lockcheck()
-        .args(["replay", "--runs", "2", "--jobs", "2"])
-        .arg(first.run_dir())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{name}: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (stdout, plan) = first.replayed_twice();
     assert!(stdout.starts_with("REPRODUCED: "), "{name}: {stdout}");
-    let plan = first.run_dir().join("replay").join("replay.toml");
-    check(&toml::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap());
+    check(&plan);
     first.assert_nothing_left();
 }
 

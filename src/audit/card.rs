@@ -316,18 +316,10 @@ mod tests {
 
     fn run(provoked: Provocation) -> RunRecord {
         RunRecord {
-            run: 1,
-            seed: 1,
             outcome: Outcome::Valid,
-            wall_s: 1.0,
-            run_dir: None,
-            anomalies: Vec::new(),
-            first_anomaly_s: None,
-            zombie_windows_ms: Vec::new(),
-            stale_writes_accepted: 0,
-            writes_rejected_by_fence: 0,
             provoked: Some(provoked),
             error: None,
+            ..RunRecord::failed(1, 1, 1.0, String::new())
         }
     }
 

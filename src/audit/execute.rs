@@ -86,7 +86,7 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
-    fn failed(run: u32, seed: u64, wall_s: f64, error: String) -> RunRecord {
+    pub(super) fn failed(run: u32, seed: u64, wall_s: f64, error: String) -> RunRecord {
         RunRecord {
             run,
             seed,

@@ -31,6 +31,26 @@ impl Finished {
             .unwrap_or_default()
     }
 
+    /// `lockcheck replay RUN_DIR --runs 2 --jobs 2`, which must bring the break
+    /// back (exit 1): its stdout, and the workload it replayed (`replay/replay.toml`).
+    pub fn replayed_twice(&self) -> (String, toml::Table) {
+        let out = lockcheck()
+            .args(["replay", "--runs", "2", "--jobs", "2"])
+            .arg(self.run_dir())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let plan = self.run_dir().join("replay").join("replay.toml");
+        let plan = toml::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap();
+        (stdout, plan)
+    }
+
     pub fn run_dir(&self) -> PathBuf {
         PathBuf::from(
             self.json["run_dir"]
