@@ -41,6 +41,11 @@ fn the_redis_and_etcd_pause_workloads_are_flagged_over_ssh() {
         assert!(w.contains("runtime = \"ssh\""), "{w}");
         assert_nothing_left_on_hosts(&f.run_dir());
     }
+    // Replayed, it runs on the hosts again.
+    let (stdout, plan) = r.replayed_twice_by(hosts.lockcheck());
+    assert!(stdout.starts_with("REPRODUCED: "), "{stdout}");
+    assert_eq!(plan["runtime"].as_str(), Some("ssh"), "{plan}");
+    assert!(plan["backend"].get("hosts").is_some(), "{plan}");
     hosts.assert_clean();
 }
 

@@ -34,7 +34,12 @@ impl Finished {
     /// `lockcheck replay RUN_DIR --runs 2 --jobs 2`, which must bring the break
     /// back (exit 1): its stdout, and the workload it replayed (`replay/replay.toml`).
     pub fn replayed_twice(&self) -> (String, toml::Table) {
-        let out = lockcheck()
+        self.replayed_twice_by(lockcheck())
+    }
+
+    /// [`Finished::replayed_twice`] by this `lockcheck` command (its environment).
+    pub fn replayed_twice_by(&self, mut lockcheck: Command) -> (String, toml::Table) {
+        let out = lockcheck
             .args(["replay", "--runs", "2", "--jobs", "2"])
             .arg(self.run_dir())
             .output()
