@@ -171,7 +171,24 @@ fn published(card: &Scorecard) -> Result<String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     relative_to(&mut v, &card.dir.display().to_string(), &name);
+    // The adapter's command as it was given: the audit made the paths in it that
+    // exist here absolute, for the scenarios' workloads.
+    if let (Some(words), Ok(here)) = (&card.client, std::env::current_dir()) {
+        v["client"] = serde_json::json!(as_given(words, &here));
+    }
     Ok(serde_json::to_string_pretty(&v)? + "\n")
+}
+
+/// Each word that is a path below `here` by its path from `here`.
+fn as_given(words: &[String], here: &std::path::Path) -> Vec<String> {
+    let here = here.canonicalize().unwrap_or_else(|_| here.to_path_buf());
+    words
+        .iter()
+        .map(|w| match std::path::Path::new(w).strip_prefix(&here) {
+            Ok(rest) => rest.display().to_string(),
+            Err(_) => w.clone(),
+        })
+        .collect()
 }
 
 /// Every mention of `dir` in the scorecard's strings (a run's directory, a
@@ -186,5 +203,25 @@ fn relative_to(v: &mut serde_json::Value, dir: &str, name: &str) {
         Value::Array(a) => a.iter_mut().for_each(|x| relative_to(x, dir, name)),
         Value::Object(o) => o.values_mut().for_each(|x| relative_to(x, dir, name)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_given;
+    use std::path::Path;
+
+    #[test]
+    fn a_published_client_command_names_no_path_of_this_machine_below_here() {
+        let words = [
+            "/w/repo/clients/go/run",
+            "etcd-concurrency",
+            "/usr/bin/python3",
+        ]
+        .map(String::from);
+        assert_eq!(
+            as_given(&words, Path::new("/w/repo")),
+            ["clients/go/run", "etcd-concurrency", "/usr/bin/python3"]
+        );
     }
 }
