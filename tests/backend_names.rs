@@ -109,28 +109,13 @@ fn named(
     names: &BTreeSet<String>,
     variants: &BTreeSet<String>,
 ) -> Vec<(usize, String)> {
-    let word = |ch: char| ch.is_alphanumeric() || ch == '_' || ch == '-';
-    let mut found = Vec::new();
-    for (i, line) in code.lines().enumerate() {
-        let t = line.trim_start();
-        let declaration = t
-            .trim_start_matches("pub ")
-            .trim_start_matches("pub(crate) ");
-        if declaration.starts_with("mod ") && t.ends_with(';') {
-            continue;
-        }
-        let mut at = 0;
-        for token in line.split(|ch: char| !word(ch)) {
-            let start = line[at..].find(token).map_or(at, |p| at + p);
-            at = start + token.len();
-            let token = token.trim_matches('-');
-            let in_path = line[..start].ends_with("::");
-            if names.contains(token) || (in_path && variants.contains(token)) {
-                found.push((i + 1, token.to_string()));
-            }
-        }
-    }
-    found
+    names_support::words(code)
+        .into_iter()
+        .filter(|(_, token, before, _)| {
+            names.contains(*token) || (before.ends_with("::") && variants.contains(*token))
+        })
+        .map(|(line, token, _, _)| (line, token.to_string()))
+        .collect()
 }
 
 #[test]

@@ -87,28 +87,14 @@ fn own(rel: &str) -> bool {
 
 /// Each kind named on each line of `code`: (line, the name).
 fn named(code: &str, long: &BTreeSet<String>, short: &BTreeSet<String>) -> Vec<(usize, String)> {
-    let word = |ch: char| ch.is_alphanumeric() || ch == '_' || ch == '-';
-    let mut found = Vec::new();
-    for (i, line) in code.lines().enumerate() {
-        let t = line.trim_start();
-        let declaration = t
-            .trim_start_matches("pub ")
-            .trim_start_matches("pub(crate) ");
-        if declaration.starts_with("mod ") && t.ends_with(';') {
-            continue;
-        }
-        let mut at = 0;
-        for token in line.split(|ch: char| !word(ch)) {
-            let start = line[at..].find(token).map_or(at, |p| at + p);
-            at = start + token.len();
-            let token = token.trim_matches('-');
-            let module = line[..start].ends_with("fault::") || line[at..].starts_with("::");
-            if long.contains(token) || (module && short.contains(token)) {
-                found.push((i + 1, token.to_string()));
-            }
-        }
-    }
-    found
+    names_support::words(code)
+        .into_iter()
+        .filter(|(_, token, before, after)| {
+            let module = before.ends_with("fault::") || after.starts_with("::");
+            long.contains(*token) || (module && short.contains(*token))
+        })
+        .map(|(line, token, _, _)| (line, token.to_string()))
+        .collect()
 }
 
 #[test]

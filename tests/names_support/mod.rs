@@ -89,6 +89,31 @@ pub fn rust_code(text: &str) -> String {
     out
 }
 
+/// Each word of `code` (letters, digits, `_`, `-`; outer `-` trimmed) with its
+/// line number and the text before and after it on its line, for a test to say
+/// which words name a thing. `mod x;` declarations are skipped: a module is
+/// declared where it lives.
+pub fn words(code: &str) -> Vec<(usize, &str, &str, &str)> {
+    let word = |ch: char| ch.is_alphanumeric() || ch == '_' || ch == '-';
+    let mut found = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        let t = line.trim_start();
+        let declaration = t
+            .trim_start_matches("pub ")
+            .trim_start_matches("pub(crate) ");
+        if declaration.starts_with("mod ") && t.ends_with(';') {
+            continue;
+        }
+        let mut at = 0;
+        for token in line.split(|ch: char| !word(ch)) {
+            let start = line[at..].find(token).map_or(at, |p| at + p);
+            at = start + token.len();
+            found.push((i + 1, token.trim_matches('-'), &line[..start], &line[at..]));
+        }
+    }
+    found
+}
+
 /// A script with its comments cut: a `#` that starts a word starts a comment.
 pub fn script_code(text: &str) -> String {
     text.lines()
