@@ -195,11 +195,10 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             let (mut faults, client) = execute(w.clone(), opts, seed, duration, &dir).await?;
             faults.allowed = opts.allow_missed_faults;
             let (w, dir) = (w.clone(), dir.clone());
-            let ran_on = RanOn {
-                runtime: w.runtime,
-                image: (w.runtime == Runtime::Docker).then(|| docker_image(&w, opts).to_string()),
-            };
-            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client, ran_on))
+            // `--image` is the command line's: the workload (whose runtime
+            // `--runtime` already set) does not hold it.
+            let image = (w.runtime == Runtime::Docker).then(|| docker_image(&w, opts).to_string());
+            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client, image))
                 .await?
         };
         tokio::select! {
@@ -245,7 +244,7 @@ fn judge(
     dir: &Path,
     faults: FaultAccount,
     client: Option<ClientInfo>,
-    ran_on: RanOn,
+    image: Option<String>,
 ) -> Result<RunReport> {
     let history = history::read_jsonl(&dir.join("history.jsonl"))?;
     let applied = history::read_resource(&dir.join("resource.jsonl"))?;
@@ -295,8 +294,8 @@ fn judge(
         missed_faults: faults.failed(),
         faults,
         client,
-        runtime: Some(ran_on.runtime),
-        image: ran_on.image,
+        runtime: Some(w.runtime),
+        image,
         incident: w.incident.clone(),
     })
 }
@@ -768,13 +767,6 @@ fn time_namespaces(offsets: &[(String, i64)]) -> Vec<serde_json::Value> {
             })
         })
         .collect()
-}
-
-/// Where a run's servers ran, as the command line may have changed it from the
-/// workload file's (`--runtime`, `--image`).
-struct RanOn {
-    runtime: Runtime,
-    image: Option<String>,
 }
 
 /// The image a docker run's containers start from: `--image`, else the
