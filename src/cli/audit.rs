@@ -69,7 +69,7 @@ pub struct Args {
     /// scorecard names each `shrunk.toml`. Not part of --budget.
     #[arg(long)]
     pub shrink: bool,
-    /// With --shrink: each break's search time.
+    /// With --shrink: each break's shrink time, its confirmation included.
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = budget, requires = "shrink")]
     pub shrink_budget: Duration,
 }

@@ -43,8 +43,8 @@ pub struct Args {
     #[arg(long, value_name = "M", default_value_t = shrink::RULE.m,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub reruns: u32,
-    /// The whole search's time (default 10m); when it runs out, the best so far
-    /// is confirmed.
+    /// The whole shrink's time, its confirmation included (default 10m): the
+    /// search stops early enough to confirm the best so far.
     #[arg(long, value_name = "DURATION", value_parser = budget)]
     pub budget: Option<Duration>,
     /// Reruns of the result, for its reproduction rate.

@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use trial::{Rule, Runner, Trial};
 
 /// The defaults: a candidate still breaks when 2 of 3 reruns give the anomaly;
-/// the search gets 10 minutes; the result is rerun 10 times and must break in 9.
+/// the shrink gets 10 minutes; the result is rerun 10 times and must break in 9.
 pub const RULE: Rule = Rule { k: 2, m: 3 };
 pub const BUDGET: Duration = Duration::from_secs(600);
 pub const CONFIRM: u32 = 10;
@@ -45,7 +45,8 @@ pub struct Options {
     pub rule: Rule,
     /// Reruns at once.
     pub jobs: usize,
-    /// The whole search's time; the best so far is kept when it runs out.
+    /// The whole shrink's time, its confirmation included: the search stops
+    /// early enough to leave one confirmation its time, and keeps the best so far.
     pub budget: Duration,
     /// Reruns of the result, for its reproduction rate.
     pub confirm: u32,
@@ -157,7 +158,12 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
         out.elapsed = started.elapsed();
         return Ok(out);
     }
-    let budget = opts.budget.saturating_sub(started.elapsed());
+    // The budget is the whole shrink's: the search stops early enough to leave
+    // one confirmation its time, at the slowest reruns seen so far.
+    let budget = opts
+        .budget
+        .saturating_sub(started.elapsed())
+        .saturating_sub(oracle.runner.estimate(opts.confirm));
     let shrunk = {
         let mut line = |p: &Progress<'_>| progress(&progress_line(p, opts.rule));
         Search::new(&mut oracle, r.candidate.clone(), r.kind, budget, &mut line).run()?

@@ -38,6 +38,8 @@ pub struct Runner {
     kind: AnomalyKind,
     jobs: usize,
     tries: usize,
+    /// The longest a wave of reruns has taken: what a confirmation will cost.
+    slowest_wave: std::time::Duration,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -67,6 +69,7 @@ impl Runner {
             kind,
             jobs: jobs.max(1),
             tries: 0,
+            slowest_wave: std::time::Duration::ZERO,
             runtime,
         })
     }
@@ -122,12 +125,19 @@ impl Runner {
         Ok(t)
     }
 
+    /// How long `n` reruns would take, `jobs` at once, at the slowest wave seen
+    /// so far (zero before any ran).
+    pub fn estimate(&self, n: u32) -> std::time::Duration {
+        self.slowest_wave * n.div_ceil(self.jobs as u32)
+    }
+
     /// `n` child runs of `file` at once. A run refused as a bad workload (exit 2)
     /// gave nothing; one this machine cannot run (exit 5) stops everything, as
     /// does a signal (the children are stopped first: each undoes its faults).
     fn reruns(&mut self, file: &Path, n: usize, results: &Path) -> Result<Vec<Rerun>> {
         let (exe, seed, kind) = (self.exe.clone(), self.seed, self.kind);
-        self.runtime.block_on(async move {
+        let started = std::time::Instant::now();
+        let out = self.runtime.block_on(async move {
             use tokio::signal::unix::{signal, SignalKind};
             let mut int = signal(SignalKind::interrupt())?;
             let mut term = signal(SignalKind::terminate())?;
@@ -144,7 +154,9 @@ impl Runner {
                 _ = term.recv() => return Err(stop(&pids, &mut all, "SIGTERM").await),
             };
             outputs.into_iter().map(|o| read(o, kind, file)).collect()
-        })
+        });
+        self.slowest_wave = self.slowest_wave.max(started.elapsed());
+        out
     }
 }
 
