@@ -101,7 +101,7 @@ fn a_noisy_redis_run_shrinks_to_the_holder_pause_and_breaks_again() {
         text.starts_with("# lockcheck shrink: reproduces double-holder in "),
         "{text}"
     );
-    assert!(stderr.contains("shrink [1/6 fault events] try"), "{stderr}");
+    assert!(stderr.contains("shrink [1/7 fault events] try"), "{stderr}");
 
     // The holder pause alone, held by its role; the noise gone; fewer clients
     // (the confirmation may walk back past the last cut, not past these).

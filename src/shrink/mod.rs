@@ -159,11 +159,13 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
         return Ok(out);
     }
     // The budget is the whole shrink's: the search stops early enough to leave
-    // one confirmation its time, at the slowest reruns seen so far.
+    // one confirmation its time, at the slowest reruns seen so far, and the one
+    // trial it may have started just before its deadline (up to m reruns).
     let budget = opts
         .budget
         .saturating_sub(started.elapsed())
-        .saturating_sub(oracle.runner.estimate(opts.confirm));
+        .saturating_sub(oracle.runner.estimate(opts.confirm))
+        .saturating_sub(oracle.runner.estimate(opts.rule.m));
     let shrunk = {
         let mut line = |p: &Progress<'_>| progress(&progress_line(p, opts.rule));
         Search::new(&mut oracle, r.candidate.clone(), r.kind, budget, &mut line).run()?

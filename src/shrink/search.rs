@@ -1,8 +1,10 @@
 //! The search: from the run as it happened to the smallest workload that still
 //! breaks the lock the same way. Each step keeps a change only if the changed
 //! workload still gives the anomaly (k of m reruns), in the order that removes the
-//! most first: the fault events (delta debugging), the clients, each fault's
-//! length and start, the run's length, the critical section. A time budget bounds
+//! most first: the fault events (delta debugging), the clients, the run's length
+//! (early, since every later rerun then takes less time), each fault's length and
+//! start, the run's length again (down to the shorter faults' end), the critical
+//! section. A time budget bounds
 //! it all; when it runs out, the best so far is what it hands over.
 
 use super::candidate::{Candidate, Size};
@@ -21,12 +23,13 @@ pub trait Oracle {
 }
 
 /// The steps, in order, as progress lines name them.
-pub const STEPS: [&str; 6] = [
+pub const STEPS: [&str; 7] = [
     "fault events",
     "clients",
+    "run length",
     "fault lengths",
     "fault starts",
-    "run length",
+    "run length again",
     "critical section",
 ];
 
@@ -99,9 +102,10 @@ impl<'a, O: Oracle> Search<'a, O> {
     pub fn run(mut self) -> Result<Shrunk> {
         self.events()?;
         self.clients()?;
+        self.run_length(2)?;
         self.fault_lengths()?;
         self.fault_starts()?;
-        self.run_length()?;
+        self.run_length(5)?;
         self.critical_section()?;
         Ok(Shrunk {
             start: self.start,
@@ -182,7 +186,7 @@ impl<'a, O: Oracle> Search<'a, O> {
     }
 
     fn fault_lengths(&mut self) -> Result<()> {
-        self.step = 2;
+        self.step = 3;
         for i in 0..self.best.events.len() {
             let now = ticks(self.best.events[i].duration);
             self.smallest(1, now, |c, t| {
@@ -195,7 +199,7 @@ impl<'a, O: Oracle> Search<'a, O> {
     }
 
     fn fault_starts(&mut self) -> Result<()> {
-        self.step = 3;
+        self.step = 4;
         for i in 0..self.best.events.len() {
             let now = ticks(self.best.events[i].at);
             self.smallest(0, now, |c, t| {
@@ -207,8 +211,9 @@ impl<'a, O: Oracle> Search<'a, O> {
         Ok(())
     }
 
-    fn run_length(&mut self) -> Result<()> {
-        self.step = 4;
+    /// The run's length, as step `step` of [`STEPS`].
+    fn run_length(&mut self, step: usize) -> Result<()> {
+        self.step = step;
         // A deposed holder shows only once a lease has run out after its fault
         // began and it acted after: no shorter run can show the break honestly
         // (one that ends mid-fault is refused anyway).
@@ -229,7 +234,7 @@ impl<'a, O: Oracle> Search<'a, O> {
     }
 
     fn critical_section(&mut self) -> Result<()> {
-        self.step = 5;
+        self.step = 6;
         const SECTION: &[&str] = &["critical_section"];
         if let Some(writes) = self.best.int(SECTION, "writes") {
             self.smallest(1, writes.max(1) as u64, |c, n| {
