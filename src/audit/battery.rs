@@ -325,11 +325,12 @@ impl Scenario {
 #[serde(rename_all = "kebab-case")]
 pub enum Question {
     /// Can the recipe break the lock? One flagged run answers it (the run is the
-    /// counterexample): its runs stop at the first.
+    /// counterexample): its runs stop at the first provoked one (at the first of
+    /// any class when no twin waits on it).
     CanItBreak,
     /// Does the fence (or a self-fencing holder) hold against a recipe that broke
-    /// the lock unfenced? Asked only once that break is seen; only provoked runs
-    /// answer it, up to the floor, and one flagged run answers it no.
+    /// the lock unfenced? Asked only once a provoked break is seen; only provoked
+    /// runs answer it, up to the floor, and one flagged run answers it no.
     DoesItHold {
         /// The battery index of the recipe's unfenced scenario.
         unfenced: usize,

@@ -43,8 +43,13 @@ pub enum Stopped {
     Floor,
     /// Its cap of runs reached below its floor.
     Cap,
+    /// Its `--runs` ran and it broke, but no flagged run was provoked: no deposed
+    /// holder's late write reached the resource.
+    BrokeUnprovoked,
     /// Not asked: its recipe never broke unfenced.
     NotAsked,
+    /// Not asked: its recipe broke unfenced only unprovoked, so no fence was asked.
+    NoLateWrite,
     /// The budget ran out (or a signal stopped the audit) while it wanted more runs.
     CutShort,
 }
@@ -56,7 +61,9 @@ impl From<Ending> for Stopped {
             Ending::Done(Why::RanOut) => Stopped::RanOut,
             Ending::Done(Why::Floor) => Stopped::Floor,
             Ending::Done(Why::Cap) => Stopped::Cap,
+            Ending::Done(Why::BrokeUnprovoked) => Stopped::BrokeUnprovoked,
             Ending::Done(Why::NotAsked) => Stopped::NotAsked,
+            Ending::Done(Why::NoLateWrite) => Stopped::NoLateWrite,
             Ending::CutShort => Stopped::CutShort,
         }
     }

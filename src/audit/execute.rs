@@ -307,14 +307,14 @@ impl Executed {
 
     fn tally(&self, i: usize, in_flight: u32) -> Tally {
         let r = &self.records[i];
+        let n = |f: &dyn Fn(&RunRecord) -> bool| r.iter().filter(|r| f(r)).count() as u32;
+        let provoked = |r: &RunRecord| r.provoked == Some(Provocation::Provoked);
         Tally {
             started: r.len() as u32 + in_flight,
             in_flight,
-            flagged: r.iter().filter(|r| r.outcome == Outcome::Flagged).count() as u32,
-            provoked: r
-                .iter()
-                .filter(|r| r.outcome.counts() && r.provoked == Some(Provocation::Provoked))
-                .count() as u32,
+            flagged: n(&|r| r.outcome == Outcome::Flagged),
+            flagged_provoked: n(&|r| r.outcome == Outcome::Flagged && provoked(r)),
+            provoked: n(&|r| r.outcome.counts() && provoked(r)),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! `lockcheck audit`: the battery of scenarios that applies to one backend
 //! (`battery`), run as child `lockcheck run` processes with distinct seeds,
 //! several at once, within a budget (`execute`), sequential and targeted
-//! (`plan`: a "can it break?" scenario stops at its first counterexample, a
-//! fenced twin runs only for a recipe that broke, up to its floor of provoked
-//! runs), each run classified from its history (`check::provoked`), added up
+//! (`plan`: a "can it break?" scenario stops at its first provoked
+//! counterexample, a fenced twin runs only for a recipe that broke in a provoked
+//! run, up to its floor of provoked runs), each run classified from its history (`check::provoked`), added up
 //! (`card`, `stats`) into a scorecard (`scorecard`) with a verdict from a
 //! decision tree (`decide`), shown in the terminal, as JUnit and as audit.html
 //! (`render`).

@@ -1,12 +1,24 @@
 //! Which run to start next: sequential and targeted. A scenario asking "can it
 //! break?" stops at its first counterexample (or after `--runs` runs); a twin
 //! asking "does the fence hold?" waits for its recipe's unfenced scenario, runs
-//! only if that broke, and then until it has its floor of provoked runs, a
+//! only if that broke through a provoked run, and then until it has its floor of
+//! provoked runs, a
 //! flagged run, or its cap (a twin whose runs seldom provoke must not eat the
 //! whole budget, and one whose first `--runs` runs provoked so seldom that even
 //! the upper end of its rate's interval would not reach the floor within the cap
 //! stops there: below its floor, the verdict says so). Pure: the tallies in, a
 //! decision out.
+//!
+//! A break whose deposed holder never wrote after its successor's grant (a
+//! retired adapter that never answered `held` counts as holding to the end: two
+//! holders, no late write) is a break of the lock, but it gave no fence anything
+//! to turn away, and its twins' runs could hardly ever be provoked: asked, they
+//! would only take the budget from the twins that can. So a "can it break?"
+//! scenario whose recipe has twins stops at its first *provoked* break; one that
+//! breaks only unprovoked runs on to its `--runs`, looking for a provoked one
+//! (an unfenced run costs less than the twins it may open), and if none comes its
+//! twins are not asked. A scenario with no twin (a holder's clock fault) stops at
+//! its first break of any class: nothing waits on how it broke.
 
 use super::battery::Question;
 use super::stats::wilson;
@@ -21,6 +33,9 @@ pub struct Tally {
     pub in_flight: u32,
     /// Ended and checked, flagged.
     pub flagged: u32,
+    /// Of those, provoked: a deposed holder's late write reached the resource,
+    /// so a fence would have had a write to turn away.
+    pub flagged_provoked: u32,
     /// Ended, checked and provoked (flagged or not).
     pub provoked: u32,
 }
@@ -39,16 +54,23 @@ pub enum Want {
 /// Why a scenario needs no more runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Why {
-    /// A flagged run: the counterexample.
+    /// A flagged run: the counterexample (for a "can it break?" scenario with
+    /// twins, a provoked one).
     Broke,
     /// A "can it break?" scenario ran its `--runs` with no break.
     RanOut,
+    /// A "can it break?" scenario ran its `--runs` and broke, but only through
+    /// deposed holders none of whose late writes reached the resource.
+    BrokeUnprovoked,
     /// A twin reached its floor of provoked runs.
     Floor,
     /// A twin ran its cap without reaching its floor.
     Cap,
     /// A twin whose recipe never broke unfenced: nothing for its fence to hold against.
     NotAsked,
+    /// A twin whose recipe broke unfenced only unprovoked: the break's deposed
+    /// holder never wrote after its successor's grant, so no fence was asked.
+    NoLateWrite,
 }
 
 /// The questions of a battery and their limits.
@@ -98,12 +120,18 @@ impl Plan {
             _ => Want::Wait,
         };
         match self.questions[i] {
-            _ if t.flagged > 0 => Want::Done(Why::Broke),
-            Question::CanItBreak if t.started >= self.cap(i) => ran_out(Why::RanOut),
+            Question::CanItBreak if t.flagged_provoked > 0 => Want::Done(Why::Broke),
+            Question::CanItBreak if t.flagged > 0 && !self.awaited(i) => Want::Done(Why::Broke),
+            Question::CanItBreak if t.started >= self.cap(i) => ran_out(match t.flagged {
+                0 => Why::RanOut,
+                _ => Why::BrokeUnprovoked,
+            }),
             Question::CanItBreak => Want::Start,
+            Question::DoesItHold { .. } if t.flagged > 0 => Want::Done(Why::Broke),
             Question::DoesItHold { unfenced } => {
-                if tallies[unfenced].flagged == 0 {
+                if tallies[unfenced].flagged_provoked == 0 {
                     return match self.want(unfenced, tallies) {
+                        Want::Done(Why::BrokeUnprovoked) => Want::Done(Why::NoLateWrite),
                         Want::Done(_) => Want::Done(Why::NotAsked),
                         _ => Want::Wait,
                     };
@@ -123,6 +151,12 @@ impl Plan {
                 }
             }
         }
+    }
+
+    /// Whether some twin waits on scenario `i`'s break.
+    fn awaited(&self, i: usize) -> bool {
+        self.questions
+            .contains(&Question::DoesItHold { unfenced: i })
     }
 
     /// Whether a twin could still reach its floor within its cap if its runs
@@ -184,6 +218,7 @@ mod tests {
         t[0] = Tally {
             started: 1,
             flagged: 1,
+            flagged_provoked: 1,
             provoked: 1,
             ..Tally::default()
         };
@@ -198,11 +233,59 @@ mod tests {
         assert_eq!(p.want(3, &t), Want::Wait);
     }
 
+    /// The Go etcd Mutex case: a retired holder makes two holders and never
+    /// writes again; its twins could hardly ever be provoked.
+    #[test]
+    fn an_unprovoked_break_runs_on_for_a_provoked_one_and_opens_no_twin() {
+        let p = plan();
+        let mut t = vec![Tally::default(); 4];
+        t[0] = Tally {
+            started: 1,
+            flagged: 1,
+            ..Tally::default()
+        };
+        assert_eq!(p.want(0, &t), Want::Start);
+        assert_eq!(p.want(1, &t), Want::Wait);
+        // Its --runs ran, every break unprovoked: a break, but no twin is asked.
+        t[0] = Tally {
+            started: 10,
+            in_flight: 1,
+            flagged: 4,
+            provoked: 2,
+            ..Tally::default()
+        };
+        assert_eq!(p.want(0, &t), Want::Wait);
+        assert_eq!(p.want(1, &t), Want::Wait);
+        t[0].in_flight = 0;
+        assert_eq!(p.want(0, &t), Want::Done(Why::BrokeUnprovoked));
+        assert_eq!(p.want(1, &t), Want::Done(Why::NoLateWrite));
+        assert_eq!(p.next(&t, &[false; 4]), Some(2));
+        // A provoked break before the cap: the twin starts.
+        t[0] = Tally {
+            started: 6,
+            in_flight: 1,
+            flagged: 2,
+            flagged_provoked: 1,
+            provoked: 1,
+        };
+        assert_eq!(p.want(0, &t), Want::Done(Why::Broke));
+        assert_eq!(p.want(1, &t), Want::Start);
+        // A scenario no twin waits on stops at its first break of any class.
+        let lone = Plan::new(vec![Question::CanItBreak], &[false], 10, 20);
+        let t = [Tally {
+            started: 1,
+            flagged: 1,
+            ..Tally::default()
+        }];
+        assert_eq!(lone.want(0, &t), Want::Done(Why::Broke));
+    }
+
     #[test]
     fn a_twin_runs_to_its_floor_of_provoked_runs_or_its_cap() {
         let p = plan();
         let mut t = vec![Tally::default(); 4];
         t[0].flagged = 1;
+        t[0].flagged_provoked = 1;
         t[1] = Tally {
             started: 25,
             provoked: 19,

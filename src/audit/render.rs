@@ -47,11 +47,13 @@ fn bound(c: &ScenarioCard) -> String {
 fn stopped(c: &ScenarioCard) -> &'static str {
     match c.stopped {
         Stopped::Broke => "broke",
+        Stopped::BrokeUnprovoked => "broke, unprovoked",
         Stopped::RanOut => "ran its runs",
         Stopped::Floor => "floor reached",
         Stopped::Cap if c.floor.is_none() => "ran its runs",
         Stopped::Cap => "below floor",
         Stopped::NotAsked => "not asked",
+        Stopped::NoLateWrite => "not asked: no late write",
         Stopped::CutShort => "cut short",
     }
 }
@@ -214,12 +216,9 @@ pub fn junit(card: &Scorecard) -> String {
                 "      <error type=\"untested\" message=\"{}\"/>",
                 escape(why)
             );
-        } else if c.stopped == Stopped::NotAsked {
+        } else if let Some(why) = not_asked(c.stopped) {
             skipped += 1;
-            let _ = writeln!(
-                cases,
-                "      <skipped message=\"not asked: its recipe never broke the lock unfenced\"/>"
-            );
+            let _ = writeln!(cases, "      <skipped message=\"not asked: {why}\"/>");
         }
         cases += "    </testcase>\n";
     }
@@ -239,6 +238,15 @@ pub fn junit(card: &Scorecard) -> String {
         card.verdict.name(),
         card.elapsed_s
     )
+}
+
+/// Why a twin was not asked, if it was not.
+fn not_asked(stopped: Stopped) -> Option<&'static str> {
+    match stopped {
+        Stopped::NotAsked => Some("its recipe never broke the lock unfenced"),
+        Stopped::NoLateWrite => Some("its recipe broke the lock unfenced only unprovoked (no deposed holder's late write reached the resource), so no fence was asked"),
+        _ => None,
+    }
 }
 
 const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}\
