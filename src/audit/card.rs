@@ -92,6 +92,10 @@ pub struct ScenarioCard {
     pub counted: usize,
     /// Of those, runs with anomalies: k.
     pub flagged: usize,
+    /// Of the flagged, those provoked: breaks a fence would have had a late
+    /// write to turn away in. A break with none still breaks the lock, but asks
+    /// no fence.
+    pub flagged_provoked: usize,
     /// The Wilson 95% interval of k/N (none before a run counted).
     pub interval_95: Option<Interval>,
     /// A "does it hold?" scenario: provoked runs it needs.
@@ -179,10 +183,11 @@ impl ScenarioCard {
             .iter()
             .filter(|r| r.provoked == Some(Provocation::Provoked))
             .count();
-        let flagged_unprovoked = counted
+        let flagged_provoked = counted
             .iter()
-            .filter(|r| r.outcome == Outcome::Flagged && r.provoked != Some(Provocation::Provoked))
+            .filter(|r| r.outcome == Outcome::Flagged && r.provoked == Some(Provocation::Provoked))
             .count();
+        let flagged_unprovoked = flagged - flagged_provoked;
         let holds = matches!(question, Question::DoesItHold { .. });
         // A holder that fences itself is tested where it was deposed: each such
         // run is a trial of its claim, and a provoked one its failure. No
@@ -221,6 +226,7 @@ impl ScenarioCard {
             classes,
             counted: counted.len(),
             flagged,
+            flagged_provoked,
             interval_95: wilson(flagged, counted.len()),
             floor: (holds && !by_holder).then_some(floor),
             upper_95: match (holds, by_holder) {
@@ -255,6 +261,12 @@ impl ScenarioCard {
         self.flagged == 0 && self.floor.is_some_and(|f| self.provoked >= f)
     }
 
+    /// Whether it broke only unprovoked: flagged, but in no flagged run did a
+    /// deposed holder's late write reach the resource.
+    pub fn broke_unprovoked(&self) -> bool {
+        self.flagged > 0 && self.flagged_provoked == 0
+    }
+
     /// `holder-pause-unfenced: flagged 10/10 (double-holder)`: one line of evidence,
     /// with the provoked runs and, for a twin, its bound.
     pub fn evidence(&self) -> String {
@@ -268,6 +280,9 @@ impl ScenarioCard {
         s += ")";
         if !self.anomalies.is_empty() {
             s += &format!(" ({})", self.anomalies.join(", "));
+        }
+        if self.question == Question::CanItBreak && self.broke_unprovoked() {
+            s += ", none of them provoked (no deposed holder's late write reached the resource)";
         }
         if let (Some(u), 0) = (self.upper_95, self.flagged) {
             // A holder that fences itself was on trial wherever it was deposed.
@@ -330,16 +345,51 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_self_fencing_twin_is_on_trial_where_a_holder_was_deposed() {
+    fn workload(recipe: Recipe, fencing: Fencing) -> ScenarioWorkload {
         let facts = Facts::registered(BackendKind::Redis, None, None);
-        let scenario = Scenario {
-            recipe: Recipe::HolderPause,
-            fencing: Fencing::SelfFencing,
-        };
+        let scenario = Scenario { recipe, fencing };
         let text = workload_text(scenario, &facts);
         let workload = Workload::parse(&text, std::path::Path::new("/audit/x.toml")).unwrap();
-        let s = ScenarioWorkload { scenario, workload };
+        ScenarioWorkload { scenario, workload }
+    }
+
+    #[test]
+    fn a_break_asks_a_fence_only_where_a_late_write_got_in() {
+        let s = workload(Recipe::HolderCutOff, Fencing::Unfenced);
+        let flagged = |p| RunRecord {
+            outcome: Outcome::Flagged,
+            anomalies: vec!["double-holder".into()],
+            ..run(p)
+        };
+        // A retired holder: two holders, its late writes never reached the resource.
+        let mut runs = vec![
+            flagged(Provocation::DeposedNotProvoked),
+            run(Provocation::Provoked),
+        ];
+        let ending = Ending::Done(Why::BrokeUnprovoked);
+        let c = ScenarioCard::of(
+            &s,
+            Question::CanItBreak,
+            String::new(),
+            20,
+            ending,
+            runs.clone(),
+        );
+        assert_eq!((c.flagged, c.flagged_provoked, c.provoked), (1, 0, 1));
+        assert!(c.broke_unprovoked());
+        assert_eq!(c.stopped, Stopped::BrokeUnprovoked);
+        let e = c.evidence();
+        assert!(e.ends_with("(double-holder), none of them provoked (no deposed holder's late write reached the resource)"), "{e}");
+        runs.push(flagged(Provocation::Provoked));
+        let c = ScenarioCard::of(&s, Question::CanItBreak, String::new(), 20, ending, runs);
+        assert_eq!(c.flagged_provoked, 1);
+        assert!(!c.broke_unprovoked());
+        assert!(!c.evidence().contains("none of them provoked"));
+    }
+
+    #[test]
+    fn a_self_fencing_twin_is_on_trial_where_a_holder_was_deposed() {
+        let s = workload(Recipe::HolderPause, Fencing::SelfFencing);
         // Three holders deposed who withheld their late writes, one run where
         // nobody was deposed (no trial at all).
         let mut runs = vec![run(Provocation::DeposedNotProvoked); 3];

@@ -13,12 +13,22 @@
 //! 4. else the audit was cut short (budget, signal), or something the verdict
 //!    would rest on is missing (a "can it break?" scenario with no checked run
 //!    or whose fault never took effect, a fenced twin of a recipe that broke
-//!    below its floor of provoked runs): **inconclusive**, naming what is missing;
+//!    below its floor of provoked runs, or no fence tested at all: every
+//!    fenceable recipe broke only unprovoked, so no fenced twin was asked, one
+//!    line a recipe): **inconclusive**, naming what is missing;
 //! 5. else nothing broke: **no break found**;
-//! 6. else every recipe that broke has a fenced twin at its floor with none
-//!    flagged: **safe with fencing** (a clock fault on the holder breaks
-//!    self-fencing only: a fenced resource never reads the holder's clock, so it
-//!    needs no fenced twin). With no fenceable recipe broken, no break found.
+//! 6. else every recipe whose break was provoked has a fenced twin at its floor
+//!    with none flagged: **safe with fencing** (a clock fault on the holder
+//!    breaks self-fencing only: a fenced resource never reads the holder's
+//!    clock, so it needs no fenced twin). With no fenceable recipe broken, no
+//!    break found.
+//!
+//! A recipe that broke only unprovoked (its deposed holders never got a late
+//! write to the resource: a retired adapter, counted as holding to the end) did
+//! break the lock, and its twins were not asked (`plan`): its evidence line says
+//! no fence was asked. Beside a provoked break whose fence held, it leaves the
+//! verdict safe with fencing; alone, it leaves no fence tested, and zero asked
+//! twins never make a lock safe with fencing.
 //!
 //! Cases 1 and 2 stand however the audit ended: a counterexample and a missing
 //! token are facts, not rates. Only a complete audit (no cut, no subset, nothing
@@ -54,7 +64,7 @@ impl AuditVerdict {
     pub fn sentence(self) -> &'static str {
         match self {
             AuditVerdict::EfficiencyLockOnly => "an efficiency lock only: it hands out no fencing token, so nothing turns a deposed holder away; use it where a duplicate run costs nothing",
-            AuditVerdict::SafeWithFencing => "safe with fencing: two holders happen, and in every recipe that broke it the fence held in at least its floor of provoked runs",
+            AuditVerdict::SafeWithFencing => "safe with fencing: two holders happen, and in every recipe that broke it with a deposed holder's late write the fence held in at least its floor of provoked runs",
             AuditVerdict::UnsafeEvenWithFencing => "unsafe even with fencing: the token check cannot be trusted",
             AuditVerdict::NoBreakFound => "no break found within the runs made",
             AuditVerdict::Inconclusive => "inconclusive: what the verdict would rest on is missing",
@@ -174,6 +184,9 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         .iter()
         .filter(|c| matches!(c.question, Question::DoesItHold { .. }));
     evidence.extend(twins.filter(|c| c.ran > 0).map(|c| c.evidence()));
+    if fence_tested(asked, cards) {
+        evidence.extend(no_fence_asked(cards));
+    }
     if asked.subset {
         return decision(AuditVerdict::Partial, evidence);
     }
@@ -201,7 +214,8 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         );
         return decision(AuditVerdict::NoBreakFound, evidence);
     }
-    // Every fenceable break's fenced twin held at its floor: `missing` is empty.
+    // Every provoked fenceable break's fenced twin held at its floor, and at
+    // least one fence was asked: `missing` is empty.
     decision(AuditVerdict::SafeWithFencing, evidence)
 }
 
@@ -214,6 +228,45 @@ fn no_break(c: &ScenarioCard) -> String {
         "{}: no break in {} checked runs ({} provoked){bound}",
         c.scenario, c.counted, c.provoked
     )
+}
+
+/// The "can it break?" cards of the fenceable recipes that broke the lock, on
+/// a backend with a token: each needs its fenced twin.
+fn fenceable_breaks<'a>(
+    asked: &Asked<'_>,
+    cards: &'a [ScenarioCard],
+) -> impl Iterator<Item = &'a ScenarioCard> {
+    let token = asked.token;
+    cards.iter().filter(move |c| {
+        token && c.question == Question::CanItBreak && c.flagged > 0 && c.recipe.fenceable()
+    })
+}
+
+/// Whether some fenceable break was provoked, so that a fence was asked (or
+/// would be, given the runs): with none, no fence was tested.
+fn fence_tested(asked: &Asked<'_>, cards: &[ScenarioCard]) -> bool {
+    fenceable_breaks(asked, cards).any(|c| !c.broke_unprovoked())
+}
+
+/// `holder-cut-off-fenced: not asked: …`, for each fenced twin not asked
+/// because its recipe broke only unprovoked.
+fn no_fence_asked(cards: &[ScenarioCard]) -> Vec<String> {
+    cards
+        .iter()
+        .filter(|c| c.fencing == Fencing::Fenced && c.stopped == Stopped::NoLateWrite)
+        .map(|c| {
+            let recipe = c.recipe.name();
+            let flagged = cards
+                .iter()
+                .filter(|u| u.recipe == c.recipe && u.question == Question::CanItBreak)
+                .map(|u| u.flagged)
+                .sum::<usize>();
+            format!(
+                "{}: not asked: {recipe} broke the lock unfenced only unprovoked ({flagged} flagged, none provoked: no deposed holder's late write reached the resource), so no fence was asked",
+                c.scenario
+            )
+        })
+        .collect()
 }
 
 /// What the verdict would rest on and is not there, each with why.
@@ -230,7 +283,7 @@ fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
                 .unwrap_or_else(|| "the budget ran out".into())
         };
         let why = match (c.question, c.stopped) {
-            (_, Stopped::Broke) => None,
+            (_, Stopped::Broke | Stopped::BrokeUnprovoked) => None,
             (_, Stopped::CutShort) => Some(format!(
                 "cut short ({}) after {} runs, {} provoked",
                 cut(),
@@ -249,13 +302,9 @@ fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
             out.push(format!("{}: {why}", c.scenario));
         }
     }
-    // The fenced twin of each fenceable recipe that broke: at its floor, or flagged.
-    let mut broken: Vec<Recipe> = cards
-        .iter()
-        .filter(|c| c.question == Question::CanItBreak && c.flagged > 0)
-        .map(|c| c.recipe)
-        .filter(|r| asked.token && r.fenceable())
-        .collect();
+    // The fenced twin of each fenceable recipe that broke: at its floor, or
+    // flagged, or not asked for an unprovoked break beside a fence tested.
+    let mut broken: Vec<Recipe> = fenceable_breaks(asked, cards).map(|c| c.recipe).collect();
     broken.dedup();
     for recipe in broken {
         let twin = cards
@@ -263,6 +312,7 @@ fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
             .find(|c| c.recipe == recipe && c.fencing == Fencing::Fenced);
         match twin {
             Some(c) if c.held() || c.flagged > 0 || c.stopped == Stopped::CutShort => {}
+            Some(c) if c.stopped == Stopped::NoLateWrite => {}
             Some(c) => out.push(format!(
                 "{}: {} of its floor of {} provoked runs in {} runs",
                 c.scenario,
@@ -277,6 +327,9 @@ fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
             )),
         }
     }
+    if asked.token && !fence_tested(asked, cards) {
+        out.extend(no_fence_asked(cards));
+    }
     out
 }
 
@@ -286,7 +339,9 @@ mod tests {
     use crate::audit::card::Classes;
     use std::path::PathBuf;
     use Fencing::{Fenced, SelfFencing, Unfenced};
-    use Recipe::{ClockJumpHolder, HolderPause, KillRestartWiped, SlowLinks};
+    use Recipe::{
+        ClockJumpHolder, HolderCutOff, HolderPause, KillRestart, KillRestartWiped, SlowLinks,
+    };
 
     /// A card as the scorecard adds it up: `flagged` of `counted`, `provoked` of them.
     fn card(
@@ -302,7 +357,9 @@ mod tests {
             _ => Question::DoesItHold { unfenced: 0 },
         };
         let floor = (question != Question::CanItBreak && fencing == Fenced).then_some(20);
+        let flagged_provoked = flagged.min(provoked);
         let stopped = match (flagged, question) {
+            (1.., Question::CanItBreak) if flagged_provoked == 0 => Stopped::BrokeUnprovoked,
             (1.., _) => Stopped::Broke,
             (_, Question::CanItBreak) => Stopped::RanOut,
             _ if floor.is_some_and(|f| provoked >= f) => Stopped::Floor,
@@ -322,6 +379,7 @@ mod tests {
             classes: Classes::default(),
             counted,
             flagged,
+            flagged_provoked,
             interval_95: None,
             floor,
             upper_95: floor.and(super::super::stats::upper_95(flagged, provoked)),
@@ -342,6 +400,13 @@ mod tests {
             runs: vec![],
             shrunk: None,
         }
+    }
+
+    /// A twin not asked: its recipe broke unfenced only unprovoked.
+    fn unasked(recipe: Recipe, fencing: Fencing) -> ScenarioCard {
+        let mut c = card(recipe, fencing, 0, 0, 0);
+        c.stopped = Stopped::NoLateWrite;
+        c
     }
 
     fn asked(token: bool) -> Asked<'static> {
@@ -445,6 +510,72 @@ mod tests {
                 )]
             );
         }
+    }
+
+    /// The Go etcd Mutex case with the holder pause's break gone: every break
+    /// came through a retired holder that never wrote again, so no fence was
+    /// ever tested, and zero asked twins make no safe word.
+    #[test]
+    fn breaks_all_unprovoked_test_no_fence_and_are_inconclusive() {
+        let cards = [
+            card(HolderPause, Unfenced, 0, 10, 3),
+            card(HolderCutOff, Unfenced, 1, 10, 0),
+            unasked(HolderCutOff, Fenced),
+            unasked(HolderCutOff, SelfFencing),
+            card(KillRestart, Unfenced, 2, 10, 0),
+            unasked(KillRestart, Fenced),
+        ];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
+            d.missing,
+            [
+                "holder-cut-off-fenced: not asked: holder-cut-off broke the lock unfenced only unprovoked (1 flagged, none provoked: no deposed holder's late write reached the resource), so no fence was asked",
+                "kill-restart-fenced: not asked: kill-restart broke the lock unfenced only unprovoked (2 flagged, none provoked: no deposed holder's late write reached the resource), so no fence was asked",
+            ]
+        );
+        assert!(
+            d.evidence[0].starts_with("holder-cut-off-unfenced: flagged 1/10")
+                && d.evidence[0].contains("none of them provoked"),
+            "{:?}",
+            d.evidence
+        );
+        // The lock still broke: without a token that is all there is to say.
+        let d = decide(&asked(false), &cards);
+        assert_eq!(d.verdict, AuditVerdict::EfficiencyLockOnly);
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
+    }
+
+    /// The Go etcd Mutex case: the holder pause's break was provoked and its
+    /// fence held at its floor; the retired holders' breaks asked no fence.
+    #[test]
+    fn an_unprovoked_break_beside_a_fence_that_held_leaves_safe_with_fencing() {
+        let cards = [
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, Fenced, 0, 22, 20),
+            card(HolderCutOff, Unfenced, 1, 10, 0),
+            unasked(HolderCutOff, Fenced),
+            unasked(HolderCutOff, SelfFencing),
+        ];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::SafeWithFencing, "{d:?}");
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
+        assert!(
+            d.evidence
+                .iter()
+                .any(|e| e.starts_with("holder-cut-off-fenced: not asked: holder-cut-off broke the lock unfenced only unprovoked")),
+            "{:?}",
+            d.evidence
+        );
+        // Had the pause's fenced twin stopped below its floor, that alone is missing.
+        let mut short = cards.clone();
+        short[1] = card(HolderPause, Fenced, 0, 60, 6);
+        let d = decide(&asked(true), &short);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive);
+        assert_eq!(
+            d.missing,
+            ["holder-pause-fenced: 6 of its floor of 20 provoked runs in 60 runs"]
+        );
     }
 
     #[test]
