@@ -2,12 +2,11 @@
 //! break?" stops at its first counterexample (or after `--runs` runs); a twin
 //! asking "does the fence hold?" waits for its recipe's unfenced scenario, runs
 //! only if that broke through a provoked run, and then until it has its floor of
-//! provoked runs, a
-//! flagged run, or its cap (a twin whose runs seldom provoke must not eat the
-//! whole budget, and one whose first `--runs` runs provoked so seldom that even
-//! the upper end of its rate's interval would not reach the floor within the cap
-//! stops there: below its floor, the verdict says so). Pure: the tallies in, a
-//! decision out.
+//! provoked runs, a flagged run, or its cap (a twin whose runs seldom provoke
+//! must not eat the whole budget, and one whose first `--runs` runs provoked so
+//! seldom that even the upper end of its rate's interval would not reach the
+//! floor within the cap stops there: below its floor, the verdict says so).
+//! Pure: the tallies in, a decision out.
 //!
 //! A break whose deposed holder never wrote after its successor's grant (a
 //! retired adapter that never answered `held` counts as holding to the end: two
