@@ -158,34 +158,7 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
         out.elapsed = started.elapsed();
         return Ok(out);
     }
-    // The budget is the whole shrink's: the search stops early enough to leave
-    // one confirmation its time, at the slowest reruns seen so far, and the one
-    // trial it may have started just before its deadline (up to m reruns).
-    let budget = opts
-        .budget
-        .saturating_sub(started.elapsed())
-        .saturating_sub(oracle.runner.estimate(opts.confirm))
-        .saturating_sub(oracle.runner.estimate(opts.rule.m));
-    let shrunk = {
-        let mut line = |p: &Progress<'_>| progress(&progress_line(p, opts.rule));
-        Search::new(&mut oracle, r.candidate.clone(), r.kind, budget, &mut line).run()?
-    };
-    progress(&format!(
-        "shrink: {} → {} in {} trials ({} runs){}; confirming with {} reruns",
-        shrunk.start,
-        shrunk.best.size(),
-        shrunk.trials,
-        shrunk.runs,
-        if shrunk.out_of_time {
-            ", the budget ran out: the best so far"
-        } else {
-            ""
-        },
-        opts.confirm
-    ));
-    let mut shrunk = shrunk;
-    let (chosen, confirm) = settle(&mut runner, &shrunk.kept, opts, &work, progress)?;
-    shrunk.best = shrunk.kept[chosen].clone();
+    let (shrunk, confirm) = search_and_settle(&mut oracle, &r, opts, &work, started, progress)?;
     out.ops_after = confirm
         .flagged_dirs
         .first()
@@ -205,6 +178,109 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
     Ok(out)
 }
 
+/// What is left of the budget for a search: the whole shrink's budget, less the
+/// time gone, one confirmation at the slowest reruns seen so far, and the one
+/// trial the search may have started just before its deadline (up to m reruns).
+fn search_budget(opts: &Options, started: Instant, runner: &Runner) -> Duration {
+    opts.budget
+        .saturating_sub(started.elapsed())
+        .saturating_sub(runner.estimate(opts.confirm))
+        .saturating_sub(runner.estimate(opts.rule.m))
+}
+
+/// The reruns of `opts.confirm` a result must break in.
+fn needed(opts: &Options) -> u32 {
+    ((opts.reliable * f64::from(opts.confirm)).ceil() as u32).clamp(1, opts.confirm)
+}
+
+/// The search and its confirmation, in rounds while time is left. When the
+/// confirmation walks back past a cut (the candidate after it broke too seldom
+/// in `confirm` reruns: two clients where the break needs a third to come back
+/// reliably), that cut's dimension is left as it is and the search goes on from
+/// the candidate it walked back to: the other dimensions (the run's length, the
+/// faults) are still cut, where stopping there would keep them all.
+fn search_and_settle(
+    oracle: &mut Real<'_>,
+    r: &Realised,
+    opts: &Options,
+    work: &Path,
+    started: Instant,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Shrunk, Trial)> {
+    let mut frozen = Vec::new();
+    let mut from = r.candidate.clone();
+    let mut known: Option<(Trial, PathBuf)> = None;
+    let mut total: Option<Shrunk> = None;
+    let mut round = 1;
+    loop {
+        let budget = search_budget(opts, started, oracle.runner);
+        let shrunk = {
+            let mut line = |p: &Progress<'_>| progress(&progress_line(p, opts.rule));
+            Search::new(oracle, from.clone(), r.kind, budget, &mut line)
+                .freezing(&frozen)
+                .run()?
+        };
+        let first = total.as_ref().map_or(shrunk.start, |t| t.start);
+        progress(&format!(
+            "shrink: {first} → {} in {} trials ({} runs){}; confirming with {} reruns",
+            shrunk.best.size(),
+            shrunk.trials,
+            shrunk.runs,
+            if shrunk.out_of_time {
+                ", the budget ran out: the best so far"
+            } else {
+                ""
+            },
+            opts.confirm
+        ));
+        let (chosen, confirm, results) = match known.take() {
+            // Nothing cut this round: the candidate it started from stands.
+            Some((t, dir)) if shrunk.kept.len() == 1 => (0, t, dir),
+            k => {
+                let label = match round {
+                    1 => "confirm".to_string(),
+                    n => format!("confirm-{n}"),
+                };
+                settle(oracle.runner, &shrunk.kept, opts, work, &label, k, progress)?
+            }
+        };
+        let walked_back = shrunk.kept_by.get(chosen + 1).copied().flatten();
+        let merged = Shrunk {
+            start: first,
+            best: shrunk.kept[chosen].clone(),
+            kept: shrunk.kept,
+            kept_by: shrunk.kept_by,
+            trials: shrunk.trials + total.as_ref().map_or(0, |t| t.trials),
+            runs: shrunk.runs + total.as_ref().map_or(0, |t| t.runs),
+            out_of_time: shrunk.out_of_time,
+        };
+        let again = walked_back.filter(|_| {
+            confirm.flagged >= needed(opts)
+                && !merged.out_of_time
+                && !search_budget(opts, started, oracle.runner).is_zero()
+        });
+        let Some(step) = again else {
+            return Ok((merged, confirm));
+        };
+        frozen.push(search::dimension(step));
+        progress(&format!(
+            "shrink: the cut of the {} broke too seldom; round {}: on from {}, the {} left as they are",
+            search::STEPS[step],
+            round + 1,
+            merged.best.size(),
+            frozen
+                .iter()
+                .map(|&d| search::STEPS[d])
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        from = merged.best.clone();
+        known = Some((confirm, results));
+        total = Some(merged);
+        round += 1;
+    }
+}
+
 /// The smallest kept candidate that breaks in at least `opts.reliable` of
 /// `opts.confirm` reruns. A search over noisy trials keeps cuts that broke by luck
 /// in k of m; the last one kept sits where the break starts to fade. So the
@@ -212,20 +288,25 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
 /// before) for the latest that meets the rate: a handful of confirmations, and a
 /// reproducer that reproduces. None meets it: the one that broke most often, its
 /// rate said as it is (0 of them: nothing is handed over).
+/// `known`: the first kept candidate's confirmation, from an earlier round
+/// (`label` names this round's run directories).
 fn settle(
     runner: &mut Runner,
     kept: &[Candidate],
     opts: &Options,
     work: &Path,
+    label: &str,
+    known: Option<(Trial, PathBuf)>,
     progress: &mut dyn FnMut(&str),
-) -> Result<(usize, Trial)> {
-    let need = ((opts.reliable * f64::from(opts.confirm)).ceil() as u32).clamp(1, opts.confirm);
+) -> Result<(usize, Trial, PathBuf)> {
+    let need = needed(opts);
     let mut tried: Vec<(usize, Trial, PathBuf)> = Vec::new();
+    tried.extend(known.map(|(t, dir)| (0, t, dir)));
     let (mut lo, mut hi) = (0, kept.len() - 1);
     let mut probe = hi;
     loop {
-        let results = work.join(format!("confirm-{probe}"));
-        let file = runner.write(&kept[probe], &format!("confirm-{probe}"), "")?;
+        let results = work.join(format!("{label}-{probe}"));
+        let file = runner.write(&kept[probe], &format!("{label}-{probe}"), "")?;
         let t = runner.rate(&file, opts.confirm, &results)?;
         let _ = std::fs::remove_file(&file);
         let met = t.flagged >= need;
@@ -267,7 +348,7 @@ fn settle(
     let mut chosen = None;
     for (i, t, results) in tried {
         if i == best {
-            chosen = Some((i, t));
+            chosen = Some((i, t, results));
         } else {
             let _ = std::fs::remove_dir_all(&results);
         }

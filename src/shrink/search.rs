@@ -51,6 +51,8 @@ pub struct Shrunk {
     /// than the one before, and (the search being greedy over noisy trials) each
     /// perhaps a little less sure to break; the confirmation walks back along it.
     pub kept: Vec<Candidate>,
+    /// The step that cut each of `kept` (none for the start).
+    pub kept_by: Vec<Option<usize>>,
     pub trials: u32,
     pub runs: u32,
     /// The budget ran out before every step had its say.
@@ -72,7 +74,19 @@ pub struct Search<'a, O: Oracle> {
     runs: u32,
     out_of_time: bool,
     kept: Vec<Candidate>,
+    kept_by: Vec<Option<usize>>,
+    /// Dimensions (see [`dimension`]) not to cut: a cut of them broke too
+    /// seldom when confirmed.
+    frozen: Vec<usize>,
     progress: &'a mut dyn FnMut(&Progress<'_>),
+}
+
+/// The dimension step `step` cuts: the run's length is cut twice.
+pub fn dimension(step: usize) -> usize {
+    match STEPS[step] {
+        "run length again" => 2,
+        _ => step,
+    }
 }
 
 impl<'a, O: Oracle> Search<'a, O> {
@@ -87,6 +101,8 @@ impl<'a, O: Oracle> Search<'a, O> {
             oracle,
             start: start.size(),
             kept: vec![start.clone()],
+            kept_by: vec![None],
+            frozen: Vec::new(),
             best: start,
             kind,
             deadline: Instant::now() + budget,
@@ -98,19 +114,32 @@ impl<'a, O: Oracle> Search<'a, O> {
         }
     }
 
+    /// Leaves the dimensions `frozen` (see [`dimension`]) as they are.
+    pub fn freezing(mut self, frozen: &[usize]) -> Self {
+        self.frozen = frozen.to_vec();
+        self
+    }
+
     /// Every step in turn; the best candidate when they are done or time is up.
     pub fn run(mut self) -> Result<Shrunk> {
-        self.events()?;
-        self.clients()?;
-        self.run_length(2)?;
-        self.fault_lengths()?;
-        self.fault_starts()?;
-        self.run_length(5)?;
-        self.critical_section()?;
+        for step in 0..STEPS.len() {
+            if self.frozen.contains(&dimension(step)) {
+                continue;
+            }
+            match step {
+                0 => self.events()?,
+                1 => self.clients()?,
+                3 => self.fault_lengths()?,
+                4 => self.fault_starts()?,
+                6 => self.critical_section()?,
+                _ => self.run_length(step)?,
+            }
+        }
         Ok(Shrunk {
             start: self.start,
             best: self.best,
             kept: self.kept,
+            kept_by: self.kept_by,
             trials: self.trials,
             runs: self.runs,
             out_of_time: self.out_of_time,
@@ -139,6 +168,7 @@ impl<'a, O: Oracle> Search<'a, O> {
         });
         if t.breaks {
             self.kept.push(c.clone());
+            self.kept_by.push(Some(self.step));
             self.best = c;
         }
         Ok(t.breaks)
@@ -354,6 +384,35 @@ mod tests {
         assert_eq!(s.trials, fake.asked);
         assert_eq!(lines, s.trials);
         assert!(s.trials < 80, "{} trials", s.trials);
+    }
+
+    /// A confirmation found two clients too few: the search goes on from the
+    /// candidate before that cut and leaves the clients as they are.
+    #[test]
+    fn a_frozen_dimension_is_left_as_it_is() {
+        let mut fake = Fake {
+            needed: 6,
+            asked: 0,
+        };
+        let mut progress = |_: &Progress<'_>| {};
+        let s = Search::new(
+            &mut fake,
+            noisy_run(),
+            AnomalyKind::DoubleHolder,
+            Duration::from_secs(600),
+            &mut progress,
+        )
+        .freezing(&[dimension(1)])
+        .run()
+        .unwrap();
+        assert_eq!(s.best.clients(), 7);
+        assert_eq!(s.best.events.len(), 1);
+        assert_eq!(s.best.duration(), Duration::from_millis(3300));
+        assert_eq!(s.kept.len(), s.kept_by.len());
+        assert_eq!(s.kept_by[0], None);
+        assert!(s.kept_by.iter().flatten().all(|&step| dimension(step) != 1));
+        // Both passes over the run's length are one dimension.
+        assert_eq!(dimension(5), dimension(2));
     }
 
     #[test]
