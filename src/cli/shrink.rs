@@ -144,6 +144,18 @@ pub fn shrink_dir(dir: &std::path::Path, opts: &shrink::Options) -> Result<u8> {
     println!("  before: {}, {} ops", search.start, s.ops_before);
     println!("  after:  {}, {} ops", search.best.size(), ops(s.ops_after));
     println!("  reproduced: {} reruns", rate_text(confirm));
+    if confirm.flagged > 0 && confirm.flagged < opts.needed() {
+        println!(
+            "  below the {} of {} asked: {}",
+            opts.needed(),
+            opts.confirm,
+            if search.out_of_time {
+                "the budget ran out before the walk back found a candidate that breaks as often (a longer --budget may)"
+            } else {
+                "no kept candidate broke as often, the run as it happened included"
+            }
+        );
+    }
     let Some(file) = &s.file else {
         println!(
             "NOT REPRODUCED: the shrunk workload never gave {kind} in {} reruns: nothing written",

@@ -158,7 +158,7 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
         out.elapsed = started.elapsed();
         return Ok(out);
     }
-    let (shrunk, confirm) = search_and_settle(&mut oracle, &r, opts, &work, started, progress)?;
+    let (shrunk, confirm) = search_and_settle(&mut oracle, &r, opts, started, progress)?;
     out.ops_after = confirm
         .flagged_dirs
         .first()
@@ -188,9 +188,11 @@ fn search_budget(opts: &Options, started: Instant, runner: &Runner) -> Duration 
         .saturating_sub(runner.estimate(opts.rule.m))
 }
 
-/// The reruns of `opts.confirm` a result must break in.
-fn needed(opts: &Options) -> u32 {
-    ((opts.reliable * f64::from(opts.confirm)).ceil() as u32).clamp(1, opts.confirm)
+impl Options {
+    /// The reruns of `confirm` a result must break in.
+    pub fn needed(&self) -> u32 {
+        ((self.reliable * f64::from(self.confirm)).ceil() as u32).clamp(1, self.confirm)
+    }
 }
 
 /// The search and its confirmation, in rounds while time is left. When the
@@ -203,7 +205,6 @@ fn search_and_settle(
     oracle: &mut Real<'_>,
     r: &Realised,
     opts: &Options,
-    work: &Path,
     started: Instant,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Shrunk, Trial)> {
@@ -233,17 +234,33 @@ fn search_and_settle(
             },
             opts.confirm
         ));
-        let (chosen, confirm, results) = match known.take() {
+        let settled = match known.take() {
             // Nothing cut this round: the candidate it started from stands.
-            Some((t, dir)) if shrunk.kept.len() == 1 => (0, t, dir),
+            Some((trial, dir)) if shrunk.kept.len() == 1 => Settled {
+                chosen: 0,
+                trial,
+                dir,
+                cut_short: false,
+            },
             k => {
                 let label = match round {
                     1 => "confirm".to_string(),
                     n => format!("confirm-{n}"),
                 };
-                settle(oracle.runner, &shrunk.kept, opts, work, &label, k, progress)?
+                // No deadline for a budget too long to add (there is none).
+                let deadline = started.checked_add(opts.budget);
+                settle(
+                    oracle.runner,
+                    &shrunk.kept,
+                    opts,
+                    &label,
+                    k,
+                    deadline,
+                    progress,
+                )?
             }
         };
+        let (chosen, confirm, results) = (settled.chosen, settled.trial, settled.dir);
         let walked_back = shrunk.kept_by.get(chosen + 1).copied().flatten();
         let merged = Shrunk {
             start: first,
@@ -252,10 +269,10 @@ fn search_and_settle(
             kept_by: shrunk.kept_by,
             trials: shrunk.trials + total.as_ref().map_or(0, |t| t.trials),
             runs: shrunk.runs + total.as_ref().map_or(0, |t| t.runs),
-            out_of_time: shrunk.out_of_time,
+            out_of_time: shrunk.out_of_time || settled.cut_short,
         };
         let again = walked_back.filter(|_| {
-            confirm.flagged >= needed(opts)
+            confirm.flagged >= opts.needed()
                 && !merged.out_of_time
                 && !search_budget(opts, started, oracle.runner).is_zero()
         });
@@ -281,6 +298,46 @@ fn search_and_settle(
     }
 }
 
+/// Reruns a kept candidate for its rate: the real runner, or a fake in tests.
+trait Confirm {
+    /// Up to `n` reruns of `c`, stopping once `need` of them are out of reach;
+    /// their run directories go to the folder `name`.
+    fn confirm(&mut self, c: &Candidate, n: u32, need: u32, name: &str)
+        -> Result<(Trial, PathBuf)>;
+    /// What `n` reruns will take, from the slowest seen so far.
+    fn estimate(&self, n: u32) -> Duration;
+}
+
+impl Confirm for Runner {
+    fn confirm(
+        &mut self,
+        c: &Candidate,
+        n: u32,
+        need: u32,
+        name: &str,
+    ) -> Result<(Trial, PathBuf)> {
+        let results = self.dir().join(name);
+        let file = self.write(c, name, "")?;
+        let t = self.rate(&file, n, need, &results)?;
+        let _ = std::fs::remove_file(&file);
+        Ok((t, results))
+    }
+
+    fn estimate(&self, n: u32) -> Duration {
+        Runner::estimate(self, n)
+    }
+}
+
+/// What a confirmation settled on: the kept candidate `chosen`, its reruns
+/// and their folder.
+struct Settled {
+    chosen: usize,
+    trial: Trial,
+    dir: PathBuf,
+    /// The budget ran out before the walk back found a reliable candidate.
+    cut_short: bool,
+}
+
 /// The smallest kept candidate that breaks in at least `opts.reliable` of
 /// `opts.confirm` reruns. A search over noisy trials keeps cuts that broke by luck
 /// in k of m; the last one kept sits where the break starts to fade. So the
@@ -289,26 +346,31 @@ fn search_and_settle(
 /// reproducer that reproduces. None meets it: the one that broke most often, its
 /// rate said as it is (0 of them: nothing is handed over).
 /// `known`: the first kept candidate's confirmation, from an earlier round
-/// (`label` names this round's run directories).
+/// (`label` names this round's run directories). The search left time for the
+/// first confirmation; each step back after it starts only while one more fits
+/// before `deadline`, so the walk back cannot carry the shrink past its budget.
 fn settle(
-    runner: &mut Runner,
+    runner: &mut dyn Confirm,
     kept: &[Candidate],
     opts: &Options,
-    work: &Path,
     label: &str,
     known: Option<(Trial, PathBuf)>,
+    deadline: Option<Instant>,
     progress: &mut dyn FnMut(&str),
-) -> Result<(usize, Trial, PathBuf)> {
-    let need = needed(opts);
+) -> Result<Settled> {
+    let need = opts.needed();
     let mut tried: Vec<(usize, Trial, PathBuf)> = Vec::new();
     tried.extend(known.map(|(t, dir)| (0, t, dir)));
     let (mut lo, mut hi) = (0, kept.len() - 1);
     let mut probe = hi;
+    let mut cut_short = false;
     loop {
-        let results = work.join(format!("{label}-{probe}"));
-        let file = runner.write(&kept[probe], &format!("{label}-{probe}"), "")?;
-        let t = runner.rate(&file, opts.confirm, &results)?;
-        let _ = std::fs::remove_file(&file);
+        let (t, results) = runner.confirm(
+            &kept[probe],
+            opts.confirm,
+            need,
+            &format!("{label}-{probe}"),
+        )?;
         let met = t.flagged >= need;
         progress(&format!(
             "shrink [confirm] kept candidate {} of {} ({}): {} reruns{}",
@@ -318,6 +380,8 @@ fn settle(
             rate_text(&t),
             if met {
                 format!(", ≥ {need}: reliable")
+            } else if t.ran < opts.confirm {
+                format!(", stopped: {need} of {} out of reach", opts.confirm)
             } else {
                 format!(", fewer than {need}")
             }
@@ -337,18 +401,38 @@ fn settle(
         if tried.iter().any(|(i, _, _)| *i == probe) {
             break;
         }
+        let next = runner.estimate(opts.confirm);
+        if deadline.is_some_and(|d| Instant::now() + next > d) {
+            progress(&format!(
+                "shrink [confirm] the budget has no {} s left for another confirmation: the walk back stops here",
+                next.as_secs()
+            ));
+            cut_short = true;
+            break;
+        }
     }
     let best = tried
         .iter()
         .filter(|(_, t, _)| t.flagged >= need)
         .max_by_key(|(i, _, _)| *i)
-        .or_else(|| tried.iter().max_by_key(|(i, t, _)| (t.flagged, *i)))
+        // Confirmations that stopped early ran fewer reruns: compared by share.
+        .or_else(|| {
+            let share = |t: &Trial| f64::from(t.flagged) / f64::from(t.ran.max(1));
+            tried
+                .iter()
+                .max_by(|a, b| share(&a.1).total_cmp(&share(&b.1)).then(a.0.cmp(&b.0)))
+        })
         .map(|(i, _, _)| *i)
         .unwrap_or(0);
     let mut chosen = None;
     for (i, t, results) in tried {
         if i == best {
-            chosen = Some((i, t, results));
+            chosen = Some(Settled {
+                chosen: i,
+                trial: t,
+                dir: results,
+                cut_short,
+            });
         } else {
             let _ = std::fs::remove_dir_all(&results);
         }
@@ -374,7 +458,7 @@ pub fn replay(dir: &Path, runs: u32, opts: &Options) -> Result<Replayed> {
     );
     let file = runner.write(&r.candidate, "replay", &header)?;
     let results = work.join("runs");
-    let rate = runner.rate(&file, runs, &results)?;
+    let rate = runner.rate(&file, runs, 0, &results)?;
     Ok(Replayed {
         kind: r.kind,
         rate,
@@ -456,4 +540,145 @@ fn header(r: &Realised, s: &Shrunk, confirm: &Trial, took: Duration) -> String {
             events.join("; ")
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kept candidates of 7, 6, 5, 4 and 3 clients; the break comes back
+    /// 10 of 10 with 5 or more, 4 of 10 with fewer. Each confirmation
+    /// "takes" `each`.
+    struct Fake {
+        each: Duration,
+        asked: Vec<u64>,
+    }
+
+    impl Confirm for Fake {
+        fn confirm(
+            &mut self,
+            c: &Candidate,
+            n: u32,
+            _: u32,
+            name: &str,
+        ) -> Result<(Trial, PathBuf)> {
+            self.asked.push(c.clients());
+            let flagged = if c.clients() >= 5 { n } else { 4 };
+            let t = Trial {
+                flagged,
+                ran: n,
+                breaks: true,
+                flagged_dirs: vec![],
+            };
+            Ok((t, PathBuf::from(name)))
+        }
+
+        fn estimate(&self, _: u32) -> Duration {
+            self.each
+        }
+    }
+
+    fn chain() -> Vec<Candidate> {
+        (3..=7)
+            .rev()
+            .map(|n| Candidate {
+                base: toml::from_str(&format!("duration = \"8s\"\n[clients]\ncount = {n}\n"))
+                    .unwrap(),
+                events: vec![],
+            })
+            .collect()
+    }
+
+    fn opts() -> Options {
+        Options {
+            kind: None,
+            rule: Rule { k: 2, m: 3 },
+            jobs: 1,
+            budget: Duration::from_secs(600),
+            confirm: 10,
+            reliable: 0.9,
+            workload_dir: None,
+            exe: PathBuf::new(),
+        }
+    }
+
+    #[test]
+    fn the_walk_back_finds_the_smallest_reliable_candidate_when_time_allows() {
+        let mut fake = Fake {
+            each: Duration::from_secs(60),
+            asked: vec![],
+        };
+        let kept = chain();
+        let deadline = Instant::now().checked_add(Duration::from_secs(3600));
+        let s = settle(
+            &mut fake,
+            &kept,
+            &opts(),
+            "confirm",
+            None,
+            deadline,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(kept[s.chosen].clients(), 5);
+        assert_eq!(s.trial.flagged, 10);
+        assert!(!s.cut_short);
+        assert_eq!(fake.asked, vec![3, 5, 4]);
+    }
+
+    #[test]
+    fn the_walk_back_stops_when_the_budget_has_no_time_for_another_confirmation() {
+        // One confirmation takes an hour and the deadline is in ten minutes:
+        // the first (which the search left time for) runs, no step back does.
+        let mut fake = Fake {
+            each: Duration::from_secs(3600),
+            asked: vec![],
+        };
+        let kept = chain();
+        let deadline = Instant::now().checked_add(Duration::from_secs(600));
+        let s = settle(
+            &mut fake,
+            &kept,
+            &opts(),
+            "confirm",
+            None,
+            deadline,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(fake.asked, vec![3]);
+        assert!(s.cut_short);
+        assert_eq!(s.trial.flagged, 4, "its rate is said as it is");
+    }
+
+    #[test]
+    fn a_known_reliable_start_stands_when_the_walk_back_is_cut_short() {
+        // A later round: kept[0] was confirmed reliable in the round before.
+        let mut fake = Fake {
+            each: Duration::from_secs(3600),
+            asked: vec![],
+        };
+        let kept = chain();
+        let known = Trial {
+            flagged: 10,
+            ran: 10,
+            breaks: true,
+            flagged_dirs: vec![],
+        };
+        let deadline = Instant::now().checked_add(Duration::from_secs(600));
+        let known = Some((known, PathBuf::from("confirm-0")));
+        let s = settle(
+            &mut fake,
+            &kept,
+            &opts(),
+            "confirm-2",
+            known,
+            deadline,
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(fake.asked, vec![3]);
+        assert_eq!(s.chosen, 0);
+        assert_eq!(s.trial.flagged, 10);
+    }
 }

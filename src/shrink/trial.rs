@@ -29,6 +29,11 @@ pub struct Trial {
     pub flagged_dirs: Vec<PathBuf>,
 }
 
+/// Whether `need` of `n` reruns can no longer give the anomaly, after `t`.
+fn out_of_reach(t: &Trial, n: u32, need: u32) -> bool {
+    t.ran - t.flagged > n - need.min(n)
+}
+
 /// Runs candidates as child runs and says which still give `kind`.
 pub struct Runner {
     exe: PathBuf,
@@ -74,6 +79,11 @@ impl Runner {
         })
     }
 
+    /// The folder candidate files and their run directories go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes `c` as a workload file of its own (`name.toml` in the runner's folder).
     pub fn write(&self, c: &Candidate, name: &str, header: &str) -> Result<PathBuf> {
         let path = self.dir.join(format!("{name}.toml"));
@@ -108,10 +118,13 @@ impl Runner {
     }
 
     /// Runs the workload file `n` times, `jobs` at once, its run directories under
-    /// `results` (kept): how many gave the anomaly, and where.
-    pub fn rate(&mut self, file: &Path, n: u32, results: &Path) -> Result<Trial> {
+    /// `results` (kept): how many gave the anomaly, and where. It stops early once
+    /// `need` of the `n` can no longer give it (0: never): a confirmation that
+    /// missed twice of ten where nine are needed has its answer, and a walk back
+    /// through candidates that fade costs a wave each, not ten reruns.
+    pub fn rate(&mut self, file: &Path, n: u32, need: u32, results: &Path) -> Result<Trial> {
         let mut t = Trial::default();
-        while t.ran < n {
+        while t.ran < n && !out_of_reach(&t, n, need) {
             let wave = (n - t.ran).min(self.jobs as u32) as usize;
             for r in self.reruns(file, wave, results)? {
                 t.ran += 1;
@@ -217,5 +230,32 @@ fn read(
                 dir: None,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn after(flagged: u32, ran: u32) -> Trial {
+        Trial {
+            flagged,
+            ran,
+            breaks: flagged > 0,
+            flagged_dirs: vec![],
+        }
+    }
+
+    #[test]
+    fn a_confirmation_stops_once_its_rate_is_out_of_reach() {
+        // 9 of 10 needed: one miss leaves it reachable, two do not.
+        assert!(!out_of_reach(&after(4, 5), 10, 9));
+        assert!(out_of_reach(&after(0, 2), 10, 9));
+        assert!(out_of_reach(&after(7, 9), 10, 9));
+        // A replay needs nothing: it runs all of them.
+        assert!(!out_of_reach(&after(0, 9), 10, 0));
+        // Needing all: the first miss decides.
+        assert!(out_of_reach(&after(3, 4), 10, 10));
+        assert!(!out_of_reach(&after(4, 4), 10, 10));
     }
 }
