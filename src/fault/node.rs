@@ -33,6 +33,11 @@ pub enum NodeTarget {
     All,
     /// The leader (etcd) or primary, as the caller knows it.
     Primary,
+    /// A bare majority with the leader among them: where only the leader
+    /// keeps the time that matters (a ZooKeeper leader expires the sessions,
+    /// an etcd leader the leases), a majority without it changes nothing, so
+    /// a fault meant to bite names it.
+    MajorityWithPrimary,
     /// A node by name (`n2`).
     Node(String),
 }
@@ -59,6 +64,17 @@ impl NodeTarget {
                     .map(|p| vec![p.to_string()])
                     .unwrap_or_default()
             }
+            NodeTarget::MajorityWithPrimary => {
+                let Some(p) = primary.filter(|p| nodes.iter().any(|x| x == p)) else {
+                    return Vec::new();
+                };
+                let others: Vec<&String> = nodes.iter().filter(|x| *x != p).collect();
+                let mut picked: Vec<&String> =
+                    others.choose_multiple(rng, n / 2).copied().collect();
+                picked.push(nodes.iter().find(|x| *x == p).expect("p is among nodes"));
+                picked.sort_by_key(|x| nodes.iter().position(|y| y == *x));
+                return picked.into_iter().cloned().collect();
+            }
             NodeTarget::Node(name) => {
                 return nodes.iter().filter(|x| *x == name).cloned().collect();
             }
@@ -77,6 +93,7 @@ impl fmt::Display for NodeTarget {
             NodeTarget::Majority => f.write_str("majority"),
             NodeTarget::All => f.write_str("all"),
             NodeTarget::Primary => f.write_str("primary"),
+            NodeTarget::MajorityWithPrimary => f.write_str("majority-with-primary"),
             NodeTarget::Node(n) => f.write_str(n),
         }
     }
@@ -91,12 +108,13 @@ impl std::str::FromStr for NodeTarget {
             "majority" => NodeTarget::Majority,
             "all" => NodeTarget::All,
             "primary" | "leader" => NodeTarget::Primary,
+            "majority-with-primary" | "majority-with-leader" => NodeTarget::MajorityWithPrimary,
             n if n.len() > 1 && n.starts_with('n') && n[1..].bytes().all(|b| b.is_ascii_digit()) => {
                 NodeTarget::Node(n.to_string())
             }
             _ => {
                 return Err(format!(
-                    "expected \"one\", \"minority\", \"majority\", \"all\", \"primary\" or a node name like \"n2\", found \"{s}\""
+                    "expected \"one\", \"minority\", \"majority\", \"majority-with-primary\", \"all\", \"primary\" or a node name like \"n2\", found \"{s}\""
                 ))
             }
         })
@@ -230,7 +248,7 @@ pub(crate) async fn pick(
     let cluster = cluster.lock().await;
     let names: Vec<String> = cluster.node_names();
     let leader = match target {
-        NodeTarget::Primary => cluster.leader().await,
+        NodeTarget::Primary | NodeTarget::MajorityWithPrimary => cluster.leader().await,
         _ => None,
     };
     let picked = target.select(&names, leader.as_deref(), scene.rng);
@@ -243,7 +261,7 @@ pub(crate) async fn pick(
 pub(crate) static TIMED: Target = Target::Random;
 
 /// What to say of `target` in an entry of a fault on nodes.
-pub(super) const NOT_A_CLIENT: &str = "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"all\", \"primary\" or \"n2\")";
+pub(super) const NOT_A_CLIENT: &str = "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"majority-with-primary\", \"all\", \"primary\" or \"n2\")";
 
 #[cfg(test)]
 mod tests {
@@ -313,6 +331,31 @@ mod tests {
             NodeTarget::Node("n3".into()).select(&nodes(3), None, &mut rng),
             vec!["n3"]
         );
+    }
+
+    #[test]
+    fn a_majority_with_the_primary_always_holds_it() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut others = std::collections::BTreeSet::new();
+        for _ in 0..40 {
+            let got = NodeTarget::MajorityWithPrimary.select(&nodes(5), Some("n4"), &mut rng);
+            assert_eq!(got.len(), 3, "{got:?}");
+            assert!(got.contains(&"n4".to_string()), "{got:?}");
+            let mut sorted = got.clone();
+            sorted.sort_by_key(|x| x[1..].parse::<u32>().unwrap());
+            sorted.dedup();
+            assert_eq!(sorted, got, "distinct and in node order");
+            others.extend(got.into_iter().filter(|x| x != "n4"));
+        }
+        assert_eq!(others.len(), 4, "the rest are picked at random: {others:?}");
+        assert_eq!(
+            NodeTarget::MajorityWithPrimary.select(&nodes(1), Some("n1"), &mut rng),
+            vec!["n1"]
+        );
+        // No leader known (an election): nobody yet; the schedule tries later.
+        assert!(NodeTarget::MajorityWithPrimary
+            .select(&nodes(3), None, &mut rng)
+            .is_empty());
     }
 
     #[test]
