@@ -248,7 +248,8 @@ fn entry_duration(entry: &Table) -> Result<Duration> {
 }
 
 /// A target the original picked at random, named as it was picked; a role
-/// (`holder`, `primary`) and a set (`majority`, `all`) stay as they are.
+/// (`holder`, `primary`) and a set (`majority`, `majority-with-primary`, `all`)
+/// stay as they are.
 fn name_targets(table: &mut Table, op: &Op) {
     let targets: Vec<&str> = op
         .value
