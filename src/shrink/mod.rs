@@ -340,7 +340,9 @@ struct Settled {
     chosen: usize,
     trial: Trial,
     dir: PathBuf,
-    /// The budget ran out before the walk back found a reliable candidate.
+    /// The budget ran out before the walk back ended: the best confirmed so
+    /// far stands, which may be larger than the smallest reliable one, or
+    /// (none met the rate) not reliable.
     cut_short: bool,
 }
 
