@@ -41,19 +41,25 @@ fn scene<'a>(cluster: &'a Mutex<Box<dyn Cluster>>, rng: &'a mut ChaCha8Rng) -> S
     }
 }
 
+/// The node that leads once the cluster has elected one (an election after
+/// a start takes seconds on a loaded machine; 30 s is no election at all).
+async fn leader(c: &Mutex<Box<dyn Cluster>>) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(l) = c.lock().await.leader().await {
+            return l;
+        }
+        assert!(Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_paused_etcd_leader_is_replaced_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(BackendKind::Etcd, dir.path(), false).await;
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let leader = loop {
-        if let Some(l) = c.lock().await.leader().await {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let leader = leader(&c).await;
     let mut pause = PauseNodes::new(NodeTarget::Primary, Duration::from_secs(3));
     let value = pause
         .start(&mut scene(&c, &mut rng))
@@ -195,14 +201,7 @@ async fn a_clock_jump_on_a_majority_with_the_primary_hits_the_zookeeper_leader()
     // missed it a third of the time, and those runs could not break.
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(BackendKind::Zookeeper, dir.path(), true).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let leader = loop {
-        if let Some(l) = c.lock().await.leader().await {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no leader");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let leader = leader(&c).await;
     // Eight picks: a majority at random would leave the leader out of one
     // of them 24 times in 25.
     for seed in 0..8 {

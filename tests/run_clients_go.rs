@@ -165,3 +165,40 @@ count = 2
     let left = leftovers(results.path());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+/// A clock fault on the holder moves the worker's clock, but a Go library reads
+/// the vDSO: its own timers, and whatever its `held` answers, run on real time.
+/// A holder that asks its library whether it holds (`self_fencing = "library"`)
+/// was then never asked anything the fault touched: the run says so, names the
+/// adapter's program, and is untested (exit 3), never valid.
+#[test]
+fn a_holder_clock_fault_that_misses_a_go_library_leaves_library_fencing_untested() {
+    go_adapters();
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/go/run");
+    let text = format!(
+        "duration = \"6s\"\nseed = 1\nresource = \"unfenced\"\nallow = [\"double-holder\"]\n\n\
+         [backend]\nkind = \"etcd\"\nlease = \"2s\"\nacquire_timeout = \"1s\"\n\n\
+         [client]\ncommand = [{:?}, \"etcd-concurrency\"]\n\n\
+         [clients]\ncount = 2\nop_timeout = \"5s\"\nself_fencing = \"library\"\n\n\
+         [critical_section]\nhold = \"300ms\"\nwrites = 2\nthink = \"50ms\"\n\n\
+         [[faults]]\nkind = \"clock\"\ntarget = \"holder\"\noffset = \"-20s\"\nafter = \"500ms\"\nduration = \"2s\"\n",
+        adapter.display().to_string()
+    );
+    let w = write_workload(dir.path(), "library-clock.toml", &text);
+    let r = run(&w, &[]);
+    let unreachable = r.json["figures"]["unreachable"].to_string();
+    assert!(
+        unreachable.contains("adapter") && unreachable.contains("Go binary"),
+        "the adapter's program is named as out of the fault's reach: {unreachable}\n{}",
+        r.stderr
+    );
+    assert_eq!(r.json["valid"], true, "{}", r.stderr);
+    assert_eq!(r.code, 3, "valid, yet untested: {}", r.stderr);
+    let unseen = r.json["faults"]["unseen"].as_str().unwrap_or("");
+    assert!(
+        unseen.contains("never reached the library"),
+        "{unseen}\n{}",
+        r.stderr
+    );
+}

@@ -203,6 +203,30 @@ pub fn unobserved_fault(ops: &[Op]) -> Option<String> {
     })
 }
 
+/// For a holder that asks its library whether it still holds
+/// (`self_fencing = "library"`): a fault on its clock that moved the worker's
+/// clock but not its adapter's (`"adapter": true` among the record's
+/// `unreachable`: a Go library reads the vDSO) never touched what the holder
+/// asks, and a valid run is no evidence of the library under that fault.
+pub fn library_out_of_reach(ops: &[Op]) -> Option<String> {
+    let missed = ops
+        .iter()
+        .filter(|o| o.process == Process::Nemesis && fault_ops::started_by(&o.f).is_some())
+        .flat_map(|o| {
+            o.value
+                .get("unreachable")
+                .and_then(|u| u.as_array())
+                .into_iter()
+                .flatten()
+        })
+        .find(|m| m["adapter"] == true)?;
+    Some(format!(
+        "the holder's clock fault never reached the library it asks whether it holds ({}: {}): the library's `held` ran on real time",
+        missed["node"].as_str().unwrap_or("?"),
+        missed["why"].as_str().unwrap_or("unreachable")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -306,5 +330,27 @@ mod tests {
         assert_eq!(unobserved_fault(&ops), None);
         // A run without faults is judged elsewhere (a missed fault), not here.
         assert_eq!(unobserved_fault(&ops[..1]), None);
+    }
+
+    #[test]
+    fn a_clock_fault_that_missed_the_holders_library_is_said() {
+        use OpType::Info;
+        let mut skew = op(1.0, Process::Nemesis, Info, "clock-skew");
+        skew.value = serde_json::json!({"targets": ["client-0"], "offset_ms": -20000});
+        let mut ops = vec![skew];
+        assert_eq!(library_out_of_reach(&ops), None, "its library was reached");
+        ops[0].value["unreachable"] = serde_json::json!([{
+            "node": "client-0's adapter (pid 7)",
+            "why": "unreachable: etcd-concurrency is a Go binary reading the vDSO",
+            "adapter": true,
+        }]);
+        let why = library_out_of_reach(&ops).expect("said");
+        assert!(
+            why.contains("client-0's adapter (pid 7)") && why.contains("Go binary"),
+            "{why}"
+        );
+        // A server the interposer missed is not the holder's library.
+        ops[0].value["unreachable"][0]["adapter"] = serde_json::Value::Null;
+        assert_eq!(library_out_of_reach(&ops), None);
     }
 }

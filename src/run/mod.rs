@@ -261,7 +261,12 @@ fn judge(
     // anything: untested, as a run whose faults never started.
     let mut faults = faults;
     if verdict.valid == check::Validity::Valid {
-        faults.unseen = figures::unobserved_fault(&history.ops);
+        faults.unseen = figures::unobserved_fault(&history.ops).or_else(|| {
+            w.clients
+                .self_fencing_library
+                .then(|| figures::library_out_of_reach(&history.ops))
+                .flatten()
+        });
     }
     let provoked = check::provoked::provoked(&history, &check::calls::Calls::of(&history));
     Ok(RunReport {

@@ -610,51 +610,47 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_walk_back_finds_the_smallest_reliable_candidate_when_time_allows() {
+    /// Settles the chain when one confirmation takes `each` and the deadline
+    /// is `left` away: what it chose, and the clients of each candidate asked.
+    fn settle_chain(
+        each: u64,
+        left: u64,
+        known: Option<(Trial, PathBuf)>,
+    ) -> (Settled, Vec<Candidate>, Vec<u64>) {
         let mut fake = Fake {
-            each: Duration::from_secs(60),
+            each: Duration::from_secs(each),
             asked: vec![],
         };
         let kept = chain();
-        let deadline = Instant::now().checked_add(Duration::from_secs(3600));
+        let deadline = Instant::now().checked_add(Duration::from_secs(left));
         let s = settle(
             &mut fake,
             &kept,
             &opts(),
             "confirm",
-            None,
+            known,
             deadline,
             &mut |_| {},
         )
         .unwrap();
+        (s, kept, fake.asked)
+    }
+
+    #[test]
+    fn the_walk_back_finds_the_smallest_reliable_candidate_when_time_allows() {
+        let (s, kept, asked) = settle_chain(60, 3600, None);
         assert_eq!(kept[s.chosen].clients(), 5);
         assert_eq!(s.trial.flagged, 10);
         assert!(!s.cut_short);
-        assert_eq!(fake.asked, vec![3, 5, 4]);
+        assert_eq!(asked, vec![3, 5, 4]);
     }
 
     #[test]
     fn the_walk_back_stops_when_the_budget_has_no_time_for_another_confirmation() {
         // One confirmation takes an hour and the deadline is in ten minutes:
         // the first (which the search left time for) runs, no step back does.
-        let mut fake = Fake {
-            each: Duration::from_secs(3600),
-            asked: vec![],
-        };
-        let kept = chain();
-        let deadline = Instant::now().checked_add(Duration::from_secs(600));
-        let s = settle(
-            &mut fake,
-            &kept,
-            &opts(),
-            "confirm",
-            None,
-            deadline,
-            &mut |_| {},
-        )
-        .unwrap();
-        assert_eq!(fake.asked, vec![3]);
+        let (s, _, asked) = settle_chain(3600, 600, None);
+        assert_eq!(asked, vec![3]);
         assert!(s.cut_short);
         assert_eq!(s.trial.flagged, 4, "its rate is said as it is");
     }
@@ -662,30 +658,14 @@ mod tests {
     #[test]
     fn a_known_reliable_start_stands_when_the_walk_back_is_cut_short() {
         // A later round: kept[0] was confirmed reliable in the round before.
-        let mut fake = Fake {
-            each: Duration::from_secs(3600),
-            asked: vec![],
-        };
-        let kept = chain();
         let known = Trial {
             flagged: 10,
             ran: 10,
             breaks: true,
             flagged_dirs: vec![],
         };
-        let deadline = Instant::now().checked_add(Duration::from_secs(600));
-        let known = Some((known, PathBuf::from("confirm-0")));
-        let s = settle(
-            &mut fake,
-            &kept,
-            &opts(),
-            "confirm-2",
-            known,
-            deadline,
-            &mut |_| {},
-        )
-        .unwrap();
-        assert_eq!(fake.asked, vec![3]);
+        let (s, _, asked) = settle_chain(3600, 600, Some((known, PathBuf::from("confirm-0"))));
+        assert_eq!(asked, vec![3]);
         assert_eq!(s.chosen, 0);
         assert_eq!(s.trial.flagged, 10);
     }

@@ -81,12 +81,13 @@ pub struct Search<'a, O: Oracle> {
     progress: &'a mut dyn FnMut(&Progress<'_>),
 }
 
-/// The dimension step `step` cuts: the run's length is cut twice.
+/// The dimension each step cuts, as the step that cuts it first: the run's
+/// length is cut twice (steps 2 and 5).
+const DIMENSION: [usize; STEPS.len()] = [0, 1, 2, 3, 4, 2, 6];
+
+/// The dimension step `step` cuts.
 pub fn dimension(step: usize) -> usize {
-    match STEPS[step] {
-        "run length again" => 2,
-        _ => step,
-    }
+    DIMENSION[step]
 }
 
 impl<'a, O: Oracle> Search<'a, O> {
@@ -413,6 +414,14 @@ mod tests {
         assert!(s.kept_by.iter().flatten().all(|&step| dimension(step) != 1));
         // Both passes over the run's length are one dimension.
         assert_eq!(dimension(5), dimension(2));
+        for (step, &d) in DIMENSION.iter().enumerate() {
+            assert!(
+                d <= step && STEPS[step].starts_with(STEPS[d]),
+                "step {step} ({}) cuts what step {d} ({}) cut first",
+                STEPS[step],
+                STEPS[d]
+            );
+        }
     }
 
     #[test]

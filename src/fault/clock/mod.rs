@@ -36,14 +36,14 @@ mod start;
 pub use crate::cluster::timens::{monotonic_hook, time_namespace};
 pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, TORN_AFTER};
 pub use remote::{host_hook, reset_remote, OutOfReach, RemoteClock};
-pub use shim::{install_shim, reach, Reach, Unreachable, CLOCK_FILE_ENV};
+pub use shim::{group_out_of_reach, install_shim, reach, Reach, Unreachable, CLOCK_FILE_ENV};
 pub use skew::{ClockChange, SkewClock, SkewUpdate};
 pub use start::{prepare_hook, process_clock};
 
 use super::duration::{Dur, SignedDur};
 use super::node::{self, NodeTarget};
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Setup, Spec};
-use super::{Fault, Scene, Target};
+use super::{Fault, Place, Scene, Target};
 use crate::cluster::ssh::host::Host;
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
@@ -213,6 +213,34 @@ impl ClockFault {
         self.active.iter().map(|(n, _, _)| n.clone()).collect()
     }
 
+    /// For a worker's clock: the programs of its adapter the skew does not reach
+    /// (a Go library reads the vDSO), each said as `unreachable` with
+    /// `"adapter": true`. The worker's own clock moves; its library's does not,
+    /// and a holder that asks its library whether it still holds is asking
+    /// something the fault never touched.
+    fn adapters_out_of_reach(&self, scene: &Scene<'_>, names: &[String]) -> Vec<serde_json::Value> {
+        if !matches!(self.clocks, Clocks::Client(_)) {
+            return Vec::new();
+        }
+        let here = scene.clients.iter().filter(|c| names.contains(&c.name));
+        here.filter_map(|c| match c.place {
+            Place::Here(pid) => Some((c.name.clone(), pid)),
+            Place::Host { .. } => None,
+        })
+        .flat_map(|(name, pid)| {
+            group_out_of_reach(pid.as_raw())
+                .into_iter()
+                .map(move |(p, u)| {
+                    serde_json::json!({
+                        "node": format!("{name}'s adapter (pid {p})"),
+                        "why": u.to_string(),
+                        "adapter": true,
+                    })
+                })
+        })
+        .collect()
+    }
+
     /// The clock of `n` (a node, or a worker), or why a live skew cannot reach
     /// it: a node of another host through its page there (of which the first
     /// change says [`OutOfReach`]), anything else through its page in the run
@@ -276,6 +304,7 @@ impl Fault for ClockFault {
                 (vec![scene.clients[slot].name.clone()], dir)
             }
         };
+        let mut unreachable = self.adapters_out_of_reach(scene, &names);
         let journal = Journal::for_run(&dir)?;
         // Every node at once: over SSH a round trip each, and a jump on a
         // majority should land on all of it together.
@@ -283,7 +312,6 @@ impl Fault for ClockFault {
             let scene = &*scene;
             join_all(names.iter().map(|n| self.clock_of(n, &dir, scene))).await
         };
-        let mut unreachable = Vec::new();
         let mut changes = Vec::new();
         for (n, clock) in names.into_iter().zip(attached) {
             let clock = match clock? {

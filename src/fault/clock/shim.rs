@@ -99,6 +99,40 @@ pub(super) fn reach_head(name: String, bytes: &[u8]) -> Reach {
     }
 }
 
+/// The programs in process group `leader` other than the leader itself (a
+/// worker's adapter and what it started) that the interposer cannot reach, by
+/// pid. A worker's clock is this program's and always reached; its adapter
+/// inherits the interposer's environment, but a Go library reads the vDSO and
+/// its own timers run on real time. A process gone meanwhile is skipped.
+pub fn group_out_of_reach(leader: i32) -> Vec<(i32, Unreachable)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
+        if pid == leader || process_group(pid) != Some(leader) {
+            continue;
+        }
+        // A zombie has no program any more.
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            continue;
+        };
+        if let Ok(Reach::Unreachable(u)) = reach(&exe) {
+            out.push((pid, u));
+        }
+    }
+    out.sort_by_key(|(pid, _)| *pid);
+    out
+}
+
+/// The process group of `pid`, from /proc/PID/stat (its fifth field, after the
+/// command name in parentheses, which may hold spaces and parentheses itself).
+fn process_group(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(2)?.parse().ok()
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
