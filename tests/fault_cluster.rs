@@ -54,6 +54,37 @@ async fn leader(c: &Mutex<Box<dyn Cluster>>) -> String {
     }
 }
 
+/// Starts a clock jump of `offset_ns` on the nodes `target` picks: the fault,
+/// its record, and the nodes it hit.
+async fn jump(
+    c: &Mutex<Box<dyn Cluster>>,
+    rng: &mut ChaCha8Rng,
+    target: NodeTarget,
+    offset_ns: i64,
+) -> (ClockFault, serde_json::Value, Vec<String>) {
+    let mut fault = ClockFault::new(Clocks::Nodes(target), ClockChange::Jump { offset_ns });
+    let value = fault.start(&mut scene(c, rng)).await.unwrap().unwrap();
+    let hit = value["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    (fault, value, hit)
+}
+
+/// Every node in `hit` has its clock back: no skew left in its page.
+fn assert_reset(dir: &std::path::Path, hit: &[String]) {
+    for n in hit {
+        assert!(
+            clock::read_file(&clock::clock_file(dir, n))
+                .unwrap()
+                .is_none(),
+            "{n} reset"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_paused_etcd_leader_is_replaced_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
@@ -155,44 +186,17 @@ async fn a_clock_jump_on_a_majority_of_redlock_nodes_expires_their_keys() {
         )
         .unwrap();
     }
-    let mut fault = ClockFault::new(
-        Clocks::Nodes(NodeTarget::Majority),
-        ClockChange::Jump {
-            offset_ns: 20_000_000_000,
-        },
-    );
-    let value = fault
-        .start(&mut scene(&c, &mut rng))
-        .await
-        .unwrap()
-        .unwrap();
-    let hit: Vec<&str> = value["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let (mut fault, value, hit) = jump(&c, &mut rng, NodeTarget::Majority, 20_000_000_000).await;
     assert_eq!(hit.len(), 3, "{value}");
     assert_eq!(value["offset_ms"], 20000);
     for (i, e) in endpoints.iter().enumerate() {
         let name = format!("n{}", i + 1);
         let got = redis_cmd(*e, &["GET", "lock"], Duration::from_secs(1)).unwrap();
-        let want = if hit.contains(&name.as_str()) {
-            "(nil)"
-        } else {
-            "me"
-        };
+        let want = if hit.contains(&name) { "(nil)" } else { "me" };
         assert_eq!(got, want, "{name}");
     }
     fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
-    for n in hit {
-        assert!(
-            clock::read_file(&clock::clock_file(dir.path(), n))
-                .unwrap()
-                .is_none(),
-            "{n} reset"
-        );
-    }
+    assert_reset(dir.path(), &hit);
 }
 
 #[tokio::test]
@@ -206,37 +210,15 @@ async fn a_clock_jump_on_a_majority_with_the_primary_hits_the_zookeeper_leader()
     // of them 24 times in 25.
     for seed in 0..8 {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut fault = ClockFault::new(
-            Clocks::Nodes(NodeTarget::MajorityWithPrimary),
-            ClockChange::Jump {
-                offset_ns: 1_000_000_000,
-            },
-        );
-        let value = fault
-            .start(&mut scene(&c, &mut rng))
-            .await
-            .unwrap()
-            .unwrap();
-        let hit: Vec<String> = value["targets"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_string())
-            .collect();
+        let (mut fault, value, hit) =
+            jump(&c, &mut rng, NodeTarget::MajorityWithPrimary, 1_000_000_000).await;
         fault.stop(&mut scene(&c, &mut rng)).await.unwrap();
         assert_eq!(hit.len(), 2, "{value}");
         assert!(
             hit.contains(&leader),
             "{leader} leads and was not hit: {value}"
         );
-        for n in &hit {
-            assert!(
-                clock::read_file(&clock::clock_file(dir.path(), n))
-                    .unwrap()
-                    .is_none(),
-                "{n} reset"
-            );
-        }
+        assert_reset(dir.path(), &hit);
     }
     c.lock().await.stop().await;
 }

@@ -39,6 +39,11 @@ fn go_adapters() {
     }
 }
 
+/// The Go adapters' launcher, by absolute path (a workload written elsewhere).
+fn go_run() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/go/run")
+}
+
 fn history(r: &Finished) -> Vec<Op> {
     read_jsonl(&r.run_dir().join("history.jsonl")).unwrap().ops
 }
@@ -135,7 +140,7 @@ fn etcd_go_election_paused_leader_acts_with_another_and_its_key_revision_fences(
 fn an_adapter_that_does_not_campaign_is_refused_for_an_election() {
     go_adapters();
     let dir = tempfile::tempdir().unwrap();
-    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/go/run");
+    let adapter = go_run();
     let text = format!(
         r#"mode = "election"
 duration = "3s"
@@ -175,7 +180,7 @@ count = 2
 fn a_holder_clock_fault_that_misses_a_go_library_leaves_library_fencing_untested() {
     go_adapters();
     let dir = tempfile::tempdir().unwrap();
-    let adapter = Path::new(env!("CARGO_MANIFEST_DIR")).join("clients/go/run");
+    let adapter = go_run();
     let text = format!(
         "duration = \"6s\"\nseed = 1\nresource = \"unfenced\"\nallow = [\"double-holder\"]\n\n\
          [backend]\nkind = \"etcd\"\nlease = \"2s\"\nacquire_timeout = \"1s\"\n\n\

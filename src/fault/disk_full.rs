@@ -294,10 +294,7 @@ impl Fault for DiskFull {
 
 /// Whether a server's process has ended (gone, or a zombie not yet reaped).
 fn ended(pid: i32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
-        .unwrap_or(true)
+    crate::journal::stat_fields(pid).is_none_or(|rest| rest.starts_with('Z'))
 }
 
 /// A file filling a node's disk to the last byte; removed by

@@ -186,9 +186,7 @@ async fn stopped_here(pid: nix::unistd::Pid, name: &str) -> Result<bool> {
 
 /// A process's state letter from /proc (`R`, `S`, `T`, `Z`...); None once gone.
 fn proc_state(pid: nix::unistd::Pid) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The state follows the command name, which may hold spaces, in parentheses.
-    stat.rsplit_once(") ")?.1.chars().next()
+    crate::journal::stat_fields(pid.as_raw())?.chars().next()
 }
 
 /// Resumes every process in `paused`, emptying it; the first error is returned

@@ -64,21 +64,22 @@ impl Proc {
     }
 }
 
-/// The start time of a live process, in clock ticks after boot.
-pub fn start_time(pid: i32) -> Option<u64> {
+/// The fields of /proc/PID/stat from field 3 (the state) on; None once the
+/// process is gone. The command name before them, in parentheses, may hold
+/// spaces and parentheses itself: the fields start after its last ") ".
+pub fn stat_fields(pid: i32) -> Option<String> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (in parentheses) may hold spaces: count from after it.
-    // The rest starts at field 3 (state); start time is field 22.
-    let (_, rest) = stat.rsplit_once(") ")?;
-    rest.split_whitespace().nth(19)?.parse().ok()
+    Some(stat.rsplit_once(") ")?.1.to_string())
+}
+
+/// The start time of a live process, in clock ticks after boot (field 22).
+pub fn start_time(pid: i32) -> Option<u64> {
+    stat_fields(pid)?.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// Whether a live process is stopped (SIGSTOP): state `T`.
 pub fn is_stopped(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-        .unwrap_or(false)
+    stat_fields(pid).is_some_and(|rest| rest.starts_with('T'))
 }
 
 /// One thing the controller changed outside itself.

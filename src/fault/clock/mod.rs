@@ -43,7 +43,7 @@ pub use start::{prepare_hook, process_clock};
 use super::duration::{Dur, SignedDur};
 use super::node::{self, NodeTarget};
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Setup, Spec};
-use super::{Fault, Place, Scene, Target};
+use super::{ClientProc, Fault, Place, Scene, Target};
 use crate::cluster::ssh::host::Host;
 use crate::cluster::Runtime;
 use crate::history::fault_ops;
@@ -213,34 +213,6 @@ impl ClockFault {
         self.active.iter().map(|(n, _, _)| n.clone()).collect()
     }
 
-    /// For a worker's clock: the programs of its adapter the skew does not reach
-    /// (a Go library reads the vDSO), each said as `unreachable` with
-    /// `"adapter": true`. The worker's own clock moves; its library's does not,
-    /// and a holder that asks its library whether it still holds is asking
-    /// something the fault never touched.
-    fn adapters_out_of_reach(&self, scene: &Scene<'_>, names: &[String]) -> Vec<serde_json::Value> {
-        if !matches!(self.clocks, Clocks::Client(_)) {
-            return Vec::new();
-        }
-        let here = scene.clients.iter().filter(|c| names.contains(&c.name));
-        here.filter_map(|c| match c.place {
-            Place::Here(pid) => Some((c.name.clone(), pid)),
-            Place::Host { .. } => None,
-        })
-        .flat_map(|(name, pid)| {
-            group_out_of_reach(pid.as_raw())
-                .into_iter()
-                .map(move |(p, u)| {
-                    serde_json::json!({
-                        "node": format!("{name}'s adapter (pid {p})"),
-                        "why": u.to_string(),
-                        "adapter": true,
-                    })
-                })
-        })
-        .collect()
-    }
-
     /// The clock of `n` (a node, or a worker), or why a live skew cannot reach
     /// it: a node of another host through its page there (of which the first
     /// change says [`OutOfReach`]), anything else through its page in the run
@@ -281,6 +253,27 @@ impl ClockFault {
     }
 }
 
+/// The programs of a worker's adapter the skew of the worker's clock does not
+/// reach (a Go library reads the vDSO), each said as `unreachable` with
+/// `"adapter": true`. The worker's own clock moves; its library's does not, and
+/// a holder that asks its library whether it still holds asks something the
+/// fault never touched. A worker on an ssh host is not looked into here.
+fn adapter_out_of_reach(worker: &ClientProc) -> Vec<serde_json::Value> {
+    let Place::Here(pid) = worker.place else {
+        return Vec::new();
+    };
+    group_out_of_reach(pid.as_raw())
+        .into_iter()
+        .map(|(p, u)| {
+            serde_json::json!({
+                "node": format!("{}'s adapter (pid {p})", worker.name),
+                "why": u.to_string(),
+                "adapter": true,
+            })
+        })
+        .collect()
+}
+
 #[async_trait]
 impl Fault for ClockFault {
     fn target(&self) -> &Target {
@@ -291,9 +284,10 @@ impl Fault for ClockFault {
     }
 
     async fn start(&mut self, scene: &mut Scene<'_>) -> Result<Option<serde_json::Value>> {
-        let (names, dir) = match &self.clocks {
+        // A worker's adapter the skew misses is said beside the nodes it missed.
+        let (names, dir, mut unreachable) = match &self.clocks {
             Clocks::Nodes(nodes) => match node::pick(nodes, scene).await? {
-                Some(p) => p,
+                Some((names, dir)) => (names, dir, Vec::new()),
                 None => return Ok(None),
             },
             Clocks::Client(t) => {
@@ -301,10 +295,10 @@ impl Fault for ClockFault {
                     return Ok(None);
                 };
                 let dir = c.lock().await.dir().to_path_buf();
-                (vec![scene.clients[slot].name.clone()], dir)
+                let worker = &scene.clients[slot];
+                (vec![worker.name.clone()], dir, adapter_out_of_reach(worker))
             }
         };
-        let mut unreachable = self.adapters_out_of_reach(scene, &names);
         let journal = Journal::for_run(&dir)?;
         // Every node at once: over SSH a round trip each, and a jump on a
         // majority should land on all of it together.

@@ -125,12 +125,13 @@ pub fn group_out_of_reach(leader: i32) -> Vec<(i32, Unreachable)> {
     out
 }
 
-/// The process group of `pid`, from /proc/PID/stat (its fifth field, after the
-/// command name in parentheses, which may hold spaces and parentheses itself).
+/// The process group of `pid` (field 5 of /proc/PID/stat).
 fn process_group(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(2)?.parse().ok()
+    crate::journal::stat_fields(pid)?
+        .split_whitespace()
+        .nth(2)?
+        .parse()
+        .ok()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
