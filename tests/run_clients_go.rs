@@ -206,4 +206,55 @@ fn a_holder_clock_fault_that_misses_a_go_library_leaves_library_fencing_untested
         "{unseen}\n{}",
         r.stderr
     );
+    // Said as a property of the lock, which the audit reads as "not applicable".
+    assert_eq!(
+        r.json["faults"]["out_of_reach"], true,
+        "{}",
+        r.json["faults"]
+    );
+}
+
+/// The audit reads that run as a property of the lock, not of its timing: the
+/// library-fencing holder-clock scenario stops after its first run as not
+/// applicable (measured), with why, and no verdict waits on it; before, it ran
+/// its `--runs` untested and said "no run checked".
+#[test]
+fn the_audit_lists_a_library_out_of_the_clock_faults_reach_as_not_applicable() {
+    go_adapters();
+    let results = tempfile::tempdir().unwrap();
+    let client = format!("{} etcd-concurrency", go_run().display());
+    let out = lockcheck()
+        .args(["audit", "--backend", "etcd", "--client", &client])
+        .args(["--scenarios", "clock-jump-holder", "--runs", "3", "--json"])
+        .arg("--results")
+        .arg(results.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let card: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no scorecard ({e}):\n{stderr}"));
+    assert_eq!(out.status.code(), Some(3), "a subset: {stderr}");
+    let library = card["scenarios"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["scenario"] == "clock-jump-holder-library-fencing")
+        .unwrap_or_else(|| panic!("no library-fencing scenario in {card}"));
+    assert_eq!(library["stopped"], "out-of-reach", "{library}\n{stderr}");
+    assert_eq!(library["ran"], 1, "one run showed it: {library}");
+    assert_eq!(library["counted"], 0, "{library}");
+    let missing = card["missing"].to_string();
+    assert!(
+        !missing.contains("library-fencing"),
+        "nothing waits on it: {missing}"
+    );
+    let table = std::fs::read_to_string(Path::new(card["dir"].as_str().unwrap()).join("audit.xml"))
+        .unwrap();
+    assert!(
+        table.contains("not applicable: measured in run 1")
+            && table.contains("never reached the library"),
+        "the JUnit case is skipped with why: {table}"
+    );
+    let left = leftovers(results.path());
+    assert!(left.is_empty(), "processes left behind: {left:?}");
 }

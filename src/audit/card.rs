@@ -50,6 +50,9 @@ pub enum Stopped {
     NotAsked,
     /// Not asked: its recipe broke unfenced only unprovoked, so no fence was asked.
     NoLateWrite,
+    /// Not applicable, measured: a run showed its fault never reaches what the
+    /// holder asks whether it holds.
+    OutOfReach,
     /// The budget ran out (or a signal stopped the audit) while it wanted more runs.
     CutShort,
 }
@@ -64,6 +67,7 @@ impl From<Ending> for Stopped {
             Ending::Done(Why::BrokeUnprovoked) => Stopped::BrokeUnprovoked,
             Ending::Done(Why::NotAsked) => Stopped::NotAsked,
             Ending::Done(Why::NoLateWrite) => Stopped::NoLateWrite,
+            Ending::Done(Why::OutOfReach) => Stopped::OutOfReach,
             Ending::CutShort => Stopped::CutShort,
         }
     }
@@ -261,6 +265,26 @@ impl ScenarioCard {
         self.flagged == 0 && self.floor.is_some_and(|f| self.provoked >= f)
     }
 
+    /// `run 1 (seed 1): the holder's clock fault never reached …`: why a run
+    /// showed the scenario not applicable, if one did.
+    pub fn out_of_reach(&self) -> Option<String> {
+        if self.stopped != Stopped::OutOfReach {
+            return None;
+        }
+        let r = self
+            .runs
+            .iter()
+            .find(|r| r.outcome == Outcome::OutOfReach)?;
+        Some(format!(
+            "measured in run {} (seed {}): {}",
+            r.run,
+            r.seed,
+            r.error
+                .as_deref()
+                .unwrap_or("the fault never reached the holder")
+        ))
+    }
+
     /// Whether it broke only unprovoked: flagged, but in no flagged run did a
     /// deposed holder's late write reach the resource.
     pub fn broke_unprovoked(&self) -> bool {
@@ -320,7 +344,7 @@ fn not_counted(r: &RunRecord) -> Option<String> {
         Outcome::MissedFaults => {
             "a planned fault never started: it did not test the scenario".to_string()
         }
-        Outcome::Unobserved => format!(
+        Outcome::Unobserved | Outcome::OutOfReach => format!(
             "valid, not counted: {}",
             r.error.as_deref().unwrap_or("it saw nothing of the fault")
         ),

@@ -283,7 +283,9 @@ fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
                 .unwrap_or_else(|| "the budget ran out".into())
         };
         let why = match (c.question, c.stopped) {
-            (_, Stopped::Broke | Stopped::BrokeUnprovoked) => None,
+            // A scenario a run showed its fault cannot reach asks nothing of
+            // the lock: the scorecard lists it as not applicable, with why.
+            (_, Stopped::Broke | Stopped::BrokeUnprovoked | Stopped::OutOfReach) => None,
             (_, Stopped::CutShort) => Some(format!(
                 "cut short ({}) after {} runs, {} provoked",
                 cut(),
@@ -338,7 +340,7 @@ mod tests {
     use super::*;
     use crate::audit::card::Classes;
     use std::path::PathBuf;
-    use Fencing::{Fenced, SelfFencing, Unfenced};
+    use Fencing::{Fenced, LibraryFencing, SelfFencing, Unfenced};
     use Recipe::{
         ClockJumpHolder, HolderCutOff, HolderPause, KillRestart, KillRestartWiped, SlowLinks,
     };
@@ -614,6 +616,29 @@ mod tests {
         assert_eq!(
             d.evidence,
             ["holder-pause-unfenced: no break in 10 checked runs (7 provoked): break rate ≤ 25.9% (95%, exact)"]
+        );
+    }
+
+    /// The Go Mutex adapter's library-fencing holder-clock rows: the first run
+    /// showed the fault never reaches the library, so nothing waits on them.
+    #[test]
+    fn a_scenario_measured_out_of_reach_is_not_missing() {
+        let mut library = card(ClockJumpHolder, LibraryFencing, 0, 0, 0);
+        library.ran = 1;
+        library.stopped = Stopped::OutOfReach;
+        let cards = [card(ClockJumpHolder, SelfFencing, 0, 10, 0), library];
+        let d = decide(&asked(true), &cards);
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
+        assert_eq!(d.verdict, AuditVerdict::NoBreakFound, "{d:?}");
+        // Run to its runs untested instead, it is what a verdict lacks.
+        let mut untested = cards.clone();
+        untested[1].stopped = Stopped::RanOut;
+        untested[1].ran = 10;
+        let d = decide(&asked(true), &untested);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive);
+        assert_eq!(
+            d.missing,
+            ["clock-jump-holder-library-fencing: no run checked of 10 ran"]
         );
     }
 

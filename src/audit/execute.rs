@@ -43,6 +43,11 @@ pub enum Outcome {
     /// from then on): the run saw nothing of what the fault does, and a clean
     /// figure from it would be a clean bill for a scenario never tested.
     Unobserved,
+    /// Checked and valid, but the fault never reached what the holder asks
+    /// whether it holds (its library reads a clock the fault does not move): so
+    /// for every run of the scenario, which the audit then lists as not
+    /// applicable, measured.
+    OutOfReach,
     /// The run did not end with a verdict (its error is kept).
     Error,
 }
@@ -106,6 +111,7 @@ impl RunRecord {
     /// What a child's verdict (its `--json` stdout) and run directory say.
     pub fn of_report(run: u32, seed: u64, wall_s: f64, report: &RunReport) -> Result<RunRecord> {
         let outcome = match report.verdict.valid {
+            _ if report.faults.out_of_reach => Outcome::OutOfReach,
             _ if report.missed_faults && report.faults.missed.is_empty() => Outcome::Unobserved,
             _ if report.missed_faults => Outcome::MissedFaults,
             Validity::Valid => Outcome::Valid,
@@ -315,6 +321,7 @@ impl Executed {
             flagged: n(&|r| r.outcome == Outcome::Flagged),
             flagged_provoked: n(&|r| r.outcome == Outcome::Flagged && provoked(r)),
             provoked: n(&|r| r.outcome.counts() && provoked(r)),
+            out_of_reach: n(&|r| r.outcome == Outcome::OutOfReach),
         }
     }
 }

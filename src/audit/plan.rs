@@ -37,6 +37,8 @@ pub struct Tally {
     pub flagged_provoked: u32,
     /// Ended, checked and provoked (flagged or not).
     pub provoked: u32,
+    /// Ended valid with the fault out of reach of what the holder asks.
+    pub out_of_reach: u32,
 }
 
 /// What a scenario wants now.
@@ -70,6 +72,9 @@ pub enum Why {
     /// A twin whose recipe broke unfenced only unprovoked: the break's deposed
     /// holder never wrote after its successor's grant, so no fence was asked.
     NoLateWrite,
+    /// A run showed the fault never reaches what the holder asks whether it
+    /// holds: no run of the scenario can test it.
+    OutOfReach,
 }
 
 /// The questions of a battery and their limits.
@@ -118,6 +123,11 @@ impl Plan {
             0 => Want::Done(why),
             _ => Want::Wait,
         };
+        if t.out_of_reach > 0 && t.flagged == 0 {
+            // A break already seen stands; one run out of reach says the rest
+            // would be too.
+            return Want::Done(Why::OutOfReach);
+        }
         match self.questions[i] {
             Question::CanItBreak if t.flagged_provoked > 0 => Want::Done(Why::Broke),
             Question::CanItBreak if t.flagged > 0 && !self.awaited(i) => Want::Done(Why::Broke),
@@ -266,6 +276,7 @@ mod tests {
             flagged: 2,
             flagged_provoked: 1,
             provoked: 1,
+            ..Tally::default()
         };
         assert_eq!(p.want(0, &t), Want::Done(Why::Broke));
         assert_eq!(p.want(1, &t), Want::Start);
@@ -339,6 +350,38 @@ mod tests {
             ..Tally::default()
         };
         assert_eq!(p.want(1, &t), Want::Done(Why::Cap));
+    }
+
+    /// A run that showed the fault out of reach of what the holder asks ends
+    /// its scenario, whatever it asked; a break seen first still stands.
+    #[test]
+    fn one_run_out_of_reach_ends_its_scenario() {
+        let p = plan();
+        let mut t = vec![Tally::default(); 4];
+        t[2] = Tally {
+            started: 2,
+            in_flight: 1,
+            out_of_reach: 1,
+            ..Tally::default()
+        };
+        assert_eq!(p.want(2, &t), Want::Done(Why::OutOfReach));
+        assert_eq!(p.next(&t, &[false; 4]), Some(0));
+        t[2].flagged = 1;
+        t[2].flagged_provoked = 1;
+        assert_eq!(p.want(2, &t), Want::Done(Why::Broke));
+        t[0] = Tally {
+            started: 1,
+            flagged: 1,
+            flagged_provoked: 1,
+            provoked: 1,
+            ..Tally::default()
+        };
+        t[1] = Tally {
+            started: 1,
+            out_of_reach: 1,
+            ..Tally::default()
+        };
+        assert_eq!(p.want(1, &t), Want::Done(Why::OutOfReach));
     }
 
     #[test]

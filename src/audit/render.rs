@@ -54,6 +54,7 @@ fn stopped(c: &ScenarioCard) -> &'static str {
         Stopped::Cap => "below floor",
         Stopped::NotAsked => "not asked",
         Stopped::NoLateWrite => "not asked: no late write",
+        Stopped::OutOfReach => "not applicable (measured)",
         Stopped::CutShort => "cut short",
     }
 }
@@ -162,13 +163,7 @@ fn footer(card: &Scorecard) -> String {
             }
         }
     };
-    section(
-        "not applicable",
-        card.not_applicable
-            .iter()
-            .map(|n| format!("{}: {}", n.scenario, n.why))
-            .collect(),
-    );
+    section("not applicable", not_applicable(card));
     section("missing for a complete verdict", card.missing.clone());
     section("shrunk counterexamples (--shrink)", shrunk(card));
     let _ = writeln!(
@@ -216,9 +211,9 @@ pub fn junit(card: &Scorecard) -> String {
                 "      <error type=\"untested\" message=\"{}\"/>",
                 escape(why)
             );
-        } else if let Some(why) = not_asked(c.stopped) {
+        } else if let Some(why) = skipped_why(c) {
             skipped += 1;
-            let _ = writeln!(cases, "      <skipped message=\"not asked: {why}\"/>");
+            let _ = writeln!(cases, "      <skipped message=\"{}\"/>", escape(&why));
         }
         cases += "    </testcase>\n";
     }
@@ -240,13 +235,29 @@ pub fn junit(card: &Scorecard) -> String {
     )
 }
 
-/// Why a twin was not asked, if it was not.
-fn not_asked(stopped: Stopped) -> Option<&'static str> {
-    match stopped {
-        Stopped::NotAsked => Some("its recipe never broke the lock unfenced"),
-        Stopped::NoLateWrite => Some("its recipe broke the lock unfenced only unprovoked (no deposed holder's late write reached the resource), so no fence was asked"),
+/// Why a scenario was skipped, if it was: a twin not asked, or a scenario a
+/// run showed not applicable.
+fn skipped_why(c: &ScenarioCard) -> Option<String> {
+    match c.stopped {
+        Stopped::NotAsked => Some("not asked: its recipe never broke the lock unfenced".into()),
+        Stopped::NoLateWrite => Some("not asked: its recipe broke the lock unfenced only unprovoked (no deposed holder's late write reached the resource), so no fence was asked".into()),
+        Stopped::OutOfReach => Some(format!("not applicable: {}", c.out_of_reach()?)),
         _ => None,
     }
+}
+
+/// `scenario: why` for each scenario the battery left out for this backend
+/// and each a run showed not applicable.
+fn not_applicable(card: &Scorecard) -> Vec<String> {
+    let measured = card
+        .scenarios
+        .iter()
+        .filter_map(|c| Some(format!("{}: {}", c.scenario, c.out_of_reach()?)));
+    card.not_applicable
+        .iter()
+        .map(|n| format!("{}: {}", n.scenario, n.why))
+        .chain(measured)
+        .collect()
 }
 
 const CSS: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}\
@@ -358,12 +369,7 @@ pub fn html(card: &Scorecard) -> String {
         })
         .collect();
     list(&mut h, "Stale writes accepted, by fencing mode", &stale);
-    let na: Vec<String> = card
-        .not_applicable
-        .iter()
-        .map(|n| format!("{}: {}", n.scenario, n.why))
-        .collect();
-    list(&mut h, "Not applicable", &na);
+    list(&mut h, "Not applicable", &not_applicable(card));
     list(&mut h, "Missing for a complete verdict", &card.missing);
     list(&mut h, "Shrunk counterexamples (--shrink)", &shrunk(card));
     h += "<p>Each scenario's workload is in <code>scenarios/</code>; <code>audit.json</code> has every figure.</p></body></html>\n";

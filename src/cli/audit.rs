@@ -191,7 +191,7 @@ pub fn main(args: Args) -> Result<u8> {
                 Outcome::Valid => "valid".into(),
                 Outcome::Unknown => "unknown (not counted)".into(),
                 Outcome::MissedFaults => "missed planned faults (not counted)".into(),
-                Outcome::Unobserved => format!(
+                Outcome::Unobserved | Outcome::OutOfReach => format!(
                     "valid, not counted: {}",
                     record.error.as_deref().unwrap_or("")
                 ),

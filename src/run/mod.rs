@@ -259,14 +259,17 @@ fn judge(
     verdict.notes.extend(history.warnings.iter().cloned());
     // A valid verdict over a run that saw nothing of its faults is no evidence of
     // anything: untested, as a run whose faults never started.
+    // A holder whose library the fault never reached is asked first: that is
+    // so of every run of the workload, whatever this one's timing showed.
     let mut faults = faults;
     if verdict.valid == check::Validity::Valid {
-        faults.unseen = figures::unobserved_fault(&history.ops).or_else(|| {
-            w.clients
-                .self_fencing_library
-                .then(|| figures::library_out_of_reach(&history.ops))
-                .flatten()
-        });
+        let missed = w
+            .clients
+            .self_fencing_library
+            .then(|| figures::library_out_of_reach(&history.ops))
+            .flatten();
+        faults.out_of_reach = missed.is_some();
+        faults.unseen = missed.or_else(|| figures::unobserved_fault(&history.ops));
     }
     let provoked = check::provoked::provoked(&history, &check::calls::Calls::of(&history));
     Ok(RunReport {

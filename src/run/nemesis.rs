@@ -159,6 +159,7 @@ impl Tally {
             missed,
             allowed: false,
             unseen: None,
+            out_of_reach: false,
         }
     }
 }
@@ -200,6 +201,11 @@ pub struct FaultAccount {
     /// never started, and allowed the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unseen: Option<String>,
+    /// `unseen` because the fault can never reach what the holder asks (its
+    /// library reads a clock the fault does not move): a property of the lock
+    /// under test, not of this run's timing, so another run would see no more.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub out_of_reach: bool,
 }
 
 impl FaultAccount {
