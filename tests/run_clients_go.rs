@@ -255,6 +255,12 @@ fn the_audit_lists_a_library_out_of_the_clock_faults_reach_as_not_applicable() {
             && table.contains("never reached the library"),
         "the JUnit case is skipped with why: {table}"
     );
+    // Left to choose, the audit paced its runs by a probe it measured.
+    let levels = card["levels"].as_array().expect("levels");
+    assert!(
+        levels[0]["lateness"]["samples"].as_u64().unwrap_or(0) > 0,
+        "the probe's timer lateness is in the scorecard: {levels:?}"
+    );
     let left = leftovers(results.path());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }

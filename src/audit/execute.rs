@@ -13,6 +13,7 @@
 //! the audit dies first.
 
 use super::battery::ScenarioWorkload;
+use super::pace::{Jobs, Level, Pace};
 use super::plan::{Plan, Tally, Want, Why};
 use crate::check::provoked::Provocation;
 use crate::check::{AnomalyKind, Validity};
@@ -205,7 +206,7 @@ pub struct Options {
     /// Which run to start next, and when a scenario is done.
     pub plan: Plan,
     pub first_seed: u64,
-    pub jobs: usize,
+    pub jobs: Jobs,
     pub budget: Duration,
 }
 
@@ -265,6 +266,11 @@ pub enum Event<'a> {
         scenario: &'a str,
         slot: Slot,
     },
+    /// The audit paced itself to `now` runs at once, leaving `left`.
+    Paced {
+        left: Level,
+        now: usize,
+    },
     Ended {
         scenario: &'a str,
         slot: Slot,
@@ -295,6 +301,8 @@ pub struct Executed {
     pub elapsed: Duration,
     /// A signal stopped the audit: the runs in flight were stopped, none after started.
     pub interrupted: Option<&'static str>,
+    /// How many runs at once, level by level, with the timer lateness seen at each.
+    pub levels: Vec<Level>,
 }
 
 impl Executed {
@@ -359,6 +367,7 @@ async fn execute_async(
         ..Executed::default()
     };
     let mut overhead = Overhead::default();
+    let mut pace = Pace::new(opts.jobs);
     let mut in_flight = vec![0u32; battery.len()];
     // Scenarios the budget has no room for (with nothing running to show the
     // overhead is smaller): no run of theirs starts again.
@@ -367,7 +376,7 @@ async fn execute_async(
     let mut running = tokio::task::JoinSet::new();
     let mut pids: HashMap<tokio::task::Id, u32> = HashMap::new();
     loop {
-        while running.len() < opts.jobs && out.interrupted.is_none() {
+        while running.len() < pace.level() && out.interrupted.is_none() {
             let tallies: Vec<Tally> = (0..battery.len())
                 .map(|i| out.tally(i, in_flight[i]))
                 .collect();
@@ -390,17 +399,7 @@ async fn execute_async(
             };
             in_flight[i] += 1;
             let seed = opts.first_seed.wrapping_add(u64::from(slot.run) - 1);
-            let mut child = spawn(&opts.exe, &s.workload.path, seed, &opts.results)?;
-            let pid = child.id();
-            let duration = s.duration();
-            let handle = running.spawn(async move {
-                let begun = Instant::now();
-                let output = wait(&mut child).await;
-                (slot, seed, duration, begun.elapsed(), output)
-            });
-            if let Some(pid) = pid {
-                pids.insert(handle.id(), pid);
-            }
+            launch(&mut running, &mut pids, opts, s, slot, seed)?;
             progress(
                 Event::Started {
                     scenario: &names[i],
@@ -408,6 +407,17 @@ async fn execute_async(
                 },
                 opts.budget.saturating_sub(started.elapsed()),
             );
+        }
+        if let Some(left) = pace.look(running.len()) {
+            progress(
+                Event::Paced {
+                    left,
+                    now: pace.level(),
+                },
+                opts.budget.saturating_sub(started.elapsed()),
+            );
+            // A level up starts its run now, not after the next run ends.
+            continue;
         }
         if running.is_empty() {
             break;
@@ -441,6 +451,7 @@ async fn execute_async(
                 so_far.endings = out.endings(&opts.plan, &in_flight);
                 so_far.interrupted = Some(UNFINISHED);
                 so_far.elapsed = started.elapsed();
+                so_far.levels = pace.levels();
                 checkpoint(&so_far);
             }
             _ = int.recv() => stop(&mut out, &pids, "SIGINT"),
@@ -453,7 +464,35 @@ async fn execute_async(
         records.sort_by_key(|r| r.run);
     }
     out.elapsed = started.elapsed();
+    out.levels = pace.levels();
     Ok(out)
+}
+
+/// A run's task's result: its slot, seed, workload duration, wall time and output.
+type RunEnd = (Slot, u64, Duration, Duration, Output);
+
+/// Starts run `slot` of `s` as a child `lockcheck run`, awaited in `running`,
+/// its pid kept in `pids` for a signal to reach.
+fn launch(
+    running: &mut tokio::task::JoinSet<RunEnd>,
+    pids: &mut HashMap<tokio::task::Id, u32>,
+    opts: &Options,
+    s: &ScenarioWorkload,
+    slot: Slot,
+    seed: u64,
+) -> Result<()> {
+    let mut child = spawn(&opts.exe, &s.workload.path, seed, &opts.results)?;
+    let pid = child.id();
+    let duration = s.duration();
+    let handle = running.spawn(async move {
+        let begun = Instant::now();
+        let output = wait(&mut child).await;
+        (slot, seed, duration, begun.elapsed(), output)
+    });
+    if let Some(pid) = pid {
+        pids.insert(handle.id(), pid);
+    }
+    Ok(())
 }
 
 /// What a scorecard written while the audit runs says stopped it: should the

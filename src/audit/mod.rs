@@ -16,6 +16,7 @@ pub mod battery;
 pub mod card;
 pub mod decide;
 pub mod execute;
+pub mod pace;
 pub mod plan;
 pub mod render;
 pub mod scorecard;
@@ -48,7 +49,7 @@ pub struct Options {
     /// Provoked runs each fenced twin needs (`--provoked`).
     pub provoked: u32,
     pub first_seed: u64,
-    pub jobs: usize,
+    pub jobs: pace::Jobs,
     pub budget: Duration,
     /// Where the audit's directory goes.
     pub results: PathBuf,
@@ -101,7 +102,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
         Event::Planned {
             scenarios: workloads.len(),
             runs: plan.caps.iter().map(|&c| c as usize).sum(),
-            jobs: opts.jobs,
+            jobs: opts.jobs.start(),
             dir: &dir,
         },
         opts.budget,
@@ -116,7 +117,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
                 subset: opts.recipes.is_some(),
                 runs: opts.runs,
                 floor: opts.provoked,
-                jobs: opts.jobs,
+                jobs: opts.jobs.start(),
                 budget_s: opts.budget.as_secs_f64(),
                 dir: dir.clone(),
             },

@@ -5,6 +5,7 @@ use super::battery::{Battery, Facts, NotApplicable, Question, Recipe, ScenarioWo
 use super::card::{ScenarioCard, Stopped};
 use super::decide::{decide, Asked, AuditVerdict, Failure};
 use super::execute::Executed;
+use super::pace::Level;
 use serde::Serialize;
 use std::path::PathBuf;
 
@@ -36,7 +37,12 @@ pub struct Scorecard {
     pub runs_per_scenario: u32,
     /// Provoked runs each fenced twin the verdict rests on needs.
     pub provoked_floor: u32,
+    /// Runs at once to begin with.
     pub jobs: usize,
+    /// Runs at once, level by level, each with the timer lateness seen while it
+    /// held (an audit left to choose goes above one run a core only while that
+    /// stays within its limit: `pace`).
+    pub levels: Vec<Level>,
     pub budget_s: f64,
     pub elapsed_s: f64,
     /// The whole battery ran to a verdict: no `--scenarios` subset, no budget
@@ -73,6 +79,7 @@ impl Scorecard {
             endings,
             elapsed,
             interrupted,
+            levels,
         } = executed;
         let facts = setting.facts;
         let scenarios: Vec<ScenarioCard> = setting
@@ -123,6 +130,7 @@ impl Scorecard {
             runs_per_scenario: setting.runs,
             provoked_floor: setting.floor,
             jobs: setting.jobs,
+            levels,
             budget_s: setting.budget_s,
             elapsed_s: elapsed.as_secs_f64(),
             interrupted: interrupted.map(str::to_string),

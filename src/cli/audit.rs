@@ -43,7 +43,8 @@ pub struct Args {
     /// Start no run that would end past this (what is left out is said).
     #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = budget)]
     pub budget: Duration,
-    /// Runs at once (default: from this machine's cores and memory).
+    /// Runs at once (default: one a core within this machine's memory, up to
+    /// two a core while a probe shows timers still wake on time).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
     /// Exit 1 unless the verdict is this one.
@@ -143,11 +144,15 @@ fn client_command(line: &str) -> Result<Vec<String>> {
 pub fn main(args: Args) -> Result<u8> {
     let client = args.client.as_deref().map(client_command).transpose()?;
     let jobs = match args.jobs {
-        Some(j) => usize::from(j),
+        Some(j) => audit::pace::Jobs::Fixed(usize::from(j)),
         None => {
-            let (n, why) = crate::run::capacity::parallel_runs();
-            eprintln!("lockcheck audit: {n} runs at once ({why}); --jobs to choose");
-            n
+            let (start, why) = crate::run::capacity::parallel_runs();
+            let most = crate::run::capacity::paced_runs_most();
+            eprintln!(
+                "lockcheck audit: {start} runs at once ({why}), up to {most} while a probe's timer lateness stays within {} ms at p99; --jobs to choose",
+                audit::pace::LATENESS_LIMIT.as_millis()
+            );
+            audit::pace::Jobs::Paced { start, most }
         }
     };
     let opts = audit::Options {
@@ -177,6 +182,15 @@ pub fn main(args: Args) -> Result<u8> {
             dir.display()
         ),
         Event::Started { .. } => {}
+        Event::Paced { left, now } => eprintln!(
+            "lockcheck audit: {now} runs at once from here (timer lateness at {}: {}, over {:.0} s)",
+            left.jobs,
+            left.lateness.map_or("not measured".into(), |l| format!(
+                "p99 {:.1} ms, max {:.1} ms",
+                l.p99_ms, l.max_ms
+            )),
+            left.seconds
+        ),
         Event::Ended {
             scenario,
             slot,
@@ -257,7 +271,7 @@ fn shrink_breaks(card: &mut Scorecard, opts: &audit::Options, budget: Duration) 
     let shrink_opts = crate::shrink::Options {
         kind: None,
         rule: crate::shrink::RULE,
-        jobs: opts.jobs,
+        jobs: opts.jobs.start(),
         budget,
         confirm: crate::shrink::CONFIRM,
         reliable: crate::shrink::RELIABLE,

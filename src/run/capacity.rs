@@ -77,6 +77,15 @@ pub fn parallel_runs() -> (usize, String) {
     runs_room(cores, Machine::here().memory)
 }
 
+/// The most runs side by side an audit may pace itself up to (`audit::pace`):
+/// two a core, within available memory at [`RUN_MEMORY`] each. A run mostly
+/// waits on its faults and leases; whether two a core still keep their timing
+/// is for the audit's probe to say, not this count.
+pub fn paced_runs_most() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    runs_room(cores * 2, Machine::here().memory).0
+}
+
 fn runs_room(cores: usize, memory: Option<(u64, String)>) -> (usize, String) {
     let mut why = format!("{cores} cores");
     let mut n = cores;
