@@ -67,25 +67,12 @@ fn at_once(card: &Scorecard) -> String {
     }
 }
 
-/// `4 at once for 312 s: timer lateness p50 0.2 ms, p99 3.1 ms, max 9.0 ms
-/// (2,000 wake-ups; limit 20 ms at p99)`, a line a level, where one was measured.
+/// A line a level the audit measured (see `pace::Level::line`).
 fn levels(card: &Scorecard) -> Vec<String> {
-    let limit = super::pace::LATENESS_LIMIT.as_secs_f64() * 1e3;
     card.levels
         .iter()
-        .filter_map(|l| {
-            let t = l.lateness?;
-            Some(format!(
-                "{} at once for {:.0} s: timer lateness p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} wake-ups; limit {limit:.0} ms at p99{})",
-                l.jobs,
-                l.seconds,
-                t.p50_ms,
-                t.p99_ms,
-                t.max_ms,
-                t.samples,
-                if t.holds() { "" } else { ": over it" }
-            ))
-        })
+        .filter(|l| l.lateness.is_some())
+        .map(|l| l.line())
         .collect()
 }
 

@@ -149,7 +149,8 @@ pub fn main(args: Args) -> Result<u8> {
             let (start, why) = crate::run::capacity::parallel_runs();
             let most = crate::run::capacity::paced_runs_most();
             eprintln!(
-                "lockcheck audit: {start} runs at once ({why}), up to {most} while a probe's timer lateness stays within {} ms at p99; --jobs to choose",
+                "lockcheck audit: {start} runs at once ({why}), up to {most} while one more run would leave the CPU within {:.0} % busy and timers wake within {} ms at p99; --jobs to choose",
+                audit::pace::CPU_CEILING * 100.0,
                 audit::pace::LATENESS_LIMIT.as_millis()
             );
             audit::pace::Jobs::Paced { start, most }
@@ -183,13 +184,8 @@ pub fn main(args: Args) -> Result<u8> {
         ),
         Event::Started { .. } => {}
         Event::Paced { left, now } => eprintln!(
-            "lockcheck audit: {now} runs at once from here (timer lateness at {}: {}, over {:.0} s)",
-            left.jobs,
-            left.lateness.map_or("not measured".into(), |l| format!(
-                "p99 {:.1} ms, max {:.1} ms",
-                l.p99_ms, l.max_ms
-            )),
-            left.seconds
+            "lockcheck audit: {now} runs at once from here ({})",
+            left.line()
         ),
         Event::Ended {
             scenario,
