@@ -1,6 +1,7 @@
 //! `lockcheck audit`: the battery of scenarios that applies to one backend
 //! (`battery`), run as child `lockcheck run` processes with distinct seeds,
-//! several at once, within a budget (`execute`), sequential and targeted
+//! several at once (as many as `pace` finds the machine keeps the runs' timing
+//! for), within a budget (`execute`), sequential and targeted
 //! (`plan`: a "can it break?" scenario stops at its first provoked
 //! counterexample, a fenced twin runs only for a recipe that broke in a provoked
 //! run, up to its floor of provoked runs), each run classified from its history (`check::provoked`), added up
