@@ -115,17 +115,17 @@ impl Level {
         let mut s = format!("{} at once for {:.0} s", self.jobs, self.seconds);
         if let Some(busy) = self.cpu_busy {
             let over = if busy > CPU_OVER {
-                ", over the 85 % limit"
+                format!(", over the {:.0} % limit", CPU_OVER * 100.0)
             } else {
-                ""
+                String::new()
             };
             s += &format!(": CPU {:.0} % busy{over}", busy * 100.0);
         }
         if let Some(t) = self.lateness {
             let over = if t.holds() {
-                ""
+                String::new()
             } else {
-                ", over the 20 ms limit"
+                format!(", over the {} ms limit", LATENESS_LIMIT.as_millis())
             };
             s += &format!(
                 ", timer lateness p99 {:.1} ms, max {:.1} ms ({} wake-ups{over})",
