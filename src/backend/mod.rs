@@ -153,6 +153,15 @@ impl BackendKind {
         self.about().durable
     }
 
+    /// Whether its lock client keeps the lease alive by itself while the lock is
+    /// held (ZooKeeper's session heartbeats, etcd's lease keep-alive), so that a
+    /// holder that never renews still holds for as long as it runs: elsewhere the
+    /// lease is a TTL (Redis, the lease row) or an idle session (advisory locks,
+    /// `GET_LOCK`) that only the holder's own renewals extend.
+    pub fn keeps_lease_alive(self) -> bool {
+        matches!(self, BackendKind::Zookeeper | BackendKind::Etcd)
+    }
+
     /// The lease presets its own users run (beside [`preset::ANY`]).
     pub fn lease_presets(self) -> &'static [LeasePreset] {
         self.about().presets
