@@ -282,6 +282,43 @@ fn ctrl_c_stops_every_run_in_flight() {
     assert_ne!(card["verdict"], "safe-with-fencing", "{card:#}");
 }
 
+/// Redis without an AOF, killed and restarted, hands its `INCR` tokens out again
+/// whether or not a deposed holder wrote late: a break of the token itself asks
+/// the fenced twin at once, which breaks the same way. (Waiting for a provoked
+/// break left the twin unasked and a whole audit said `safe-with-fencing`.)
+#[test]
+fn a_token_reissued_after_a_kill_asks_the_fenced_twin_which_breaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, card, stderr) = audit(
+        dir.path(),
+        &[
+            "--backend",
+            "redis",
+            "--scenarios",
+            "kill-restart",
+            "--runs",
+            "3",
+            "--jobs",
+            "2",
+        ],
+    );
+    assert_eq!(code, Some(3), "a subset: {stderr}\n{card:#}");
+    let token = |s: &Value| {
+        s["anomalies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a == "duplicate-token" || a == "token-not-monotonic")
+    };
+    let unfenced = scenario(&card, "kill-restart-unfenced");
+    assert_eq!(unfenced["stopped"], "broke", "{unfenced:#}\n{stderr}");
+    assert!(token(unfenced), "{unfenced:#}");
+    let fenced = scenario(&card, "kill-restart-fenced");
+    assert_eq!(fenced["stopped"], "broke", "{fenced:#}\n{stderr}");
+    assert!(token(fenced), "{fenced:#}");
+    assert!(fenced["counterexample"].as_str().is_some(), "{fenced:#}");
+}
+
 #[test]
 fn a_budget_cut_exits_3_with_no_safe_word_and_says_what_is_missing() {
     let dir = tempfile::tempdir().unwrap();

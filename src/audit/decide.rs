@@ -36,6 +36,7 @@
 
 use super::battery::{Fencing, Question, Recipe};
 use super::card::{ScenarioCard, Stopped};
+use crate::check::AnomalyKind;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
@@ -89,10 +90,10 @@ pub enum Failure {
 
 impl Failure {
     fn of(anomaly: &str) -> Failure {
-        match anomaly {
-            "token-not-monotonic" | "duplicate-token" => Failure::TokenDurability,
-            "stale-write-accepted" => Failure::StaleWriteAccepted,
-            "interleaved-writes" => Failure::InterleavedWrites,
+        match anomaly.parse::<AnomalyKind>() {
+            Ok(k) if k.breaks_the_token() => Failure::TokenDurability,
+            Ok(AnomalyKind::StaleWriteAccepted) => Failure::StaleWriteAccepted,
+            Ok(AnomalyKind::InterleavedWrites) => Failure::InterleavedWrites,
             _ => Failure::Other,
         }
     }

@@ -92,6 +92,14 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Flagged with the token itself broken ([`AnomalyKind::breaks_the_token`]).
+    pub fn breaks_the_token(&self) -> bool {
+        self.anomalies.iter().any(|a| {
+            a.parse::<AnomalyKind>()
+                .is_ok_and(AnomalyKind::breaks_the_token)
+        })
+    }
+
     pub(super) fn failed(run: u32, seed: u64, wall_s: f64, error: String) -> RunRecord {
         RunRecord {
             run,
@@ -328,6 +336,7 @@ impl Executed {
             in_flight,
             flagged: n(&|r| r.outcome == Outcome::Flagged),
             flagged_provoked: n(&|r| r.outcome == Outcome::Flagged && provoked(r)),
+            flagged_token: n(&|r| r.outcome == Outcome::Flagged && r.breaks_the_token()),
             provoked: n(&|r| r.outcome.counts() && provoked(r)),
             out_of_reach: n(&|r| r.outcome == Outcome::OutOfReach),
         }

@@ -123,6 +123,16 @@ anomaly_kinds! {
 }
 
 impl AnomalyKind {
+    /// The token itself broke (reissued, or going backwards): the token source
+    /// lost what it had handed out, whatever any holder wrote, and a fence
+    /// comparing such tokens no longer follows the lock's order.
+    pub fn breaks_the_token(self) -> bool {
+        matches!(
+            self,
+            AnomalyKind::TokenNotMonotonic | AnomalyKind::DuplicateToken
+        )
+    }
+
     /// The checks a verdict of `model` answers, in order, each with its kinds:
     /// every kind's check, but linearizability only for the general models (the
     /// lock model decides mutual exclusion itself) or where it was found.
