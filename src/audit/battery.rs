@@ -275,9 +275,9 @@ impl Recipe {
     /// A ZooKeeper leader's clock running fast provoked (deposed a holder that then
     /// wrote) 3 of 10 fenced runs with 300 ms sections, 10 of 10 with 4 s ones,
     /// but 5 of 10 with 4 s ones also renewed in the background (why renewing
-    /// lowers it was not looked into); its clock
-    /// jumping: 10 of 16 (the last audit), 10 of 10, and 8 of 10 renewed. Redis
-    /// renewed: 10 of 10 under either (seeds 1-10, 2 runs at once).
+    /// lowers it was not looked into); its clock jumping: 10 of 16 (the last
+    /// audit), 10 of 10, and 8 of 10 renewed. Redis renewed: 10 of 10 under
+    /// either (seeds 1-10, 2 runs at once).
     fn section(
         self,
         facts: &Facts,

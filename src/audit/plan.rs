@@ -18,8 +18,9 @@
 //! (an unfenced run costs less than the twins it may open), and if none comes its
 //! twins are not asked. A break of the token itself (reissued or going
 //! backwards) counts as provoked here: whatever any holder wrote, the fence
-//! would compare tokens that no longer follow the lock. A scenario with no twin (a holder's clock fault) stops at
-//! its first break of any class: nothing waits on how it broke.
+//! would compare tokens that no longer follow the lock. A scenario with no twin
+//! (a holder's clock fault) stops at its first break of any class: nothing
+//! waits on how it broke.
 
 use super::battery::Question;
 use super::stats::wilson;
