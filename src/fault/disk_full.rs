@@ -19,7 +19,7 @@ use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::{Fault, Scene, Target};
 use crate::cluster::{NodeSpec, Prepare, Runtime, DATA_DIR};
 use crate::history::fault_ops;
-use crate::journal::{Effect, FaultEffect, Journal};
+use crate::journal::{ended, Effect, FaultEffect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
@@ -290,11 +290,6 @@ impl Fault for DiskFull {
         }
         Ok(value)
     }
-}
-
-/// Whether a server's process has ended (gone, or a zombie not yet reaped).
-fn ended(pid: i32) -> bool {
-    crate::journal::stat_fields(pid).is_none_or(|rest| rest.starts_with('Z'))
 }
 
 /// A file filling a node's disk to the last byte; removed by

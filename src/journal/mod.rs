@@ -82,6 +82,30 @@ pub fn is_stopped(pid: i32) -> bool {
     stat_fields(pid).is_some_and(|rest| rest.starts_with('T'))
 }
 
+/// Whether a process has ended: gone, or a zombie its parent (or an init that
+/// reaps late) has yet to wait for.
+pub fn ended(pid: i32) -> bool {
+    stat_fields(pid).is_none_or(|rest| rest.starts_with('Z'))
+}
+
+/// The process group of a live process (field 5 of /proc/PID/stat).
+pub fn process_group(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// The processes of group `group` that have not ended, the leader among them.
+pub fn group_members(group: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut members: Vec<i32> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| process_group(pid) == Some(group) && !ended(pid))
+        .collect();
+    members.sort_unstable();
+    members
+}
+
 /// One thing the controller changed outside itself.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "effect", rename_all = "kebab-case")]

@@ -285,10 +285,30 @@ fn resume_and_kill(child: &mut Child) {
     let _ = child.start_kill();
 }
 
+/// How long a dropped [`Workers`] waits for its killed workers to end.
+const KILLED_GRACE: Duration = Duration::from_secs(5);
+
 impl Drop for Workers {
+    /// A run dropped by a signal (Ctrl-C, SIGTERM) or an error kills its
+    /// workers here. A SIGKILL takes effect only when its process next runs:
+    /// on a loaded machine a controller that returned at once left a worker
+    /// running a moment after it had exited, the very thing Ctrl-C promises
+    /// not to do. So each worker's group is waited for (reaped where it is our
+    /// child), within [`KILLED_GRACE`].
     fn drop(&mut self) {
         for child in &mut self.children {
             resume_and_kill(child);
+        }
+        let deadline = Instant::now() + KILLED_GRACE;
+        for child in &mut self.children {
+            let group = child.id().map(|pid| pid as i32);
+            while Instant::now() < deadline {
+                let reaped = !matches!(child.try_wait(), Ok(None));
+                if reaped && group.is_none_or(|g| crate::journal::group_members(g).is_empty()) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 }

@@ -105,15 +105,12 @@ pub(super) fn reach_head(name: String, bytes: &[u8]) -> Reach {
 /// inherits the interposer's environment, but a Go library reads the vDSO and
 /// its own timers run on real time. A process gone meanwhile is skipped.
 pub fn group_out_of_reach(leader: i32) -> Vec<(i32, Unreachable)> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
     let mut out = Vec::new();
-    for pid in entries.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()) {
-        if pid == leader || process_group(pid) != Some(leader) {
+    for pid in crate::journal::group_members(leader) {
+        if pid == leader {
             continue;
         }
-        // A zombie has no program any more.
+        // A process gone meanwhile has no program any more.
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             continue;
         };
@@ -121,17 +118,7 @@ pub fn group_out_of_reach(leader: i32) -> Vec<(i32, Unreachable)> {
             out.push((pid, u));
         }
     }
-    out.sort_by_key(|(pid, _)| *pid);
     out
-}
-
-/// The process group of `pid` (field 5 of /proc/PID/stat).
-fn process_group(pid: i32) -> Option<i32> {
-    crate::journal::stat_fields(pid)?
-        .split_whitespace()
-        .nth(2)?
-        .parse()
-        .ok()
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
