@@ -401,6 +401,32 @@ pub fn pending(run_dir: &Path) -> Result<Pending> {
 mod tests {
     use super::*;
 
+    /// A group's members are its live processes: a zombie (killed, not yet
+    /// waited for) has ended and is none of them.
+    #[test]
+    fn a_killed_group_has_no_members_even_before_it_is_reaped() {
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        assert_eq!(process_group(pid), Some(pid));
+        assert_eq!(group_members(pid), [pid]);
+        assert!(!ended(pid));
+        child.kill().unwrap();
+        // Not waited for yet: a zombie, or on its way to being one.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !ended(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(ended(pid), "{:?}", stat_fields(pid));
+        assert!(group_members(pid).is_empty());
+        child.wait().unwrap();
+        assert!(ended(pid) && process_group(pid).is_none());
+    }
+
     #[test]
     fn pending_keeps_what_was_not_undone_and_survives_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
