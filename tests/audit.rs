@@ -64,6 +64,8 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
     assert_eq!(card["verdict"], "partial");
     assert_eq!(card["complete"], false);
     assert_eq!(card["provoked_floor"], 2);
+    // A fenced twin's cap, 3 × the floor unless --twin-runs says otherwise.
+    assert_eq!(card["twin_runs"], 6);
     assert!(
         card["missing"][0]
             .as_str()
@@ -374,6 +376,19 @@ fn usage_errors_exit_2_naming_the_flag() {
         (&["--backend", "nope"][..], "--backend"),
         (&["--backend", "redis", "--runs", "0"], "--runs"),
         (&["--backend", "redis", "--provoked", "0"], "--provoked"),
+        (&["--backend", "redis", "--twin-runs", "0"], "--twin-runs"),
+        // A cap below the floor: no fenced twin could ever reach it.
+        (
+            &[
+                "--backend",
+                "redis",
+                "--provoked",
+                "20",
+                "--twin-runs",
+                "19",
+            ],
+            "--twin-runs",
+        ),
         (&["--backend", "redis", "--budget", "0s"], "--budget"),
         // Shorter than one run of the shortest scenario.
         (&["--backend", "redis", "--budget", "5s"], "--budget"),

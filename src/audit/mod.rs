@@ -49,6 +49,8 @@ pub struct Options {
     pub runs: u32,
     /// Provoked runs each fenced twin needs (`--provoked`).
     pub provoked: u32,
+    /// Runs of a fenced twin at most (`--twin-runs`), at least `provoked`.
+    pub twin_runs: u32,
     pub first_seed: u64,
     pub jobs: pace::Jobs,
     pub budget: Duration,
@@ -98,7 +100,13 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
         .iter()
         .map(|s| s.fencing == Fencing::Fenced)
         .collect();
-    let plan = Plan::new(questions.clone(), &fenced, opts.runs, opts.provoked);
+    let plan = Plan::new(
+        questions.clone(),
+        &fenced,
+        opts.runs,
+        opts.provoked,
+        opts.twin_runs,
+    );
     progress(
         Event::Planned {
             scenarios: workloads.len(),
@@ -118,6 +126,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
                 subset: opts.recipes.is_some(),
                 runs: opts.runs,
                 floor: opts.provoked,
+                twin_runs: opts.twin_runs,
                 jobs: opts.jobs.start(),
                 budget_s: opts.budget.as_secs_f64(),
                 dir: dir.clone(),

@@ -25,7 +25,8 @@
 use super::battery::Question;
 use super::stats::wilson;
 
-/// Runs of a fenced "does it hold?" scenario at most, per provoked run of its floor.
+/// Runs of a fenced "does it hold?" scenario at most, per provoked run of its
+/// floor, unless `--twin-runs` says otherwise.
 pub const CAP_PER_FLOOR: u32 = 3;
 
 /// One scenario's runs so far.
@@ -112,14 +113,20 @@ pub struct Plan {
 impl Plan {
     /// `runs` for each "can it break?" scenario and each twin whose holder fences
     /// itself (no verdict rests on it, and a self-fencing holder that works
-    /// withholds its late writes: its runs seldom provoke); `floor` ×
-    /// [`CAP_PER_FLOOR`] for a fenced twin, on which the verdict rests.
-    pub fn new(questions: Vec<Question>, fenced: &[bool], runs: u32, floor: u32) -> Plan {
+    /// withholds its late writes: its runs seldom provoke); `twin_runs` for a
+    /// fenced twin, on which the verdict rests.
+    pub fn new(
+        questions: Vec<Question>,
+        fenced: &[bool],
+        runs: u32,
+        floor: u32,
+        twin_runs: u32,
+    ) -> Plan {
         let caps = questions
             .iter()
             .zip(fenced)
             .map(|(q, &fenced)| match q {
-                Question::DoesItHold { .. } if fenced => floor.saturating_mul(CAP_PER_FLOOR),
+                Question::DoesItHold { .. } if fenced => twin_runs,
                 _ => runs,
             })
             .collect();
@@ -227,6 +234,7 @@ mod tests {
             &[false, true, false, true],
             10,
             20,
+            20 * CAP_PER_FLOOR,
         )
     }
 
@@ -300,7 +308,7 @@ mod tests {
         assert_eq!(p.want(0, &t), Want::Done(Why::Broke));
         assert_eq!(p.want(1, &t), Want::Start);
         // A scenario no twin waits on stops at its first break of any class.
-        let lone = Plan::new(vec![Question::CanItBreak], &[false], 10, 20);
+        let lone = Plan::new(vec![Question::CanItBreak], &[false], 10, 20, 60);
         let t = [Tally {
             started: 1,
             flagged: 1,
@@ -385,13 +393,50 @@ mod tests {
         };
         assert_eq!(p.want(1, &t), Want::Done(Why::Broke));
         // A self-fencing twin stops at --runs.
-        let p = Plan::new(p.questions, &[false, false, false, false], 10, 20);
+        let p = Plan::new(p.questions, &[false, false, false, false], 10, 20, 60);
         t[1] = Tally {
             started: 10,
             provoked: 0,
             ..Tally::default()
         };
         assert_eq!(p.want(1, &t), Want::Done(Why::Cap));
+    }
+
+    /// `--twin-runs` moves a fenced twin's cap, and with it how seldom its runs
+    /// may provoke before it stops: nats' kill and restart, fenced, stopped at 5
+    /// provoked of 25 under the default 60 (the Wilson interval's upper end, 40 %,
+    /// would bring 14 more in 35); with 200 it goes on to its floor.
+    #[test]
+    fn twin_runs_lets_a_seldom_provoked_twin_go_on_to_its_floor() {
+        let mut t = vec![Tally::default(); 4];
+        t[0].flagged = 1;
+        t[0].flagged_provoked = 1;
+        t[1] = Tally {
+            started: 25,
+            provoked: 5,
+            ..Tally::default()
+        };
+        assert_eq!(plan().want(1, &t), Want::Done(Why::Cap));
+        let long = Plan::new(plan().questions, &[false, true, false, true], 10, 20, 200);
+        assert_eq!(long.cap(1), 200);
+        assert_eq!(long.want(1, &t), Want::Start);
+        t[1] = Tally {
+            started: 100,
+            provoked: 20,
+            ..Tally::default()
+        };
+        assert_eq!(long.want(1, &t), Want::Done(Why::Floor));
+        // Still bounded: 0 provoked of 60 stops even a cap of 200.
+        t[1] = Tally {
+            started: 60,
+            ..Tally::default()
+        };
+        assert_eq!(long.want(1, &t), Want::Done(Why::Cap));
+        t[1].started = 200;
+        t[1].provoked = 19;
+        assert_eq!(long.want(1, &t), Want::Done(Why::Cap));
+        // The "can it break?" scenarios keep --runs.
+        assert_eq!(long.cap(0), 10);
     }
 
     /// A run that showed the fault out of reach of what the holder asks ends

@@ -110,10 +110,11 @@ pub fn table(card: &Scorecard) -> String {
         .map_or("its built-in client".to_string(), |c| c.join(" "));
     let _ = writeln!(
         out,
-        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin, {} at once, {} of {}",
+        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin (in {} runs at most), {} at once, {} of {}",
         card.backend,
         card.runs_per_scenario,
         card.provoked_floor,
+        card.twin_runs,
         at_once(card),
         minutes(card.elapsed_s),
         minutes(card.budget_s)
@@ -297,10 +298,11 @@ pub fn html(card: &Scorecard) -> String {
     );
     let _ = write!(
         h,
-        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin, {} at once, {} of a {} budget{}.</p>",
+        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin (in {} runs at most), {} at once, {} of a {} budget{}.</p>",
         escape(&title),
         card.runs_per_scenario,
         card.provoked_floor,
+        card.twin_runs,
         at_once(card),
         minutes(card.elapsed_s),
         minutes(card.budget_s),

@@ -37,6 +37,10 @@ pub struct Scorecard {
     pub runs_per_scenario: u32,
     /// Provoked runs each fenced twin the verdict rests on needs.
     pub provoked_floor: u32,
+    /// Runs of a fenced twin at most (`--twin-runs`): one that stops here, or
+    /// sooner because its provoked share could not reach the floor within it,
+    /// is below its floor.
+    pub twin_runs: u32,
     /// Runs at once to begin with.
     pub jobs: usize,
     /// Runs at once, level by level, each with the timer lateness seen while it
@@ -67,6 +71,8 @@ pub struct Setting<'a> {
     pub subset: bool,
     pub runs: u32,
     pub floor: u32,
+    /// Runs of a fenced twin at most.
+    pub twin_runs: u32,
     pub jobs: usize,
     pub budget_s: f64,
     pub dir: PathBuf,
@@ -129,6 +135,7 @@ impl Scorecard {
             missing: decision.missing,
             runs_per_scenario: setting.runs,
             provoked_floor: setting.floor,
+            twin_runs: setting.twin_runs,
             jobs: setting.jobs,
             levels,
             budget_s: setting.budget_s,

@@ -36,10 +36,18 @@ pub struct Args {
     pub runs: u32,
     /// Provoked runs (history.md v1.2) each fenced twin needs before the verdict
     /// may rest on it: its floor. A fenced twin runs until it has them, is
-    /// flagged, ran 3 × N runs, or none of its first --runs runs provoked.
+    /// flagged, ran --twin-runs runs (3 × N unless given), or its provoked share
+    /// is too low to reach N within them.
     #[arg(long, value_name = "N", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub provoked: u32,
+    /// Runs of a fenced twin at most (default 3 × --provoked). A twin whose
+    /// runs seldom provoke stops once even the upper end of its provoked
+    /// share's interval would not reach the floor within them: raise it, with
+    /// --budget, for a lock whose break seldom recurs with a deposed holder
+    /// writing (nats' kill and restart: 5 provoked of 25).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub twin_runs: Option<u32>,
     /// Start no run that would end past this (what is left out is said).
     #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = budget)]
     pub budget: Duration,
@@ -102,6 +110,20 @@ fn recipe(s: &str) -> Result<Recipe, String> {
     })
 }
 
+/// A fenced twin's cap: `--twin-runs`, else 3 × `--provoked`; never below the floor.
+fn twin_runs(args: &Args) -> Result<u32> {
+    let runs = args
+        .twin_runs
+        .unwrap_or(args.provoked.saturating_mul(audit::plan::CAP_PER_FLOOR));
+    if runs < args.provoked {
+        return Err(Exit::usage(format!(
+            "--twin-runs {runs}: fewer than --provoked {}: no fenced twin could reach its floor",
+            args.provoked
+        )));
+    }
+    Ok(runs)
+}
+
 fn budget(s: &str) -> Result<Duration, String> {
     let Dur(d) = s.parse()?;
     if d.is_zero() {
@@ -143,6 +165,7 @@ fn client_command(line: &str) -> Result<Vec<String>> {
 
 pub fn main(args: Args) -> Result<u8> {
     let client = args.client.as_deref().map(client_command).transpose()?;
+    let twin_runs = twin_runs(&args)?;
     let jobs = match args.jobs {
         Some(j) => audit::pace::Jobs::Fixed(usize::from(j)),
         None => {
@@ -162,6 +185,7 @@ pub fn main(args: Args) -> Result<u8> {
         recipes: (!args.scenarios.is_empty()).then(|| args.scenarios.clone()),
         runs: args.runs,
         provoked: args.provoked,
+        twin_runs,
         first_seed: args.seed,
         jobs,
         budget: args.budget,
@@ -177,7 +201,7 @@ pub fn main(args: Args) -> Result<u8> {
             jobs,
             dir,
         } => eprintln!(
-            "lockcheck audit: {} scenarios, {all} runs at most (each \"can it break?\" scenario stops at its first break, a fenced twin at {floor} provoked runs), {jobs} at once, budget {}; in {}",
+            "lockcheck audit: {} scenarios, {all} runs at most (each \"can it break?\" scenario stops at its first break, a fenced twin at {floor} provoked runs or {twin_runs} runs), {jobs} at once, budget {}; in {}",
             scenarios,
             render::minutes(left.as_secs_f64()),
             dir.display()
