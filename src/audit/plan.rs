@@ -224,6 +224,11 @@ mod tests {
 
     /// holder-pause unfenced (0) and fenced (1); slow-links unfenced (2) and fenced (3).
     fn plan() -> Plan {
+        plan_with_twin_runs(20 * CAP_PER_FLOOR)
+    }
+
+    /// [`plan`] with its fenced twins' cap at `twin_runs`.
+    fn plan_with_twin_runs(twin_runs: u32) -> Plan {
         Plan::new(
             vec![
                 Question::CanItBreak,
@@ -234,8 +239,17 @@ mod tests {
             &[false, true, false, true],
             10,
             20,
-            20 * CAP_PER_FLOOR,
+            twin_runs,
         )
+    }
+
+    /// Tallies where holder-pause broke unfenced in a provoked run: its fenced
+    /// twin (1) is asked.
+    fn after_a_provoked_break() -> Vec<Tally> {
+        let mut t = vec![Tally::default(); 4];
+        t[0].flagged = 1;
+        t[0].flagged_provoked = 1;
+        t
     }
 
     #[test]
@@ -343,9 +357,7 @@ mod tests {
     #[test]
     fn a_twin_runs_to_its_floor_of_provoked_runs_or_its_cap() {
         let p = plan();
-        let mut t = vec![Tally::default(); 4];
-        t[0].flagged = 1;
-        t[0].flagged_provoked = 1;
+        let mut t = after_a_provoked_break();
         t[1] = Tally {
             started: 25,
             provoked: 19,
@@ -408,16 +420,14 @@ mod tests {
     /// would bring 14 more in 35); with 200 it goes on to its floor.
     #[test]
     fn twin_runs_lets_a_seldom_provoked_twin_go_on_to_its_floor() {
-        let mut t = vec![Tally::default(); 4];
-        t[0].flagged = 1;
-        t[0].flagged_provoked = 1;
+        let mut t = after_a_provoked_break();
         t[1] = Tally {
             started: 25,
             provoked: 5,
             ..Tally::default()
         };
         assert_eq!(plan().want(1, &t), Want::Done(Why::Cap));
-        let long = Plan::new(plan().questions, &[false, true, false, true], 10, 20, 200);
+        let long = plan_with_twin_runs(200);
         assert_eq!(long.cap(1), 200);
         assert_eq!(long.want(1, &t), Want::Start);
         t[1] = Tally {
