@@ -5,7 +5,7 @@
 use crate::fault::client_name;
 use crate::resource;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -18,6 +18,8 @@ pub struct Live {
     pub ops: AtomicU64,
     /// Writes the fence rejected, as the workers were told.
     pub stale_rejected: AtomicU64,
+    /// Holder faults due and waiting for the next grant to land on its holder.
+    armed: AtomicUsize,
     state: Mutex<LiveState>,
 }
 
@@ -62,6 +64,24 @@ impl Live {
                 s.latest = None;
             }
         })
+    }
+
+    /// The nemesis armed a holder fault: the next grant's holder is its target.
+    pub fn arm_holder_fault(&self) {
+        self.armed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// An armed holder fault landed on a holder.
+    pub fn holder_fault_landed(&self) {
+        let _ = self
+            .armed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Whether a grant must wait for the nemesis: only while a holder fault is
+    /// armed, to land before the holder's next op.
+    pub fn holder_fault_armed(&self) -> bool {
+        self.armed.load(Ordering::SeqCst) > 0
     }
 
     /// The slot that acquired most recently and has not finished its section.

@@ -359,6 +359,7 @@ impl Nemesis {
                     let due = now.saturating_duration_since(self.start);
                     if *self.faults[i].fault.target() == Target::Holder {
                         self.faults[i].phase = Phase::Armed;
+                        self.live.arm_holder_fault();
                         self.tally.set(i, |e| e.standing = Standing::Armed(due));
                     } else {
                         let holder = self.live.holder();
@@ -381,8 +382,8 @@ impl Nemesis {
 
     async fn on_acquired(&mut self, slot: usize) -> Result<()> {
         for i in 0..self.faults.len() {
-            if matches!(self.faults[i].phase, Phase::Armed) {
-                self.start(i, Some(slot)).await?;
+            if matches!(self.faults[i].phase, Phase::Armed) && self.start(i, Some(slot)).await? {
+                self.live.holder_fault_landed();
             }
         }
         Ok(())
