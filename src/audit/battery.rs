@@ -157,11 +157,33 @@ impl Recipe {
         };
         let kept = kept.map(|p| format!("; {p}")).unwrap_or_default();
         format!(
-            "{} ({} on {}: {whom}{kept})",
+            "{} ({} on {}: {whom}{}{kept})",
             self.describe(),
             facts.kind,
-            count_nodes(n)
+            count_nodes(n),
+            self.again(facts)
         )
+    }
+
+    /// A kill recurs through the run, each time on the node its target picks
+    /// then: on a cluster, more than one node over a run. Wiped, that can take a
+    /// second node's data before the first has caught up (nats reissued a
+    /// revision as a token so, docs/audits/nats.md): the scenario says so.
+    fn again(self, facts: &Facts) -> &'static str {
+        match self {
+            _ if !self.kills() => "",
+            _ if facts.nodes == 1 => ", again after each restart",
+            Recipe::KillRestartWiped if facts.elects_leader => {
+                ", again after each restart on the node leading then: a second node's data \
+                 can be gone before the first has caught up"
+            }
+            Recipe::KillRestartWiped => {
+                ", again after each restart on a node picked afresh: a second node's data \
+                 can be gone before the first has caught up"
+            }
+            _ if facts.elects_leader => ", again after each restart on the node leading then",
+            _ => ", again after each restart on a node picked afresh",
+        }
     }
 
     /// A server node killed and restarted.
@@ -843,6 +865,38 @@ mod tests {
         );
     }
 
+    /// A kill recurs through a run, each time on the node its target picks
+    /// then: a wiped restart on a cluster says a second node's data can go.
+    #[test]
+    fn a_kill_says_it_recurs_and_on_whom() {
+        let wiped = |kind| {
+            let facts = Facts::registered(kind, None, None);
+            Recipe::KillRestartWiped.describe_for(&facts)
+        };
+        let nats = wiped(BackendKind::Nats);
+        assert!(nats.contains("the leader, one node of 3"), "{nats}");
+        assert!(
+            nats.contains("on the node leading then: a second node's data"),
+            "{nats}"
+        );
+        let redlock = wiped(BackendKind::Redlock);
+        assert!(
+            redlock.contains("on a node picked afresh: a second node's data"),
+            "{redlock}"
+        );
+        let redis = wiped(BackendKind::Redis);
+        assert!(redis.contains("the only server"), "{redis}");
+        assert!(redis.contains(", again after each restart"), "{redis}");
+        assert!(!redis.contains("second node"), "{redis}");
+        let etcd = Facts::registered(BackendKind::Etcd, None, None);
+        let kept = Recipe::KillRestart.describe_for(&etcd);
+        assert!(
+            kept.contains("again after each restart on the node leading then"),
+            "{kept}"
+        );
+        assert!(!Recipe::SlowLinks.describe_for(&etcd).contains("again"));
+    }
+
     /// A server clock fault deposes a holder only inside its section: the holder
     /// holds twice the lease, kept alive as its client keeps it.
     #[test]
@@ -891,6 +945,7 @@ mod tests {
         let text = workload_text(s, &etcd);
         assert!(text.contains("nodes = \"primary\""), "{text}");
         assert!(text.contains("the leader, one node of 3"), "{text}");
+        assert!(!text.contains("again after each restart"), "{text}");
         let unprivileged = Facts {
             mounts: false,
             ..etcd

@@ -1,8 +1,9 @@
 //! How many runs at once. A run of the battery mostly waits (on leases, pauses,
 //! partitions): two runs of etcd at once left this 2-core machine 89 % idle. So
 //! an audit left to choose starts at one run a core and adds one more at a time,
-//! up to twice the cores, only while two probes say the timing margins every run
-//! relies on would still hold, and steps back (for good) the moment they do not.
+//! up to four a core (`run::capacity::PACED_RUNS_A_CORE`), only while two probes
+//! say the timing margins every run relies on would still hold, and steps back
+//! (for good) the moment they do not.
 //!
 //! - The machine's CPU share busy over the level (/proc/stat, time stolen by a
 //!   hypervisor counted as busy): one more run's share added must leave

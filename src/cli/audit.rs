@@ -36,12 +36,12 @@ pub struct Args {
     pub runs: u32,
     /// Provoked runs (history.md v1.2) each fenced twin needs before the verdict
     /// may rest on it: its floor. A fenced twin runs until it has them, is
-    /// flagged, ran --twin-runs runs (3 × N unless given), or its provoked share
+    /// flagged, ran --twin-runs runs (6 × N unless given), or its provoked share
     /// is too low to reach N within them.
     #[arg(long, value_name = "N", default_value_t = 20,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub provoked: u32,
-    /// Runs of a fenced twin at most (default 3 × --provoked). A twin whose
+    /// Runs of a fenced twin at most (default 6 × --provoked). A twin whose
     /// runs seldom provoke stops once even the upper end of its provoked
     /// share's interval would not reach the floor within them: raise it, with
     /// --budget, for a lock whose break seldom recurs with a deposed holder
@@ -52,7 +52,8 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = budget)]
     pub budget: Duration,
     /// Runs at once (default: one a core within this machine's memory, up to
-    /// two a core while a probe shows timers still wake on time).
+    /// four a core while probes show the CPU has room and timers still wake on
+    /// time).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
     /// Exit 1 unless the verdict is this one.
@@ -110,7 +111,7 @@ fn recipe(s: &str) -> Result<Recipe, String> {
     })
 }
 
-/// A fenced twin's cap: `--twin-runs`, else 3 × `--provoked`; never below the floor.
+/// A fenced twin's cap: `--twin-runs`, else 6 × `--provoked`; never below the floor.
 fn twin_runs(args: &Args) -> Result<u32> {
     let runs = args
         .twin_runs
