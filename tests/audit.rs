@@ -64,8 +64,8 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
     assert_eq!(card["verdict"], "partial");
     assert_eq!(card["complete"], false);
     assert_eq!(card["provoked_floor"], 2);
-    // A fenced twin's cap, 3 × the floor unless --twin-runs says otherwise.
-    assert_eq!(card["twin_runs"], 6);
+    // A fenced twin's cap, CAP_PER_FLOOR × the floor unless --twin-runs says otherwise.
+    assert_eq!(card["twin_runs"], 2 * lockcheck::audit::plan::CAP_PER_FLOOR);
     assert!(
         card["missing"][0]
             .as_str()
