@@ -169,21 +169,25 @@ impl Recipe {
     /// then: on a cluster, more than one node over a run. Wiped, that can take a
     /// second node's data before the first has caught up (nats reissued a
     /// revision as a token so, docs/audits/nats.md): the scenario says so.
-    fn again(self, facts: &Facts) -> &'static str {
-        match self {
-            _ if !self.kills() => "",
-            _ if facts.nodes == 1 => ", again after each restart",
-            Recipe::KillRestartWiped if facts.elects_leader => {
-                ", again after each restart on the node leading then: a second node's data \
-                 can be gone before the first has caught up"
-            }
-            Recipe::KillRestartWiped => {
-                ", again after each restart on a node picked afresh: a second node's data \
-                 can be gone before the first has caught up"
-            }
-            _ if facts.elects_leader => ", again after each restart on the node leading then",
-            _ => ", again after each restart on a node picked afresh",
+    fn again(self, facts: &Facts) -> String {
+        if !self.kills() {
+            return String::new();
         }
+        if facts.nodes == 1 {
+            return ", again after each restart".to_string();
+        }
+        let on = if facts.elects_leader {
+            "the node leading then"
+        } else {
+            "a node picked afresh"
+        };
+        let lost = match self {
+            Recipe::KillRestartWiped => {
+                ": a second node's data can be gone before the first has caught up"
+            }
+            _ => "",
+        };
+        format!(", again after each restart on {on}{lost}")
     }
 
     /// A server node killed and restarted.
