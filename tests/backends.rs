@@ -449,7 +449,8 @@ async fn mariadb_one_holder_at_a_time_and_no_token() {
 /// first holder's renew is refused.
 /// Under a results directory deep enough that a socket's path there would pass the
 /// 107 bytes a Unix socket's path may hold, MariaDB (which always makes one) still
-/// starts and serves the lock.
+/// starts and serves the lock, and its socket is inside that directory: nothing a
+/// node killed with -9 leaves behind lies outside the run's directory.
 #[tokio::test]
 async fn mariadb_starts_under_a_directory_too_deep_for_its_socket() {
     let dir = tempfile::tempdir().unwrap();
@@ -463,6 +464,28 @@ async fn mariadb_starts_under_a_directory_too_deep_for_its_socket() {
     let mut a = client(&r, &cfg).await;
     a.acquire().await.unwrap();
     a.release().await.unwrap();
+    let sockets = files_named(&deep, "mysqld.sock");
+    assert_eq!(
+        sockets.len(),
+        1,
+        "the node's socket under {}: {sockets:?}",
+        deep.display()
+    );
+    assert!(sockets[0].as_os_str().len() > 107, "{sockets:?}");
+}
+
+/// Every file called `name` under `dir`, at any depth.
+fn files_named(dir: &std::path::Path, name: &str) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().map(Result::unwrap) {
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            found.extend(files_named(&path, name));
+        } else if entry.file_name() == name {
+            found.push(path);
+        }
+    }
+    found
 }
 
 #[tokio::test]

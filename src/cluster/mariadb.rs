@@ -8,9 +8,7 @@ use super::plan::ClusterPlan;
 use super::recipe::{Init, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
-use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub(super) struct Mariadb;
@@ -77,19 +75,12 @@ fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
     Ok(Some(install))
 }
 
-/// Where a node's server puts the Unix socket it insists on making (its clients
-/// use TCP): its data directory, unless that path is past what a socket's path may
-/// hold (107 bytes), as under a deep `--results`; then a name in the temporary
-/// directory that the data directory's path gives, the same at each restart.
-fn socket_path(data_dir: &Path) -> PathBuf {
-    let in_data = data_dir.join("mysqld.sock");
-    if in_data.as_os_str().len() <= 107 {
-        return in_data;
-    }
-    let mut hash = std::collections::hash_map::DefaultHasher::new();
-    data_dir.hash(&mut hash);
-    std::env::temp_dir().join(format!("lockcheck-mariadb-{:016x}.sock", hash.finish()))
-}
+/// The Unix socket a node's server insists on making (its clients use TCP),
+/// relative: the server moves into its data directory before it binds, so the
+/// socket lands there however deep the data directory is (a socket's path may
+/// hold 107 bytes, which a deep `--results` passes), and goes with the run's
+/// directory: nothing is left outside it when a node is killed with -9.
+const SOCKET: &str = "mysqld.sock";
 
 /// The command that runs node `i` (after [`init`]).
 fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
@@ -99,10 +90,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
         .arg(format!("--datadir={}", node.data_dir.display()))
         .arg(format!("--port={}", node.client_listen.port()))
         .arg(format!("--bind-address={}", node.client_listen.ip()))
-        .arg(format!(
-            "--socket={}",
-            socket_path(&node.data_dir).display()
-        ))
+        .arg(format!("--socket={SOCKET}"))
         .args(["--skip-grant-tables", "--skip-name-resolve"])
         .args(["--innodb-flush-log-at-trx-commit=0", "--log-error="]);
     if nix::unistd::geteuid().is_root() {
