@@ -32,7 +32,12 @@
 //!
 //! Cases 1 and 2 stand however the audit ended: a counterexample and a missing
 //! token are facts, not rates. Only a complete audit (no cut, no subset, nothing
-//! missing) exits 0.
+//! missing) exits 0. Case 1 rests on its counterexample alone: a fenced twin
+//! still below its floor could only add a "holds" claim, never change the word,
+//! so it is listed as *unsettled* (each with why), not missing, and a case-1
+//! audit that ran its whole battery uncut is complete. What every verdict lacks
+//! (a scenario with no checked run, a fault that never took effect, a cut, a
+//! subset) stays missing.
 
 use super::battery::{Fencing, Question, Recipe};
 use super::card::{ScenarioCard, Stopped};
@@ -129,17 +134,23 @@ pub struct Decision {
     pub evidence: Vec<String>,
     /// What a complete verdict lacks: empty only for a complete audit.
     pub missing: Vec<String>,
+    /// Fence claims below their floor that the verdict does not rest on (it is
+    /// `unsafe-even-with-fencing` on a counterexample): each with why.
+    pub unsettled: Vec<String>,
 }
 
 /// The verdict over `cards`.
 pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
-    let missing = missing(asked, cards);
+    let gaps = gaps(asked, cards);
+    let floors = fence_floors(asked, cards);
+    let missing: Vec<String> = gaps.iter().chain(&floors).cloned().collect();
     let decision = |verdict: AuditVerdict, evidence: Vec<String>| Decision {
         verdict,
         sentence: verdict.sentence().to_string(),
         failures: Vec::new(),
         evidence,
         missing: missing.clone(),
+        unsettled: Vec::new(),
     };
     let fenced_breaks: Vec<&ScenarioCard> = cards
         .iter()
@@ -159,6 +170,9 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         );
         d.sentence = format!("{}: {}", d.sentence, words.join("; "));
         d.failures = failures;
+        // The counterexample settles the word; the floors could only add claims.
+        d.missing = gaps;
+        d.unsettled = floors;
         return d;
     }
     let breaks: Vec<&ScenarioCard> = cards
@@ -270,8 +284,9 @@ fn no_fence_asked(cards: &[ScenarioCard]) -> Vec<String> {
         .collect()
 }
 
-/// What the verdict would rest on and is not there, each with why.
-fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
+/// What any verdict lacks, each with why: a subset, a scenario cut short, one
+/// with no checked run or whose fault never took effect.
+fn gaps(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
     let mut out = Vec::new();
     if asked.subset {
         out.push("--scenarios: only some recipes were asked for".to_string());
@@ -305,6 +320,13 @@ fn missing(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
             out.push(format!("{}: {why}", c.scenario));
         }
     }
+    out
+}
+
+/// The fence claims a verdict short of a fenced break rests on and that are
+/// not there, each with why.
+fn fence_floors(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
+    let mut out = Vec::new();
     // The fenced twin of each fenceable recipe that broke: at its floor, or
     // flagged, or not asked for an unprovoked break beside a fence tested.
     let mut broken: Vec<Recipe> = fenceable_breaks(asked, cards).map(|c| c.recipe).collect();
@@ -448,6 +470,49 @@ mod tests {
             d.evidence[0].contains("counterexample runs/x"),
             "{:?}",
             d.evidence
+        );
+    }
+
+    /// The nats case: the wiped restart's fenced twin reissued a token, while
+    /// slow links' twin provoked too seldom to reach its floor. The word is
+    /// settled by the counterexample; the twin below its floor could only have
+    /// added a "holds" claim, so it is unsettled, not missing. A scenario whose
+    /// fault never took effect is still missing: no verdict rests on a dud.
+    #[test]
+    fn a_fenced_break_settles_the_word_and_twins_below_their_floor_are_unsettled() {
+        let mut wiped = card(KillRestartWiped, Fenced, 1, 46, 9);
+        wiped.anomalies = vec!["duplicate-token".into()];
+        let cards = [
+            card(KillRestartWiped, Unfenced, 1, 1, 1),
+            wiped,
+            card(SlowLinks, Unfenced, 1, 3, 1),
+            card(SlowLinks, Fenced, 0, 62, 6),
+        ];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::UnsafeEvenWithFencing);
+        assert_eq!(d.failures, [Failure::TokenDurability]);
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
+        assert_eq!(
+            d.unsettled,
+            ["slow-links-fenced: 6 of its floor of 20 provoked runs in 62 runs"]
+        );
+        let mut dud = cards.to_vec();
+        dud.push(card(HolderPause, Unfenced, 0, 10, 0));
+        dud[4].fired = 0;
+        let d = decide(&asked(true), &dud);
+        assert_eq!(d.verdict, AuditVerdict::UnsafeEvenWithFencing);
+        assert_eq!(
+            d.missing,
+            ["holder-pause-unfenced: its fault never took effect in 10 runs"]
+        );
+        assert_eq!(d.unsettled.len(), 1);
+        // Short of a fenced break the same twin is what the verdict lacks.
+        let d = decide(&asked(true), &cards[2..]);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive);
+        assert!(d.unsettled.is_empty(), "{:?}", d.unsettled);
+        assert_eq!(
+            d.missing,
+            ["slow-links-fenced: 6 of its floor of 20 provoked runs in 62 runs"]
         );
     }
 

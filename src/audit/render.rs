@@ -184,6 +184,10 @@ fn footer(card: &Scorecard) -> String {
     section("not applicable", not_applicable(card));
     section("runs at once", levels(card));
     section("missing for a complete verdict", card.missing.clone());
+    section(
+        "unsettled, the verdict does not rest on them",
+        card.unsettled.clone(),
+    );
     section("shrunk counterexamples (--shrink)", shrunk(card));
     let _ = writeln!(
         out,
@@ -228,6 +232,17 @@ pub fn junit(card: &Scorecard) -> String {
             let _ = writeln!(
                 cases,
                 "      <error type=\"untested\" message=\"{}\"/>",
+                escape(why)
+            );
+        } else if let Some(why) = card
+            .unsettled
+            .iter()
+            .find(|m| m.starts_with(&format!("{}: ", c.scenario)))
+        {
+            skipped += 1;
+            let _ = writeln!(
+                cases,
+                "      <skipped message=\"unsettled: {}\"/>",
                 escape(why)
             );
         } else if let Some(why) = skipped_why(c) {
@@ -392,6 +407,11 @@ pub fn html(card: &Scorecard) -> String {
     list(&mut h, "Not applicable", &not_applicable(card));
     list(&mut h, "Runs at once", &levels(card));
     list(&mut h, "Missing for a complete verdict", &card.missing);
+    list(
+        &mut h,
+        "Unsettled, the verdict does not rest on them",
+        &card.unsettled,
+    );
     list(&mut h, "Shrunk counterexamples (--shrink)", &shrunk(card));
     h += "<p>Each scenario's workload is in <code>scenarios/</code>; <code>audit.json</code> has every figure.</p></body></html>\n";
     h

@@ -33,6 +33,10 @@ pub struct Scorecard {
     pub evidence: Vec<String>,
     /// What a complete verdict lacks, each with why: empty only when complete.
     pub missing: Vec<String>,
+    /// Fence claims below their floor that the verdict does not rest on: an
+    /// `unsafe-even-with-fencing` verdict stands on its counterexample, and
+    /// these twins could only have added a "holds" claim. Each with why.
+    pub unsettled: Vec<String>,
     /// Runs of a "can it break?" scenario at most (it stops at its first break).
     pub runs_per_scenario: u32,
     /// Provoked runs each fenced twin the verdict rests on needs.
@@ -133,6 +137,7 @@ impl Scorecard {
             failures: decision.failures,
             evidence: decision.evidence,
             missing: decision.missing,
+            unsettled: decision.unsettled,
             runs_per_scenario: setting.runs,
             provoked_floor: setting.floor,
             twin_runs: setting.twin_runs,
