@@ -15,6 +15,7 @@ use std::path::PathBuf;
 pub struct Classes {
     pub provoked: usize,
     pub deposed_not_provoked: usize,
+    pub provoked_before_fault: usize,
     pub fired_nobody_deposed: usize,
     pub fault_not_seen: usize,
 }
@@ -25,6 +26,7 @@ impl Classes {
         Classes {
             provoked: n(Provocation::Provoked),
             deposed_not_provoked: n(Provocation::DeposedNotProvoked),
+            provoked_before_fault: n(Provocation::ProvokedBeforeFault),
             fired_nobody_deposed: n(Provocation::FiredNobodyDeposed),
             fault_not_seen: n(Provocation::FaultNotSeen),
         }
@@ -202,7 +204,11 @@ impl ScenarioCard {
             .filter(|r| {
                 matches!(
                     r.provoked,
-                    Some(Provocation::Provoked | Provocation::DeposedNotProvoked)
+                    Some(
+                        Provocation::Provoked
+                            | Provocation::DeposedNotProvoked
+                            | Provocation::ProvokedBeforeFault
+                    )
                 )
             })
             .count();
@@ -285,8 +291,20 @@ impl ScenarioCard {
         ))
     }
 
+    /// Its flagged runs provoked before their fault: the lock granted twice
+    /// before the fault took effect, and a late write got in.
+    pub fn broke_before_fault(&self) -> usize {
+        self.runs
+            .iter()
+            .filter(|r| {
+                r.outcome == Outcome::Flagged
+                    && r.provoked == Some(Provocation::ProvokedBeforeFault)
+            })
+            .count()
+    }
+
     /// Whether it broke only unprovoked: flagged, but in no flagged run did a
-    /// deposed holder's late write reach the resource.
+    /// deposed holder's late write reach the resource after its fault took effect.
     pub fn broke_unprovoked(&self) -> bool {
         self.flagged > 0 && self.flagged_provoked == 0
     }
@@ -306,7 +324,10 @@ impl ScenarioCard {
             s += &format!(" ({})", self.anomalies.join(", "));
         }
         if self.question == Question::CanItBreak && self.broke_unprovoked() {
-            s += ", none of them provoked (no deposed holder's late write reached the resource)";
+            s += &match self.broke_before_fault() {
+                0 => ", none of them provoked (no deposed holder's late write reached the resource)".to_string(),
+                n => format!(", none of them provoked by its fault ({n} broke before the fault took effect: the lock granted twice on its own)"),
+            };
         }
         if let (Some(u), 0) = (self.upper_95, self.flagged) {
             // A holder that fences itself was on trial wherever it was deposed.
@@ -409,6 +430,19 @@ mod tests {
         assert_eq!(c.flagged_provoked, 1);
         assert!(!c.broke_unprovoked());
         assert!(!c.evidence().contains("none of them provoked"));
+        // The lock granted twice before the fault took effect: not its break.
+        let runs = vec![flagged(Provocation::ProvokedBeforeFault)];
+        let c = ScenarioCard::of(&s, Question::CanItBreak, String::new(), 20, ending, runs);
+        assert_eq!(
+            (c.flagged, c.flagged_provoked, c.broke_before_fault()),
+            (1, 0, 1)
+        );
+        assert!(c.broke_unprovoked());
+        let e = c.evidence();
+        assert!(
+            e.contains("none of them provoked by its fault (1 broke before the fault took effect"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -41,6 +41,8 @@
 
 use super::battery::{Fencing, Question, Recipe};
 use super::card::{ScenarioCard, Stopped};
+use super::execute::{Outcome, RunRecord};
+use crate::check::provoked::Provocation;
 use crate::check::AnomalyKind;
 use serde::Serialize;
 
@@ -123,6 +125,8 @@ pub struct Asked<'a> {
     pub subset: bool,
     /// Why the audit stopped before it was done (the budget, a signal), if it did.
     pub cut: Option<String>,
+    /// Provoked runs a claim that the fence holds needs.
+    pub floor: usize,
 }
 
 /// The verdict and what stands behind it.
@@ -181,6 +185,7 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         .collect();
     let mut evidence: Vec<String> = breaks.iter().map(|c| c.evidence()).collect();
     if !asked.token {
+        evidence.extend(NoFault::of(cards).map(|n| n.breaks_line()));
         if breaks.is_empty() {
             let (counted, provoked) = cards
                 .iter()
@@ -199,6 +204,7 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         .iter()
         .filter(|c| matches!(c.question, Question::DoesItHold { .. }));
     evidence.extend(twins.filter(|c| c.ran > 0).map(|c| c.evidence()));
+    evidence.extend(NoFault::of(cards).map(|n| n.evidence(asked.floor)));
     if fence_tested(asked, cards) {
         evidence.extend(no_fence_asked(cards));
     }
@@ -232,6 +238,79 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
     // Every provoked fenceable break's fenced twin held at its floor, and at
     // least one fence was asked: `missing` is empty.
     decision(AuditVerdict::SafeWithFencing, evidence)
+}
+
+/// The lock granting twice before any fault took effect (history.md v1.2,
+/// provoked before its fault): a break of the lock with no fault, which no
+/// recipe's twin asks about. Every fenced run is a run with no fault until its
+/// fault takes effect, so the fenced twins' runs where such a holder's late
+/// write reached the resource unflagged are the fence's trials against it.
+struct NoFault {
+    /// Unfenced runs flagged that broke before their fault took effect.
+    breaks: usize,
+    /// `kill-restart-unfenced run 6 (…/runs/…)`: the first of them.
+    first: String,
+    /// Fenced runs, unflagged, whose resource decided on such a late write.
+    decided: usize,
+}
+
+impl NoFault {
+    fn of(cards: &[ScenarioCard]) -> Option<NoFault> {
+        let before_fault = |r: &&RunRecord| r.provoked == Some(Provocation::ProvokedBeforeFault);
+        let mut breaks = cards
+            .iter()
+            .filter(|c| c.fencing == Fencing::Unfenced)
+            .flat_map(|c| c.runs.iter().map(move |r| (c, r)))
+            .filter(|(_, r)| r.outcome == Outcome::Flagged && before_fault(r));
+        let (card, run) = breaks.next()?;
+        let dir = run
+            .run_dir
+            .as_ref()
+            .map(|d| format!(", counterexample {}", d.display()))
+            .unwrap_or_default();
+        let decided = cards
+            .iter()
+            .filter(|c| c.fencing == Fencing::Fenced)
+            .flat_map(|c| &c.runs)
+            .filter(|r| r.outcome == Outcome::Valid && before_fault(r))
+            .count();
+        Some(NoFault {
+            breaks: 1 + breaks.count(),
+            first: format!("first: {} run {}{dir}", card.scenario, run.run),
+            decided,
+        })
+    }
+
+    fn breaks_line(&self) -> String {
+        format!(
+            "no fault: the lock granted twice before any fault took effect in {} unfenced runs ({}), and a deposed holder's late write got in",
+            self.breaks, self.first
+        )
+    }
+
+    /// The line with what the fence did about it, and its bound.
+    fn evidence(&self, floor: usize) -> String {
+        let bound = super::stats::upper_95(0, self.decided)
+            .filter(|_| self.decided >= floor)
+            .map(|u| format!(": failure rate ≤ {:.1}% (95%, exact)", u * 100.0))
+            .unwrap_or_default();
+        format!(
+            "{}; fenced, the resource decided on {} such runs (floor {floor}), none flagged{bound}",
+            self.breaks_line(),
+            self.decided
+        )
+    }
+
+    /// What a verdict short of a fenced break lacks, if the fence was not
+    /// shown to hold against it.
+    fn below_floor(&self, floor: usize) -> Option<String> {
+        (self.decided < floor).then(|| {
+            format!(
+                "no fault: the lock granted twice before any fault took effect ({}); fenced, the resource decided on {} of its floor of {floor} such runs",
+                self.first, self.decided
+            )
+        })
+    }
 }
 
 /// `slow-links-unfenced: no break in 10 checked runs (4 provoked): break rate ≤ 25.9%`.
@@ -271,13 +350,19 @@ fn no_fence_asked(cards: &[ScenarioCard]) -> Vec<String> {
         .filter(|c| c.fencing == Fencing::Fenced && c.stopped == Stopped::NoLateWrite)
         .map(|c| {
             let recipe = c.recipe.name();
-            let flagged = cards
+            let unfenced = cards
                 .iter()
-                .filter(|u| u.recipe == c.recipe && u.question == Question::CanItBreak)
-                .map(|u| u.flagged)
-                .sum::<usize>();
+                .filter(|u| u.recipe == c.recipe && u.question == Question::CanItBreak);
+            let (flagged, before_fault) = unfenced.fold((0, 0), |(f, b), u| {
+                (f + u.flagged, b + u.broke_before_fault())
+            });
+            let why = match before_fault {
+                0 => "no deposed holder's late write reached the resource".to_string(),
+                n if n == flagged => "each broke before the fault took effect: the lock granted twice on its own".to_string(),
+                n => format!("{n} broke before the fault took effect, the others with no deposed holder's late write reaching the resource"),
+            };
             format!(
-                "{}: not asked: {recipe} broke the lock unfenced only unprovoked ({flagged} flagged, none provoked: no deposed holder's late write reached the resource), so no fence was asked",
+                "{}: not asked: {recipe} broke the lock unfenced only unprovoked ({flagged} flagged, none provoked: {why}), so no fence was asked",
                 c.scenario
             )
         })
@@ -354,6 +439,9 @@ fn fence_floors(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
     }
     if asked.token && !fence_tested(asked, cards) {
         out.extend(no_fence_asked(cards));
+    }
+    if asked.token {
+        out.extend(NoFault::of(cards).and_then(|n| n.below_floor(asked.floor)));
     }
     out
 }
@@ -440,6 +528,7 @@ mod tests {
             token,
             subset: false,
             cut: None,
+            floor: 20,
         }
     }
 
@@ -514,6 +603,65 @@ mod tests {
             d.missing,
             ["slow-links-fenced: 6 of its floor of 20 provoked runs in 62 runs"]
         );
+    }
+
+    fn run(outcome: Outcome, class: Provocation) -> RunRecord {
+        RunRecord {
+            outcome,
+            provoked: Some(class),
+            run_dir: Some(PathBuf::from("runs/r")),
+            error: None,
+            ..RunRecord::failed(6, 6, 1.0, String::new())
+        }
+    }
+
+    /// The nats case after the fix: its cluster's create race granted twice in
+    /// the first second of kill-restart runs (the kill came at 2 s). That break
+    /// is the lock's, not the kill's: it asks no kill twin, and a safe word
+    /// needs the fence shown to hold against it at its floor, counted over the
+    /// fenced twins' runs where such a late write reached the resource.
+    #[test]
+    fn a_break_before_the_fault_is_the_locks_and_needs_its_own_floor() {
+        let mut race = card(KillRestart, Unfenced, 1, 10, 0);
+        race.runs = vec![run(Outcome::Flagged, Provocation::ProvokedBeforeFault)];
+        let mut pause = card(HolderPause, Fenced, 0, 24, 20);
+        pause.runs = vec![run(Outcome::Valid, Provocation::ProvokedBeforeFault); 3];
+        let cards = [
+            card(HolderPause, Unfenced, 1, 1, 1),
+            pause,
+            race,
+            unasked(KillRestart, Fenced),
+        ];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
+            d.missing,
+            ["no fault: the lock granted twice before any fault took effect (first: kill-restart-unfenced run 6, counterexample runs/r); fenced, the resource decided on 3 of its floor of 20 such runs"]
+        );
+        assert!(
+            d.evidence.iter().any(|e| e.starts_with("kill-restart-fenced: not asked: kill-restart broke the lock unfenced only unprovoked (1 flagged, none provoked: each broke before the fault took effect")),
+            "{:?}",
+            d.evidence
+        );
+        // At its floor the fence held against it, with its bound.
+        let mut held = cards.clone();
+        held[1].runs = vec![run(Outcome::Valid, Provocation::ProvokedBeforeFault); 20];
+        let d = decide(&asked(true), &held);
+        assert_eq!(d.verdict, AuditVerdict::SafeWithFencing, "{d:?}");
+        assert!(
+            d.evidence.iter().any(|e| e.contains(
+                "decided on 20 such runs (floor 20), none flagged: failure rate ≤ 13.9%"
+            )),
+            "{:?}",
+            d.evidence
+        );
+        // No token: said, and nothing is missing for it.
+        let d = decide(&asked(false), &cards);
+        assert_eq!(d.verdict, AuditVerdict::EfficiencyLockOnly);
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
+        assert!(d.evidence.iter().any(|e| e.starts_with(
+            "no fault: the lock granted twice before any fault took effect in 1 unfenced runs"
+        )));
     }
 
     #[test]

@@ -201,7 +201,12 @@ fn acted_when_deposed(
     outcome: Outcome,
     provoked: Option<Provocation>,
 ) -> bool {
-    fences_itself && outcome == Outcome::Valid && provoked == Some(Provocation::Provoked)
+    fences_itself
+        && outcome == Outcome::Valid
+        && matches!(
+            provoked,
+            Some(Provocation::Provoked | Provocation::ProvokedBeforeFault)
+        )
 }
 
 /// What the audit needs to start its runs.

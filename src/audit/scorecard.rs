@@ -124,6 +124,7 @@ impl Scorecard {
                 token: facts.token,
                 subset: setting.subset,
                 cut: cut.clone(),
+                floor: setting.floor as usize,
             },
             &scenarios,
         );

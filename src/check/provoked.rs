@@ -21,6 +21,11 @@ pub enum Provocation {
     /// A holder was deposed, but none of its late writes reached the resource
     /// (it wrote nothing more, or withheld its writes itself).
     DeposedNotProvoked,
+    /// Holders were deposed only before the run's fault took effect, and a late
+    /// write of one reached the resource: the lock granted twice on its own (a
+    /// server's race, say), which the fault cannot have caused. The resource had
+    /// to decide, but not on the danger the run was built for.
+    ProvokedBeforeFault,
     /// A fault took effect, but no holder was deposed.
     FiredNobodyDeposed,
     /// No fault took effect: the history records none started.
@@ -32,6 +37,7 @@ impl Provocation {
         match self {
             Provocation::Provoked => "provoked",
             Provocation::DeposedNotProvoked => "deposed-not-provoked",
+            Provocation::ProvokedBeforeFault => "provoked-before-fault",
             Provocation::FiredNobodyDeposed => "fired-nobody-deposed",
             Provocation::FaultNotSeen => "fault-not-seen",
         }
@@ -45,6 +51,9 @@ impl Provocation {
             }
             Provocation::DeposedNotProvoked => {
                 "deposed, not provoked: a holder was deposed, but none of its later writes reached the resource"
+            }
+            Provocation::ProvokedBeforeFault => {
+                "provoked before its fault: a holder was deposed before any fault took effect (the lock granted twice on its own) and its late write reached the resource"
             }
             Provocation::FiredNobodyDeposed => {
                 "fired, nobody deposed: the fault took effect, but no holder lost the lock while it held it"
@@ -73,6 +82,10 @@ pub struct Provoked {
     pub late_writes_reached: usize,
     /// Fault starts the history records (nemesis ops that open a fault).
     pub faults_started: usize,
+    /// Of the deposed, those deposed before the first fault took effect: not
+    /// the fault's doing, so they provoke nothing the run was built for.
+    #[serde(default)]
+    pub deposed_before_fault: usize,
 }
 
 /// Whether a late write reached the resource: applied, or refused by the
@@ -99,8 +112,13 @@ fn reached(history: &History, calls: &Calls, c: usize) -> bool {
 /// a fault that found nothing to hit records nothing, and a clock fault that
 /// reached none of its targets records them under `unreachable`, none under
 /// `targets`. The README's audit section lists each kind's evidence.
+///
+/// A deposition before the first fault took effect is not the fault's doing (a
+/// nats cluster's create race granted twice in the first second of runs whose
+/// node was killed only at 2 s, and those runs were counted as the kill's
+/// breaks): it makes a run provoked *before its fault*, never provoked.
 pub fn provoked(history: &History, calls: &Calls) -> Provoked {
-    let faults_started = history
+    let starts: Vec<u64> = history
         .ops
         .iter()
         .filter(|o| o.process == Process::Nemesis && fault_ops::started_by(&o.f).is_some())
@@ -112,13 +130,25 @@ pub fn provoked(history: &History, calls: &Calls) -> Provoked {
                 .and_then(serde_json::Value::as_array)
                 .is_some_and(|t| !t.is_empty())
         })
-        .count();
-    let (mut deposed, mut late_writes, mut late_writes_reached) = (0, 0, 0);
+        .map(|o| o.time)
+        .collect();
+    let first_fault = starts.iter().copied().min().unwrap_or(u64::MAX);
+    let mut p = Provoked {
+        class: Provocation::FaultNotSeen,
+        deposed: 0,
+        late_writes: 0,
+        late_writes_reached: 0,
+        faults_started: starts.len(),
+        deposed_before_fault: 0,
+    };
+    let (mut reached_after_fault, mut reached_before_fault) = (0, 0);
     for (i, s) in calls.sections.iter().enumerate() {
         let Some(by) = calls.deposer(i) else {
             continue;
         };
-        deposed += 1;
+        p.deposed += 1;
+        let before_fault = by.start < first_fault;
+        p.deposed_before_fault += usize::from(before_fault);
         // Late: invoked after the successor's acquire completed.
         let late = s
             .inside
@@ -126,26 +156,27 @@ pub fn provoked(history: &History, calls: &Calls) -> Provoked {
             .copied()
             .filter(|&c| calls.calls[c].is_write() && calls.calls[c].t0 > by.start);
         for c in late {
-            late_writes += 1;
-            late_writes_reached += usize::from(reached(history, calls, c));
+            let got_in = reached(history, calls, c);
+            p.late_writes += 1;
+            p.late_writes_reached += usize::from(got_in);
+            reached_after_fault += usize::from(got_in && !before_fault);
+            reached_before_fault += usize::from(got_in && before_fault);
         }
     }
-    let class = if faults_started == 0 {
+    p.class = if p.faults_started == 0 {
         Provocation::FaultNotSeen
-    } else if late_writes_reached > 0 {
+    } else if reached_after_fault > 0 {
         Provocation::Provoked
-    } else if deposed > 0 {
+    } else if p.deposed > p.deposed_before_fault {
+        Provocation::DeposedNotProvoked
+    } else if reached_before_fault > 0 {
+        Provocation::ProvokedBeforeFault
+    } else if p.deposed > 0 {
         Provocation::DeposedNotProvoked
     } else {
         Provocation::FiredNobodyDeposed
     };
-    Provoked {
-        class,
-        deposed,
-        late_writes,
-        late_writes_reached,
-        faults_started,
-    }
+    p
 }
 
 #[cfg(test)]
@@ -234,6 +265,41 @@ mod tests {
         );
         assert_eq!(p.class, Provocation::DeposedNotProvoked);
         assert_eq!(p.late_writes, 0);
+    }
+
+    /// The nats case: two creates in flight at once both won (nats-server#4320)
+    /// 0.3 s into a run whose node was killed at 2 s. The kill did not depose
+    /// anyone; counted as its break, it asked for fenced twins whose runs the
+    /// race, not the kill, provoked.
+    #[test]
+    fn a_deposition_before_the_fault_took_effect_is_not_the_faults() {
+        let race = || {
+            H::default()
+                .acquire(0, 0, Some(3))
+                .acquire(1, 1, Some(4))
+                .write(10, 0, Some(3), 1)
+        };
+        let p = class(race().nemesis(2000, "kill", &["n1"]));
+        assert_eq!(p.class, Provocation::ProvokedBeforeFault);
+        assert_eq!((p.deposed, p.deposed_before_fault), (1, 1));
+        assert_eq!(p.late_writes_reached, 1);
+        // Deposed before the fault and nothing got in: deposed, not provoked.
+        let quiet = H::default()
+            .acquire(0, 0, Some(3))
+            .acquire(1, 1, Some(4))
+            .nemesis(2000, "kill", &["n1"]);
+        assert_eq!(class(quiet).class, Provocation::DeposedNotProvoked);
+        // A deposition after the fault's effect as well: the run is provoked.
+        let both = race()
+            .release(20, 0, Some(3))
+            .release(30, 1, Some(4))
+            .nemesis(2000, "kill", &["n1"])
+            .acquire(2100, 0, Some(5))
+            .acquire(2200, 1, Some(6))
+            .write(2300, 0, Some(5), 2);
+        let p = class(both);
+        assert_eq!(p.class, Provocation::Provoked);
+        assert_eq!((p.deposed, p.deposed_before_fault), (2, 1));
     }
 
     #[test]
