@@ -223,29 +223,17 @@ pub fn junit(card: &Scorecard) -> String {
                 escape(&c.evidence()),
                 escape(&c.description)
             );
-        } else if let Some(why) = card
-            .missing
-            .iter()
-            .find(|m| m.starts_with(&format!("{}: ", c.scenario)))
-        {
+        } else if let Some(why) = about(&card.missing, c) {
             errors += 1;
             let _ = writeln!(
                 cases,
                 "      <error type=\"untested\" message=\"{}\"/>",
                 escape(why)
             );
-        } else if let Some(why) = card
-            .unsettled
-            .iter()
-            .find(|m| m.starts_with(&format!("{}: ", c.scenario)))
+        } else if let Some(why) = about(&card.unsettled, c)
+            .map(|u| format!("unsettled: {u}"))
+            .or_else(|| skipped_why(c))
         {
-            skipped += 1;
-            let _ = writeln!(
-                cases,
-                "      <skipped message=\"unsettled: {}\"/>",
-                escape(why)
-            );
-        } else if let Some(why) = skipped_why(c) {
             skipped += 1;
             let _ = writeln!(cases, "      <skipped message=\"{}\"/>", escape(&why));
         }
@@ -271,6 +259,12 @@ pub fn junit(card: &Scorecard) -> String {
 
 /// Why a scenario was skipped, if it was: a twin not asked, or a scenario a
 /// run showed not applicable.
+/// The line of `lines` about scenario `c` (`scenario: why`), if there is one.
+fn about<'a>(lines: &'a [String], c: &ScenarioCard) -> Option<&'a String> {
+    let prefix = format!("{}: ", c.scenario);
+    lines.iter().find(|m| m.starts_with(&prefix))
+}
+
 fn skipped_why(c: &ScenarioCard) -> Option<String> {
     match c.stopped {
         Stopped::NotAsked => Some("not asked: its recipe never broke the lock unfenced".into()),
