@@ -146,7 +146,8 @@ pub struct Decision {
 /// The verdict over `cards`.
 pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
     let gaps = gaps(asked, cards);
-    let floors = fence_floors(asked, cards);
+    let no_fault = NoFault::of(cards);
+    let floors = fence_floors(asked, cards, no_fault.as_ref());
     let missing: Vec<String> = gaps.iter().chain(&floors).cloned().collect();
     let decision = |verdict: AuditVerdict, evidence: Vec<String>| Decision {
         verdict,
@@ -185,7 +186,7 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         .collect();
     let mut evidence: Vec<String> = breaks.iter().map(|c| c.evidence()).collect();
     if !asked.token {
-        evidence.extend(NoFault::of(cards).map(|n| n.breaks_line()));
+        evidence.extend(no_fault.as_ref().map(NoFault::breaks_line));
         if breaks.is_empty() {
             let (counted, provoked) = cards
                 .iter()
@@ -204,7 +205,7 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         .iter()
         .filter(|c| matches!(c.question, Question::DoesItHold { .. }));
     evidence.extend(twins.filter(|c| c.ran > 0).map(|c| c.evidence()));
-    evidence.extend(NoFault::of(cards).map(|n| n.evidence(asked.floor)));
+    evidence.extend(no_fault.as_ref().map(|n| n.evidence(asked.floor)));
     if fence_tested(asked, cards) {
         evidence.extend(no_fence_asked(cards));
     }
@@ -410,7 +411,11 @@ fn gaps(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
 
 /// The fence claims a verdict short of a fenced break rests on and that are
 /// not there, each with why.
-fn fence_floors(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
+fn fence_floors(
+    asked: &Asked<'_>,
+    cards: &[ScenarioCard],
+    no_fault: Option<&NoFault>,
+) -> Vec<String> {
     let mut out = Vec::new();
     // The fenced twin of each fenceable recipe that broke: at its floor, or
     // flagged, or not asked for an unprovoked break beside a fence tested.
@@ -441,7 +446,7 @@ fn fence_floors(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
         out.extend(no_fence_asked(cards));
     }
     if asked.token {
-        out.extend(NoFault::of(cards).and_then(|n| n.below_floor(asked.floor)));
+        out.extend(no_fault.and_then(|n| n.below_floor(asked.floor)));
     }
     out
 }

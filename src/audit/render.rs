@@ -257,14 +257,14 @@ pub fn junit(card: &Scorecard) -> String {
     )
 }
 
-/// Why a scenario was skipped, if it was: a twin not asked, or a scenario a
-/// run showed not applicable.
 /// The line of `lines` about scenario `c` (`scenario: why`), if there is one.
 fn about<'a>(lines: &'a [String], c: &ScenarioCard) -> Option<&'a String> {
     let prefix = format!("{}: ", c.scenario);
     lines.iter().find(|m| m.starts_with(&prefix))
 }
 
+/// Why a scenario was skipped, if it was: a twin not asked, or a scenario a
+/// run showed not applicable.
 fn skipped_why(c: &ScenarioCard) -> Option<String> {
     match c.stopped {
         Stopped::NotAsked => Some("not asked: its recipe never broke the lock unfenced".into()),

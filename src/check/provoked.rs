@@ -167,9 +167,7 @@ pub fn provoked(history: &History, calls: &Calls) -> Provoked {
         Provocation::FaultNotSeen
     } else if reached_after_fault > 0 {
         Provocation::Provoked
-    } else if p.deposed > p.deposed_before_fault {
-        Provocation::DeposedNotProvoked
-    } else if reached_before_fault > 0 {
+    } else if reached_before_fault > 0 && p.deposed == p.deposed_before_fault {
         Provocation::ProvokedBeforeFault
     } else if p.deposed > 0 {
         Provocation::DeposedNotProvoked
