@@ -15,7 +15,7 @@ use crate::cluster;
 use crate::fault::clock::{reach, Reach};
 use crate::run::workload::Workload;
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
@@ -24,7 +24,7 @@ use std::time::Duration;
 const LEASE: &str = "2s";
 
 /// What breaks, and how: one fault recipe of the battery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Recipe {
     HolderPause,
@@ -328,7 +328,7 @@ fn count_nodes(n: usize) -> String {
 }
 
 /// What the resource and the holders do about a deposed holder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fencing {
     /// The resource takes every write.
@@ -376,7 +376,7 @@ impl Scenario {
 }
 
 /// What a scenario's runs are asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Question {
     /// Can the recipe break the lock? One flagged run answers it (the run is the
@@ -412,7 +412,7 @@ pub fn questions(scenarios: &[Scenario]) -> Vec<Question> {
 }
 
 /// A scenario the battery leaves out for this backend, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NotApplicable {
     /// A scenario's name, or a recipe's (every mode of it), or `*-fenced`.
     pub scenario: String,

@@ -7,11 +7,11 @@ use super::plan::Why;
 use super::stats::{median, upper_95, wilson, Interval};
 use crate::check::provoked::Provocation;
 use crate::run::figures::Percentiles;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
 /// Runs of each class (history.md v1.2), over the runs that were read back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Classes {
     pub provoked: usize,
     pub deposed_not_provoked: usize,
@@ -34,7 +34,7 @@ impl Classes {
 }
 
 /// How a scenario's runs ended, as the scorecard says it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stopped {
     /// At its first flagged run: the counterexample.
@@ -76,7 +76,7 @@ impl From<Ending> for Stopped {
 }
 
 /// One scenario's runs, added up.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioCard {
     pub scenario: String,
     pub recipe: Recipe,
@@ -133,7 +133,7 @@ pub struct ScenarioCard {
 
 /// A counterexample as `lockcheck shrink` left it: what a team attaches to the
 /// bug report instead of the noisy run that found the break.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShrunkBreak {
     /// The anomaly kept.
     pub kind: String,

@@ -44,9 +44,9 @@ use super::card::{ScenarioCard, Stopped};
 use super::execute::{Outcome, RunRecord};
 use crate::check::provoked::Provocation;
 use crate::check::AnomalyKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuditVerdict {
     EfficiencyLockOnly,
@@ -82,7 +82,7 @@ impl AuditVerdict {
 }
 
 /// What failed when a fenced scenario was flagged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Failure {
     /// Tokens reissued or going backwards after the token source lost data.

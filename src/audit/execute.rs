@@ -21,14 +21,14 @@ use crate::report::RunDir;
 use crate::resource::Fence;
 use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// How one run of a scenario ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// Checked, no anomaly the scenario does not allow.
@@ -61,7 +61,7 @@ impl Outcome {
 }
 
 /// One run of one scenario, read back.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunRecord {
     /// 1 .. --runs.
     pub run: u32,

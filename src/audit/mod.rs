@@ -19,6 +19,7 @@ pub mod decide;
 pub mod execute;
 pub mod pace;
 pub mod plan;
+pub mod provenance;
 pub mod render;
 pub mod scorecard;
 pub mod stats;
@@ -58,6 +59,8 @@ pub struct Options {
     pub results: PathBuf,
     /// The `lockcheck` program each run re-executes.
     pub exe: PathBuf,
+    /// The audit's command line, as the scorecard records it.
+    pub argv: Vec<String>,
 }
 
 /// Runs the audit and writes its directory; `progress` is told of each run's start
@@ -94,6 +97,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
         .canonicalize()
         .with_context(|| format!("resolving {}", dir.display()))?;
     let workloads = battery::write_workloads(&battery.scenarios, &facts, &dir.join("scenarios"))?;
+    let provenance = provenance::Provenance::now(&workloads, &dir.join("scenarios"), &opts.argv)?;
     let questions = battery::questions(&battery.scenarios);
     let fenced: Vec<bool> = battery
         .scenarios
@@ -130,6 +134,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
                 jobs: opts.jobs.start(),
                 budget_s: opts.budget.as_secs_f64(),
                 dir: dir.clone(),
+                provenance: &provenance,
             },
             executed,
         )

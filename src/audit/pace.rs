@@ -18,7 +18,7 @@
 //! Each level's figures go into the scorecard, so the parallelism an audit ran
 //! at is itself evidence.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,7 +68,7 @@ impl Jobs {
 }
 
 /// A level's timer lateness, in ms.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Lateness {
     pub samples: usize,
     pub p50_ms: f64,
@@ -97,7 +97,7 @@ impl Lateness {
 }
 
 /// One level the audit ran at: how long, and what the probe saw.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Level {
     pub jobs: usize,
     pub seconds: f64,

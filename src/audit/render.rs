@@ -108,6 +108,9 @@ pub fn table(card: &Scorecard) -> String {
         .client
         .as_ref()
         .map_or("its built-in client".to_string(), |c| c.join(" "));
+    for line in card.provenance.lines() {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin (in {} runs at most), {} at once, {} of {}",
@@ -249,8 +252,17 @@ pub fn junit(card: &Scorecard) -> String {
         );
     }
     let tests = card.scenarios.len() + card.not_applicable.len();
+    let mut properties = String::from("    <properties>\n");
+    for (name, value) in card.provenance.properties() {
+        let _ = writeln!(
+            properties,
+            "      <property name=\"lockcheck.{name}\" value=\"{}\"/>",
+            escape(&value)
+        );
+    }
+    properties += "    </properties>\n";
     format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"lockcheck audit {} ({})\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{:.3}\">\n{cases}  </testsuite>\n</testsuites>\n",
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"lockcheck audit {} ({})\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{:.3}\">\n{properties}{cases}  </testsuite>\n</testsuites>\n",
         escape(&card.backend),
         card.verdict.name(),
         card.elapsed_s
@@ -320,6 +332,8 @@ pub fn html(card: &Scorecard) -> String {
             .map(|c| format!("; client <code>{}</code>", escape(&c.join(" "))))
             .unwrap_or_default()
     );
+    let provenance: Vec<String> = card.provenance.lines().iter().map(|l| escape(l)).collect();
+    let _ = write!(h, "<p class=\"provenance\">{}</p>", provenance.join("<br>"));
     let _ = write!(
         h,
         "<p class=\"verdict\"><b>{}</b>: {}</p><ul>",

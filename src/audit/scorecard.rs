@@ -1,16 +1,21 @@
 //! The scorecard: each scenario's runs added up (`card`), what did not apply or
-//! was cut short, and the verdict with its evidence and what it lacks.
+//! was cut short, and the verdict with its evidence and what it lacks, with
+//! where it came from (`provenance`); and its reader, which refuses a file of
+//! another format or with a field missing rather than fill it in.
 
 use super::battery::{Battery, Facts, NotApplicable, Question, Recipe, ScenarioWorkload};
 use super::card::{ScenarioCard, Stopped};
 use super::decide::{decide, Asked, AuditVerdict, Failure};
 use super::execute::Executed;
 use super::pace::Level;
-use serde::Serialize;
-use std::path::PathBuf;
+use super::provenance::{present, Provenance, FORMAT};
+use crate::exit::{self, Exit};
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 
 /// One recipe's stale writes accepted under each fencing mode it ran in.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StaleWrites {
     pub recipe: Recipe,
     /// Fencing mode name -> stale writes accepted over its counted runs.
@@ -19,16 +24,21 @@ pub struct StaleWrites {
 }
 
 /// What `lockcheck audit` found: audit.json, and what the terminal, JUnit and
-/// audit.html show.
-#[derive(Debug, Clone, Serialize)]
+/// audit.html show. Every field is written, null or empty included, and
+/// [`read`] refuses a file that lacks one.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Scorecard {
+    /// [`FORMAT`]: [`read`] refuses any other.
+    pub format: u32,
+    pub provenance: Provenance,
     pub backend: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// The adapter's command line; null for the built-in client.
+    #[serde(deserialize_with = "present")]
     pub client: Option<Vec<String>>,
     pub verdict: AuditVerdict,
     pub verdict_sentence: String,
     /// What failed, for `unsafe-even-with-fencing`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failures: Vec<Failure>,
     pub evidence: Vec<String>,
     /// What a complete verdict lacks, each with why: empty only when complete.
@@ -56,7 +66,7 @@ pub struct Scorecard {
     /// The whole battery ran to a verdict: no `--scenarios` subset, no budget
     /// cut or signal, nothing missing. Only then does the audit exit 0.
     pub complete: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(deserialize_with = "present")]
     pub interrupted: Option<String>,
     pub scenarios: Vec<ScenarioCard>,
     pub not_applicable: Vec<NotApplicable>,
@@ -80,6 +90,7 @@ pub struct Setting<'a> {
     pub jobs: usize,
     pub budget_s: f64,
     pub dir: PathBuf,
+    pub provenance: &'a Provenance,
 }
 
 impl Scorecard {
@@ -129,6 +140,8 @@ impl Scorecard {
             &scenarios,
         );
         Scorecard {
+            format: FORMAT,
+            provenance: setting.provenance.as_of_now(),
             complete: decision.missing.is_empty() && cut.is_none() && !setting.subset,
             stale_writes: stale_writes(&scenarios),
             backend,
@@ -152,6 +165,53 @@ impl Scorecard {
             dir: setting.dir,
         }
     }
+
+    /// The exit code the audit gave for this scorecard: 130 interrupted, 3 not
+    /// complete, 1 complete but not the verdict `expect`ed, else 0.
+    pub fn exit(&self, expect: Option<AuditVerdict>) -> u8 {
+        match () {
+            _ if self.interrupted.is_some() => exit::INTERRUPTED,
+            _ if !self.complete => exit::UNKNOWN,
+            _ if expect.is_some_and(|want| want != self.verdict) => exit::ANOMALIES,
+            _ => exit::VALID,
+        }
+    }
+}
+
+/// Reads a published scorecard (audit.json). Refuses, naming the file and the
+/// field (exit 4, malformed input): JSON that does not parse (with its line and
+/// column), a file of another format (1 had no `format` field), a field
+/// missing, or a provenance that says the audit wrote it yet lacks a field.
+pub fn read(path: &Path) -> Result<Scorecard> {
+    let malformed = |why: String| {
+        anyhow::Error::new(Exit {
+            code: exit::MALFORMED,
+            message: format!("{}: {why}", path.display()),
+        })
+    };
+    let text =
+        std::fs::read_to_string(path).map_err(|e| malformed(format!("cannot read it: {e}")))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
+    match value.get("format") {
+        Some(v) if v.as_u64() == Some(u64::from(FORMAT)) => {}
+        Some(v) => {
+            return Err(malformed(format!(
+                "field format: {v}, this lockcheck reads scorecards of format {FORMAT}; re-run the audit"
+            )))
+        }
+        None => {
+            return Err(malformed(format!(
+                "no field format: a scorecard of format 1 (before scorecards said where they came from), or not a scorecard; this lockcheck reads format {FORMAT}; re-run the audit"
+            )))
+        }
+    }
+    let card: Scorecard =
+        serde_json::from_str(&text).map_err(|e| malformed(format!("not a scorecard: {e}")))?;
+    card.provenance
+        .check()
+        .map_err(|e| malformed(format!("{e:#}")))?;
+    Ok(card)
 }
 
 /// Each recipe's stale writes accepted, by fencing mode, over its counted runs.
@@ -175,4 +235,131 @@ fn stale_writes(scenarios: &[ScenarioCard]) -> Vec<StaleWrites> {
         entry.rejected_by_fence += c.writes_rejected_by_fence;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A published scorecard: format 2, its provenance recorded after the run.
+    fn etcd() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits/etcd.json")
+    }
+
+    fn value() -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(etcd()).unwrap()).unwrap()
+    }
+
+    /// `text` written to a file of its own, and what reading it says.
+    fn refusal(text: &str) -> (String, u8) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.json");
+        std::fs::write(&path, text).unwrap();
+        let e = read(&path).expect_err("a bad scorecard was read");
+        let code = e.downcast_ref::<Exit>().map(|x| x.code).unwrap_or(0);
+        let message = format!("{e:#}");
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        (message, code)
+    }
+
+    fn without(mut v: serde_json::Value, pointer: &str, key: &str) -> String {
+        v.pointer_mut(pointer)
+            .and_then(|o| o.as_object_mut())
+            .unwrap()
+            .remove(key)
+            .expect("the key is there to remove");
+        v.to_string()
+    }
+
+    #[test]
+    fn a_published_scorecard_reads_and_round_trips() {
+        let card = read(&etcd()).unwrap();
+        assert_eq!(card.format, FORMAT);
+        assert_eq!(card.backend, "etcd");
+        assert_eq!(card.exit(None), exit::VALID);
+        let dir = tempfile::tempdir().unwrap();
+        let again = dir.path().join("audit.json");
+        std::fs::write(&again, serde_json::to_string_pretty(&card).unwrap()).unwrap();
+        let back = read(&again).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), value());
+    }
+
+    #[test]
+    fn a_scorecard_of_format_1_is_refused() {
+        // Format 1 had no `format` field.
+        let (m, code) = refusal(&without(value(), "", "format"));
+        assert_eq!(code, exit::MALFORMED);
+        assert!(
+            m.contains("no field format") && m.contains("format 1"),
+            "{m}"
+        );
+        let mut v = value();
+        v["format"] = 3.into();
+        let (m, code) = refusal(&v.to_string());
+        assert_eq!(code, exit::MALFORMED);
+        assert!(m.contains("field format: 3"), "{m}");
+    }
+
+    #[test]
+    fn a_missing_field_is_refused_by_name_never_filled_in() {
+        for (pointer, key) in [
+            ("", "verdict"),
+            ("", "complete"),
+            ("", "client"),
+            ("", "failures"),
+            ("", "interrupted"),
+            ("/provenance", "commit"),
+            ("/provenance/machine", "load_end"),
+        ] {
+            let (m, code) = refusal(&without(value(), pointer, key));
+            assert_eq!(code, exit::MALFORMED, "{key}: {m}");
+            assert!(m.contains(&format!("missing field `{key}`")), "{key}: {m}");
+        }
+    }
+
+    #[test]
+    fn json_cut_short_is_refused_with_its_line_and_column() {
+        let text = std::fs::read_to_string(etcd()).unwrap();
+        let (m, code) = refusal(&text[..text.len() / 2]);
+        assert_eq!(code, exit::MALFORMED);
+        assert!(
+            m.contains("not JSON") && m.contains("line") && m.contains("column"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_field_the_audit_must_know_may_be_null_only_when_recorded_after_the_run() {
+        let mut v = value();
+        assert!(v["provenance"]["tree"].is_null());
+        v["provenance"]["recorded"] = super::super::provenance::BY_THE_AUDIT.into();
+        let (m, _) = refusal(&v.to_string());
+        assert!(m.contains("field provenance.tree is null"), "{m}");
+        v["provenance"]["tree"] = "clean".into();
+        let (m, _) = refusal(&v.to_string());
+        assert!(m.contains("field provenance.battery_digest is null"), "{m}");
+        v["provenance"]["battery_digest"] = "00".into();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.json");
+        std::fs::write(&path, v.to_string()).unwrap();
+        assert!(read(&path).is_ok(), "every field known");
+        v["provenance"]["recorded"] = "from memory".into();
+        let (m, _) = refusal(&v.to_string());
+        assert!(m.contains("field provenance.recorded"), "{m}");
+        let mut v = value();
+        v["superseded_by"] = "etcd-2.json".into();
+        let (m, _) = refusal(&v.to_string());
+        assert!(m.contains("unknown field `superseded_by`"), "{m}");
+    }
+
+    #[test]
+    fn the_exit_code_follows_complete_interrupted_and_expect() {
+        let mut card = read(&etcd()).unwrap();
+        assert_eq!(card.exit(Some(card.verdict)), exit::VALID);
+        assert_eq!(card.exit(Some(AuditVerdict::Inconclusive)), exit::ANOMALIES);
+        card.complete = false;
+        assert_eq!(card.exit(None), exit::UNKNOWN);
+        card.interrupted = Some("SIGINT".into());
+        assert_eq!(card.exit(None), exit::INTERRUPTED);
+    }
 }

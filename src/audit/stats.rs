@@ -2,13 +2,13 @@
 //! Wilson interval of a rate; the exact one-sided Clopper–Pearson bound a "holds"
 //! claim carries), and the middle of a handful of figures.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// z for a two-sided 95% interval.
 const Z95: f64 = 1.959_963_984_540_054;
 
 /// A proportion's 95% interval, as fractions of 1.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub low: f64,
     pub high: f64,

@@ -192,6 +192,7 @@ pub fn main(args: Args) -> Result<u8> {
         budget: args.budget,
         results: args.results.clone(),
         exe: std::env::current_exe().context("finding the lockcheck program")?,
+        argv: std::env::args().collect(),
     };
     let floor = args.provoked;
     let mut progress = |event: Event<'_>, left: Duration| {
@@ -260,29 +261,24 @@ pub fn main(args: Args) -> Result<u8> {
             audit::JUNIT_FILE
         );
     }
-    if let Some(signal) = &card.interrupted {
-        eprintln!("lockcheck audit: interrupted by {signal}; every run in flight was stopped");
-        return Ok(exit::INTERRUPTED);
-    }
-    if !card.complete {
-        eprintln!(
-            "lockcheck audit: not complete (exit 3), verdict {}: {}",
+    let code = card.exit(args.expect);
+    match (&card.interrupted, args.expect) {
+        (Some(signal), _) => {
+            eprintln!("lockcheck audit: interrupted by {signal}; every run in flight was stopped")
+        }
+        _ if !card.complete => eprintln!(
+            "lockcheck audit: not complete (exit {code}), verdict {}: {}",
             card.verdict.name(),
             card.missing.join("; ")
-        );
-        return Ok(exit::UNKNOWN);
+        ),
+        (None, Some(want)) if want != card.verdict => eprintln!(
+            "lockcheck audit: expected {}, the verdict is {} (exit {code})",
+            want.name(),
+            card.verdict.name()
+        ),
+        _ => {}
     }
-    match args.expect {
-        Some(want) if want != card.verdict => {
-            eprintln!(
-                "lockcheck audit: expected {}, the verdict is {} (exit 1)",
-                want.name(),
-                card.verdict.name()
-            );
-            Ok(exit::ANOMALIES)
-        }
-        _ => Ok(exit::VALID),
-    }
+    Ok(code)
 }
 
 /// `--shrink`: each counterexample cut down to the smallest workload that still
