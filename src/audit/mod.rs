@@ -23,6 +23,7 @@ pub mod provenance;
 pub mod render;
 pub mod scorecard;
 pub mod stats;
+pub mod table;
 
 use crate::backend::BackendKind;
 use crate::exit::Exit;
