@@ -109,11 +109,11 @@ pub fn headline(card: &Scorecard) -> String {
                 Some(floor) if c.provoked < floor => ", below its floor",
                 _ => "",
             };
-            format!("{} 0 of {} provoked{below}", c.recipe.name(), c.provoked)
+            format!("{} in {} provoked runs{below}", c.recipe.name(), c.provoked)
         })
         .collect();
     if !held.is_empty() {
-        parts.push(format!("fenced, held: {}", held.join(", ")));
+        parts.push(format!("fenced, none flagged: {}", held.join(", ")));
     }
     // What the verdict lacks and what it does not rest on, each by its scenario.
     let named = |lines: &[String]| -> Vec<String> {
