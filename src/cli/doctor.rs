@@ -66,7 +66,22 @@ pub fn main(args: Args) -> Result<u8> {
     } else {
         print_words(&items, install.as_deref());
     }
-    Ok(u8::from(install.is_some()))
+    Ok(closing(&items, install.as_deref()).0)
+}
+
+/// The exit code and the closing line. A MISSING line no package fixes (root, a
+/// delegated cgroup) still means something lockcheck offers cannot run here:
+/// never the all-clear.
+fn closing(items: &[Item], install: Option<&str>) -> (u8, String) {
+    let missing = items.iter().filter(|i| !i.ok).count();
+    let line = match install {
+        Some(cmd) => format!("to install what is missing: {cmd}"),
+        None if missing > 0 => format!(
+            "{missing} MISSING that no package installs (each line says why): not everything lockcheck knows how to run can run here"
+        ),
+        None => "everything lockcheck knows how to run is here".to_string(),
+    };
+    (u8::from(missing > 0), line)
 }
 
 /// The items in words, by area, and the command that installs what is missing.
@@ -93,10 +108,7 @@ fn print_words(items: &[Item], install: Option<&str>) {
             );
         }
     }
-    match install {
-        Some(cmd) => println!("to install what is missing: {cmd}"),
-        None => println!("everything lockcheck knows how to run is here"),
-    }
+    println!("{}", closing(items, install).1);
 }
 
 /// Each backend: its server program and version, or the package that installs it;
@@ -231,6 +243,7 @@ fn version_of(program: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::{closing, Item};
     use crate::backend::BackendKind;
     use crate::run::workload::Workload;
     use std::path::PathBuf;
@@ -265,5 +278,33 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A line MISSING for want of root, which no package installs, is not the
+    /// all-clear: exit 1 and a closing line that says so.
+    #[test]
+    fn a_missing_line_no_package_fixes_is_not_the_all_clear() {
+        let ok = Item {
+            name: "redis".into(),
+            ok: true,
+            ..Item::default()
+        };
+        let root = Item {
+            name: "disk-full".into(),
+            ok: false,
+            ..Item::default()
+        };
+        assert_eq!(closing(&[ok], None).0, 0);
+        let ok = Item {
+            name: "redis".into(),
+            ok: true,
+            ..Item::default()
+        };
+        let (code, line) = closing(&[ok, root], None);
+        assert_eq!(code, 1);
+        assert!(
+            line.contains("1 MISSING that no package installs"),
+            "{line}"
+        );
     }
 }
