@@ -12,6 +12,10 @@ use std::process::ExitCode;
     about = "Tests whether a distributed lock keeps two holders apart, and whether the resource it protects rejects stale writes"
 )]
 struct Cli {
+    /// More of what lockcheck logs on standard error: -v info, -vv debug (default:
+    /// warnings; RUST_LOG, where set, chooses instead).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -56,8 +60,28 @@ enum Command {
     Worker(cli::worker::Args),
 }
 
+/// Sends lockcheck's log events (a server that would not stop, a partition that
+/// would not heal) to standard error, and never to standard output: `--json`
+/// prints there, and the worker speaks its protocol to the controller there.
+fn log_to_stderr(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(match verbose {
+            0 => "warn",
+            1 => "warn,lockcheck=info",
+            _ => "warn,lockcheck=debug",
+        })
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    log_to_stderr(cli.verbose);
     let result = match cli.command {
         Command::Check(args) => cli::check::main(args),
         Command::Run(args) => cli::run::main(args),
