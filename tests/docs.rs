@@ -4,20 +4,13 @@
 //! subcommands and flags `--help` lists; every relative link resolves; and nothing
 //! published names a path of the machine it was written on.
 
+mod docs_support;
+
+use docs_support::{command_lines, help, listed_subcommands, read, root};
 use lockcheck::check::AnomalyKind;
 use lockcheck::history::{error, f, fault_ops};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read(rel: &str) -> String {
-    let path = root().join(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// The names missing from `text`, each looked for as inline code (`` `name` ``).
 fn unnamed<'a>(text: &str, names: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
@@ -149,32 +142,11 @@ fn nothing_published_names_a_path_of_the_machine_it_was_made_on() {
 /// long flags its lines use.
 fn readme_commands(readme: &str) -> BTreeMap<String, Vec<String>> {
     let mut commands: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut in_code = false;
-    for line in readme.lines() {
-        if line.trim_start().starts_with("```") {
-            in_code = !in_code;
-            continue;
-        }
-        if !(in_code || line.starts_with("    ")) {
-            continue;
-        }
-        // A command line begins with the program: `lockcheck` or a path to it.
-        let mut words = line.split_whitespace();
-        if !words.next().is_some_and(|w| w.ends_with("lockcheck")) {
-            continue;
-        }
-        let Some(sub) = words.next() else { continue };
-        if sub.starts_with('-') {
-            continue;
-        }
-        let flags = commands.entry(sub.to_string()).or_default();
-        for w in words.take_while(|w| *w != "#") {
-            let w = w.trim_start_matches('[');
-            if let Some(flag) = w.strip_prefix("--") {
-                let flag = flag.split(['=', ']']).next().unwrap_or("");
-                flags.push(format!("--{flag}"));
-            }
-        }
+    for c in command_lines(readme) {
+        commands
+            .entry(c.subcommand().to_string())
+            .or_default()
+            .extend(c.flags());
     }
     commands
 }
@@ -184,28 +156,11 @@ fn the_readme_commands_are_those_the_binary_offers() {
     let readme = read("README.md");
     let commands = readme_commands(&readme);
     assert!(commands.len() >= 8, "{commands:?}");
-    let help = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_lockcheck"))
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "lockcheck {args:?}: {out:?}");
-        String::from_utf8(out.stdout).unwrap()
-    };
     // Every subcommand is in the README, but the one the controller starts itself.
-    let top = help(&["--help"]);
-    let listed: Vec<&str> = top
-        .lines()
-        .skip_while(|l| !l.starts_with("Commands:"))
-        .skip(1)
-        .take_while(|l| l.starts_with("  "))
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|c| !["help", "worker"].contains(c))
-        .collect();
-    assert!(listed.len() >= 8, "{top}");
+    let listed = listed_subcommands();
     let missing: Vec<_> = listed
         .iter()
-        .filter(|c| !commands.contains_key(**c))
+        .filter(|c| !commands.contains_key(c.as_str()))
         .collect();
     assert!(
         missing.is_empty(),

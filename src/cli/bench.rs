@@ -174,9 +174,9 @@ pub fn main(args: Args) -> Result<u8> {
     println!("peak memory (maxrss): {:.1} MiB", peak_rss_mib());
     if wrong > 0 {
         println!("{wrong} verdicts differ from expected.tsv");
-        return Ok(1);
+        return Ok(crate::exit::ANOMALIES);
     }
-    Ok(0)
+    Ok(crate::exit::VALID)
 }
 
 fn is_no_operations(e: &anyhow::Error) -> bool {

@@ -239,10 +239,10 @@ pub fn check_history(
         message: format!("{name}: {e} (checking as {})", model.name()),
     };
     if opts.resource.is_some() && !model.is_lock() {
-        anyhow::bail!(
+        return Err(Exit::usage(format!(
             "--resource is only read by the lock and fenced-mutex models, not {}",
             model.name()
-        );
+        )));
     }
     let resource = opts
         .resource
@@ -287,7 +287,10 @@ pub fn check_history(
 
 pub fn main(args: Args) -> Result<u8> {
     if !(args.time_limit > 0.0 && args.time_limit.is_finite()) {
-        anyhow::bail!("--time-limit must be a positive number of seconds");
+        return Err(Exit::usage(format!(
+            "--time-limit: expected a positive number of seconds, found {}",
+            args.time_limit
+        )));
     }
     let opts = Options {
         format: args.format,

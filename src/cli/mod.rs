@@ -1,12 +1,14 @@
 //! One file per subcommand. Each has `Args` (clap) and `main(Args) -> Result<u8>`,
 //! the process exit code (`crate::exit`: 0 valid, 1 anomalies, 2 usage, 3 unknown,
-//! 4 malformed input, 5 environment problem, 6 internal).
+//! 4 malformed input, 5 environment problem, 6 internal); what each means for each
+//! subcommand is `exit_codes`'s table.
 
 pub mod analyze;
 pub mod audit;
 pub mod bench;
 pub mod check;
 pub mod doctor;
+pub mod exit_codes;
 pub mod image;
 pub mod recover;
 pub mod report;

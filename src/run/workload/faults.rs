@@ -32,7 +32,7 @@ impl FaultEntry {
 }
 
 /// The keys of an entry the run reads itself: when it happens.
-const TIMING: &[&str] = &["duration", "after", "interval"];
+pub(super) const TIMING: &[&str] = &["duration", "after", "interval"];
 
 /// Reads the entries, checked against `setting`; also says which gave `after`
 /// or `interval` (which a `[schedule]` refuses).

@@ -8,6 +8,9 @@
 //! and over by then (a `[schedule]` must start every entry at least once), else
 //! the workload is refused with the figures (see `planned_faults`).
 //!
+//! Every key with its type, default, allowed values and meaning is `keys`'s table
+//! (docs/workload-keys.md is made from it); below, a workload that shows them.
+//!
 //! ```toml
 //! name = "redis-pause"          # optional: the file's stem; names the run directory
 //! mode = "lock"                 # optional: lock | election (leaders campaign and
@@ -206,6 +209,7 @@ mod backend;
 mod election;
 mod faults;
 mod hosts;
+pub mod keys;
 mod located;
 mod plan;
 mod preset;

@@ -147,6 +147,7 @@ pub const BACKEND_KEYS: &[&str] = &[
     "nodes",
     "lease",
     "renew_every",
+    "renew",
     "fencing_token",
     "acquire_timeout",
     "endpoints",
