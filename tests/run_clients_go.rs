@@ -264,3 +264,81 @@ fn the_audit_lists_a_library_out_of_the_clock_faults_reach_as_not_applicable() {
     let left = leftovers(results.path());
     assert!(left.is_empty(), "processes left behind: {left:?}");
 }
+
+/// The audit's holder-cut-off recipe through etcd's Go `concurrency.Mutex`: the
+/// holder cut off from every etcd node while its lock client renews in the
+/// background, `fenced` or not.
+fn cut_off_holder_workload(dir: &Path, fenced: bool) -> std::path::PathBuf {
+    let resource = if fenced {
+        "resource = \"fenced\"\nallow = [\"double-holder\"]"
+    } else {
+        "resource = \"unfenced\""
+    };
+    let text = format!(
+        "duration = \"8s\"\nend = \"after-effect\"\nseed = 1\n{resource}\n\n\
+         [backend]\nkind = \"etcd\"\nlease = \"2s\"\nfencing_token = true\nacquire_timeout = \"1s\"\n\
+         renew = \"background\"\nrenew_every = \"1s\"\n\n\
+         [clients]\ncount = 3\n\n\
+         [client]\ncommand = [{:?}, \"etcd-concurrency\"]\n\n\
+         [critical_section]\nhold = \"4s\"\nwrites = 8\nthink = \"50ms\"\n\n\
+         [[faults]]\nkind = \"partition\"\ntarget = \"holder\"\ncut = \"blackhole\"\n\
+         duration = \"3500ms\"\nafter = \"1s\"\ninterval = \"1s\"\n",
+        go_run().display().to_string()
+    );
+    write_workload(dir, "etcd-go-cut-off.toml", &text)
+}
+
+/// A holder cut off from etcd asks its library `held` before each write; the
+/// adapter's key read times out, and it answers `info`. That was recorded as an
+/// op of unknown effect: the holder was retired there, never wrote again, and,
+/// never having released, was counted holding to the end of the run: a
+/// double-holder with no late write in 10 of 10 of the audit's runs, which asked
+/// no fence. A question changes nothing in the lock: it is now a `fail` (the
+/// library could not tell), the holder writes on, told nothing, as the recipe
+/// means, the successor's grant deposes it while it writes, and its late writes
+/// reach the resource: unfenced they get in, fenced the create revision turns
+/// them away.
+#[test]
+fn etcd_go_mutex_holder_cut_off_writes_on_and_its_create_revision_fences() {
+    go_adapters();
+    let dir = tempfile::tempdir().unwrap();
+    let unanswered = |ops: &[Op]| -> (usize, usize) {
+        let held = ops.iter().filter(|o| o.f == "held");
+        let info = held.clone().filter(|o| o.kind == OpType::Info).count();
+        let told = held
+            .filter(|o| {
+                o.kind == OpType::Fail
+                    && o.error.as_deref().is_some_and(|e| {
+                        e.starts_with(lockcheck::backend::adapter::UNANSWERED_HELD)
+                    })
+            })
+            .count();
+        (info, told)
+    };
+    for fenced in [false, true] {
+        let r = run(&cut_off_holder_workload(dir.path(), fenced), &[]);
+        let ops = history(&r);
+        let (info, told) = unanswered(&ops);
+        assert_eq!(info, 0, "no held retires its holder: {}", r.stderr);
+        assert!(told > 0, "the cut reached the library's held: {}", r.stderr);
+        assert_eq!(
+            r.json["provoked"]["class"], "provoked",
+            "the cut-off holder wrote after its successor's grant: {}",
+            r.json["provoked"]
+        );
+        if fenced {
+            r.assert_valid();
+            assert!(
+                r.json["figures"]["writes_rejected_by_fence"]
+                    .as_u64()
+                    .unwrap()
+                    > 0,
+                "{}",
+                r.json["figures"]
+            );
+        } else {
+            r.assert_flagged(&["double-holder", "stale-write-accepted"]);
+        }
+        r.assert_nothing_left();
+    }
+}

@@ -484,8 +484,9 @@ fn the_cut_off_holder_writes_on_after_its_successor_is_granted_and_the_fence_dec
         );
         r.assert_nothing_left();
         let history = lockcheck::history::read_jsonl(&r.run_dir().join("history.jsonl")).unwrap();
-        let calls = lockcheck::check::calls::Calls::of(&history);
-        let p = lockcheck::check::provoked::provoked(&history, &calls);
+        let resource =
+            lockcheck::history::read_resource(&r.run_dir().join("resource.jsonl")).unwrap();
+        let p = lockcheck::check::provoked::of_run(&history, Some(&resource));
         classes.push(p.class.name());
         if p.class == lockcheck::check::provoked::Provocation::Provoked {
             assert!(p.late_writes_reached >= 1, "{p:?}");

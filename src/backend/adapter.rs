@@ -58,6 +58,9 @@ pub fn signal_on_parent_death(cmd: &mut tokio::process::Command, signal: libc::c
 /// The longest reply line an adapter may print: past it, the adapter is misbehaving.
 pub const MAX_LINE: usize = 1 << 20;
 
+/// The error of a `held` the adapter answered `info`, recorded as `fail`.
+pub const UNANSWERED_HELD: &str = "held: the library could not tell";
+
 /// Lines of the adapter's stderr kept for the error when it cannot `init`.
 const TAIL_LINES: usize = 20;
 
@@ -632,6 +635,16 @@ impl LockClient for AdapterClient {
                         ))
                     }
                 },
+                // The adapter answered `info`: its library could not tell in time (a
+                // server it could not reach). A question changes nothing in the lock,
+                // so no effect is left unknown: the holder is not retired (which would
+                // count it holding to the end of the run, never writing again) but
+                // told its library cannot say, as a client without `held` is. A
+                // misbehaving adapter was killed with its library's session: that
+                // stays `info`, and retires the holder.
+                Err(LockError::Indeterminate(why)) if self.running.is_some() => {
+                    Err(LockError::Denied(format!("{UNANSWERED_HELD}: {why}")))
+                }
                 Err(e) => Err(e),
             },
         )

@@ -5,11 +5,13 @@
 //! its fence, if any) had to decide. Only such a run is evidence that a fence
 //! holds; a clean run where no deposed holder wrote is not.
 //!
-//! A pure function of the history: the checker, the report and the audit read
-//! the same runs the same way.
+//! A pure function of what a run recorded (its history and the resource's log
+//! of applied writes), read by one function, [`of_run`]: `lockcheck run`,
+//! `analyze`, `report` and the audit give one run one class.
 
-use super::calls::{Calls, Outcome};
-use crate::history::{error, fault_ops, History, Process};
+use super::calls::{Call, Calls, Outcome};
+use crate::history::{error, fault_ops, AppliedWrite, History, Process};
+use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
 /// What a run exercised, most to least.
@@ -88,10 +90,22 @@ pub struct Provoked {
     pub deposed_before_fault: usize,
 }
 
+/// The writes the resource's log shows applied, by (process, data): where a
+/// write answered `info` (its fate unknown to the history) landed.
+type Landed<'a> = FxHashSet<(u64, &'a str)>;
+
+/// Whether the resource's log shows `call`, a write, applied.
+fn applied(history: &History, landed: &Landed, call: &Call) -> bool {
+    let data = history.ops[call.invoke].value.get("data");
+    data.and_then(serde_json::Value::as_str)
+        .is_some_and(|d| landed.contains(&(call.process, d)))
+}
+
 /// Whether a late write reached the resource: applied, or refused by the
-/// resource's own fence. A write the client withheld (`self-fenced…`), one that
-/// failed otherwise, or one whose fate is unknown (`info`) did not.
-fn reached(history: &History, calls: &Calls, c: usize) -> bool {
+/// resource's own fence. A write the client withheld (`self-fenced…`), or one
+/// that failed otherwise, did not; one whose fate is unknown (`info`) did when
+/// the resource's log shows it applied.
+fn reached(history: &History, calls: &Calls, landed: &Landed, c: usize) -> bool {
     let call = &calls.calls[c];
     match call.outcome {
         Outcome::Ok | Outcome::StaleRejected => true,
@@ -99,8 +113,24 @@ fn reached(history: &History, calls: &Calls, c: usize) -> bool {
             .completion
             .and_then(|p| history.ops[p].error.as_deref())
             .is_some_and(|e| e == error::MISSING_TOKEN),
-        Outcome::Info | Outcome::Withheld => false,
+        Outcome::Info => applied(history, landed, call),
+        Outcome::Withheld => false,
     }
+}
+
+/// The provocation of a run from what it recorded: its history and, where the
+/// run kept one, the resource's log of applied writes (`resource.jsonl`), which
+/// shows where a write answered `info` landed: a deposed holder's write sent
+/// before its successor's grant, unanswered, and applied after the successor's
+/// own write reached the resource late. `lockcheck run`, `analyze`, `report`
+/// and the audit all classify a run through this one function.
+pub fn of_run(history: &History, resource: Option<&[AppliedWrite]>) -> Provoked {
+    let landed: Landed = resource
+        .unwrap_or_default()
+        .iter()
+        .map(|a| (a.process, a.data.as_str()))
+        .collect();
+    provoked(history, &Calls::of_run(history, resource), &landed)
 }
 
 /// The provocation of a run from its history and its calls.
@@ -117,7 +147,7 @@ fn reached(history: &History, calls: &Calls, c: usize) -> bool {
 /// nats cluster's create race granted twice in the first second of runs whose
 /// node was killed only at 2 s, and those runs were counted as the kill's
 /// breaks): it makes a run provoked *before its fault*, never provoked.
-pub fn provoked(history: &History, calls: &Calls) -> Provoked {
+fn provoked(history: &History, calls: &Calls, landed: &Landed) -> Provoked {
     let starts: Vec<u64> = history
         .ops
         .iter()
@@ -149,14 +179,21 @@ pub fn provoked(history: &History, calls: &Calls) -> Provoked {
         p.deposed += 1;
         let before_fault = by.start < first_fault;
         p.deposed_before_fault += usize::from(before_fault);
-        // Late: invoked after the successor's acquire completed.
-        let late = s
-            .inside
-            .iter()
-            .copied()
-            .filter(|&c| calls.calls[c].is_write() && calls.calls[c].t0 > by.start);
+        // Late: invoked after the successor's acquire completed, or, unanswered,
+        // applied after a write invoked after it (the section, read with the
+        // resource's log, was last seen holding past the successor's grant).
+        let landed_late = |call: &Call| {
+            call.outcome == Outcome::Info
+                && s.release.is_none()
+                && s.end > by.start
+                && applied(history, landed, call)
+        };
+        let late = s.inside.iter().copied().filter(|&c| {
+            let call = &calls.calls[c];
+            call.is_write() && (call.t0 > by.start || landed_late(call))
+        });
         for c in late {
-            let got_in = reached(history, calls, c);
+            let got_in = reached(history, calls, landed, c);
             p.late_writes += 1;
             p.late_writes_reached += usize::from(got_in);
             reached_after_fault += usize::from(got_in && !before_fault);
@@ -185,7 +222,7 @@ mod tests {
 
     fn class(h: H) -> Provoked {
         let h = h.history();
-        provoked(&h, &Calls::of(&h))
+        of_run(&h, None)
     }
 
     /// Process 0 acquires (token 1) and is paused; process 1 acquires (token 2)

@@ -8,7 +8,7 @@ use super::library::{self, LibraryBelief};
 use super::text::{count, times};
 pub use super::zombies::{zombie_windows, Zombie, ZombieWindows};
 use crate::check::calls::{Calls, Outcome};
-use crate::check::provoked::{provoked, Provoked};
+use crate::check::provoked::{of_run, Provoked};
 use crate::check::secs;
 use crate::history::{AppliedWrite, History};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -89,7 +89,7 @@ pub fn analyze(
     let guidance = guidance(&zombies, &fencing, self_fencing.as_ref());
     let library = library::belief(history, &zombies);
     Analysis {
-        provoked: Some(provoked(history, calls)),
+        provoked: Some(of_run(history, resource)),
         library,
         election: None,
         zombies,

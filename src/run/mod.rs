@@ -271,7 +271,7 @@ fn judge(
         faults.out_of_reach = missed.is_some();
         faults.unseen = missed.or_else(|| figures::unobserved_fault(&history.ops));
     }
-    let provoked = check::provoked::provoked(&history, &check::calls::Calls::of(&history));
+    let provoked = check::provoked::of_run(&history, Some(&applied));
     Ok(RunReport {
         figures: Figures::of(&history, &verdict),
         provoked: Some(provoked),
