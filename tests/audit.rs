@@ -1,7 +1,7 @@
 //! `lockcheck audit`: one short audit end to end against real Redis (the known
 //! break flagged at its first run, its fenced twin run to its floor of provoked
 //! runs and clean, the scorecard files linking each run's report, and no safe
-//! word for a `--scenarios` subset), Ctrl-C stopping every run in flight and
+//! word for a `--scenarios` subset or a floor below the default), Ctrl-C stopping every run in flight and
 //! leaving a partial scorecard, a budget cut (exit 3, inconclusive, with the
 //! battery this machine's etcd binary gives: no live clock fault on a Go
 //! server), and the usage exits, which start no server.
@@ -73,6 +73,30 @@ fn a_short_redis_audit_flags_the_pause_and_runs_its_fenced_twin_to_its_floor() {
             .starts_with("--scenarios"),
         "{card:#}"
     );
+    // A floor below the default is exploratory: said, and no safe word
+    // anywhere, as if adopted.
+    assert_eq!(
+        card["missing"][1], "--provoked 2: below the default floor of 20: exploratory",
+        "{card:#}"
+    );
+    assert!(
+        card["verdict_sentence"]
+            .as_str()
+            .unwrap()
+            .contains("exploratory, floor 2"),
+        "{card:#}"
+    );
+    let said = format!("{card}{stderr}");
+    assert!(
+        !said.contains("safe-with-fencing") && !said.contains("safe with fencing"),
+        "{said}"
+    );
+    // The self-fencing twin's one run, unflagged, was not provoked (a late
+    // write of its would have flagged it): not tested, no bound.
+    let self_fencing = scenario(&card, "holder-pause-self-fencing");
+    if self_fencing["flagged"] == 0 {
+        assert!(self_fencing.get("upper_95").is_none(), "{self_fencing:#}");
+    }
     let unfenced = scenario(&card, "holder-pause-unfenced");
     assert_eq!(
         (unfenced["flagged"].as_u64(), unfenced["counted"].as_u64()),

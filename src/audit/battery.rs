@@ -417,6 +417,9 @@ pub struct NotApplicable {
     /// A scenario's name, or a recipe's (every mode of it), or `*-fenced`.
     pub scenario: String,
     pub why: String,
+    /// This machine, not the backend, stood in the way (the audit not run as
+    /// root, say): the backend has the scenario, so the audit is not complete.
+    pub environment: bool,
 }
 
 /// What the battery needs to know of a backend, from the registries and this machine.
@@ -494,8 +497,19 @@ impl Facts {
         modes
     }
 
-    /// Why `recipe` does not apply to this backend at all, if it does not.
-    fn refuses(&self, recipe: Recipe) -> Option<String> {
+    /// Why `recipe` cannot run here, if it cannot: this machine stands in the
+    /// way, or else the backend has no such thing.
+    fn refuses(&self, recipe: Recipe) -> Option<NotApplicable> {
+        let environment = recipe == Recipe::DiskFull && !self.mounts;
+        self.lacks(recipe).map(|why| NotApplicable {
+            scenario: recipe.name().into(),
+            why,
+            environment,
+        })
+    }
+
+    /// Why `recipe` does not apply to this backend here, if it does not.
+    fn lacks(&self, recipe: Recipe) -> Option<String> {
         let kind = self.kind;
         if recipe.skews_servers() {
             return self.clock_unreachable.clone();
@@ -551,17 +565,15 @@ pub fn battery(facts: &Facts, only: Option<&[Recipe]>) -> Battery {
                 "{} hands out no fencing token: there is nothing for a resource to check",
                 facts.kind
             ),
+            environment: false,
         });
     }
     let recipes = Recipe::ALL
         .into_iter()
         .filter(|r| only.is_none_or(|o| o.contains(r)));
     for recipe in recipes {
-        if let Some(why) = facts.refuses(recipe) {
-            not_applicable.push(NotApplicable {
-                scenario: recipe.name().into(),
-                why,
-            });
+        if let Some(refused) = facts.refuses(recipe) {
+            not_applicable.push(refused);
             continue;
         }
         for fencing in facts.modes() {
@@ -572,6 +584,7 @@ pub fn battery(facts: &Facts, only: Option<&[Recipe]>) -> Battery {
                     why: "the holder's own clock decides nothing unless the holder fences \
                           itself: the controller times every op, the lock service keeps its own time"
                         .into(),
+                    environment: false,
                 });
                 continue;
             }
@@ -957,6 +970,17 @@ mod tests {
         let b = battery(&unprivileged, Some(&[Recipe::DiskFull]));
         assert!(b.scenarios.is_empty());
         assert!(b.not_applicable[0].why.contains("root"), "{:?}", b);
+        // This machine stood in the way, not the backend: the audit is not complete.
+        assert!(b.not_applicable[0].environment, "{:?}", b);
+        let mariadb = battery(
+            &Facts::registered(BackendKind::Mariadb, None, None),
+            Some(&[Recipe::LeaderIsolated]),
+        );
+        assert!(
+            !mariadb.not_applicable.is_empty()
+                && mariadb.not_applicable.iter().all(|n| !n.environment),
+            "{mariadb:?}"
+        );
     }
 
     #[test]

@@ -109,8 +109,9 @@ pub struct ScenarioCard {
     pub floor: Option<usize>,
     /// A "does it hold?" scenario: the exact one-sided 95% upper bound on its
     /// failure rate, flagged runs of its provoked and flagged runs (a flagged
-    /// run counts against it provoked or not; only a provoked one for it); for a
-    /// holder that fences itself, of the runs where a holder was deposed.
+    /// run counts against it provoked or not; only a provoked one for it). A
+    /// holder that fences itself has none unflagged below the audit's floor of
+    /// provoked runs: a holder deposed that wrote nothing late is no trial.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upper_95: Option<f64>,
     /// The first flagged run's directory: the counterexample.
@@ -125,10 +126,39 @@ pub struct ScenarioCard {
     pub writes_rejected_by_fence: u64,
     /// Runs that did not count, each with why.
     pub not_counted: Vec<String>,
+    /// Runs nobody checked (the checker gave up, or the run ended with no
+    /// verdict): not passes, and no claim passes over them.
+    pub gaps: Vec<Gap>,
+    /// Runs checked valid in which no client acquired the lock once the fault
+    /// had begun: an availability failure, never a safety pass.
+    pub unobserved: usize,
     pub runs: Vec<RunRecord>,
     /// `audit --shrink`: the counterexample cut down by `lockcheck shrink`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shrunk: Option<ShrunkBreak>,
+}
+
+/// A run nobody checked, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Gap {
+    pub run: u32,
+    pub seed: u64,
+    pub why: String,
+}
+
+impl Gap {
+    fn of(r: &RunRecord) -> Option<Gap> {
+        let why = match r.outcome {
+            Outcome::Unknown => "the checker gave up within its limits".to_string(),
+            Outcome::Error => r.error.clone().unwrap_or_else(|| "no verdict".into()),
+            _ => return None,
+        };
+        Some(Gap {
+            run: r.run,
+            seed: r.seed,
+            why,
+        })
+    }
 }
 
 /// A counterexample as `lockcheck shrink` left it: what a team attaches to the
@@ -195,23 +225,9 @@ impl ScenarioCard {
             .count();
         let flagged_unprovoked = flagged - flagged_provoked;
         let holds = matches!(question, Question::DoesItHold { .. });
-        // A holder that fences itself is tested where it was deposed: each such
-        // run is a trial of its claim, and a provoked one its failure. No
-        // verdict rests on it, so it has no floor.
+        // No verdict rests on a holder that fences itself, so it has no floor
+        // of its own; its bound still needs the audit's floor of provoked runs.
         let by_holder = s.scenario.fencing.by_holder();
-        let deposed = counted
-            .iter()
-            .filter(|r| {
-                matches!(
-                    r.provoked,
-                    Some(
-                        Provocation::Provoked
-                            | Provocation::DeposedNotProvoked
-                            | Provocation::ProvokedBeforeFault
-                    )
-                )
-            })
-            .count();
         let mut anomalies: Vec<String> = counted
             .iter()
             .flat_map(|r| r.anomalies.iter().cloned())
@@ -241,8 +257,11 @@ impl ScenarioCard {
             floor: (holds && !by_holder).then_some(floor),
             upper_95: match (holds, by_holder) {
                 (false, _) => None,
-                (true, true) => upper_95(flagged, deposed.max(flagged)),
-                (true, false) => upper_95(flagged, provoked + flagged_unprovoked),
+                // A holder that fences itself is on trial only where a late
+                // write of its reached the resource: a deposed holder that
+                // wrote nothing late shows nothing of its fence.
+                (true, true) if flagged == 0 && provoked < floor => None,
+                (true, _) => upper_95(flagged, provoked + flagged_unprovoked),
             },
             counterexample: counted
                 .iter()
@@ -261,6 +280,11 @@ impl ScenarioCard {
             stale_writes_accepted: counted.iter().map(|r| r.stale_writes_accepted).sum(),
             writes_rejected_by_fence: counted.iter().map(|r| r.writes_rejected_by_fence).sum(),
             not_counted: runs.iter().filter_map(not_counted).collect(),
+            gaps: runs.iter().filter_map(Gap::of).collect(),
+            unobserved: runs
+                .iter()
+                .filter(|r| r.outcome == Outcome::Unobserved)
+                .count(),
             runs,
             shrunk: None,
         }
@@ -329,29 +353,118 @@ impl ScenarioCard {
                 n => format!(", none of them provoked by its fault ({n} broke before the fault took effect: the lock granted twice on its own)"),
             };
         }
-        if let (Some(u), 0) = (self.upper_95, self.flagged) {
-            // A holder that fences itself was on trial wherever it was deposed.
-            let trials = if self.fencing.by_holder() {
-                let deposed = self.classes.provoked + self.classes.deposed_not_provoked;
-                format!("{deposed} runs with a holder deposed")
-            } else {
-                format!("{} provoked runs", self.provoked)
-            };
-            s += &format!(", failure rate ≤ {:.1}% (95%, exact, {trials})", u * 100.0);
+        match (self.upper_95, self.flagged) {
+            (Some(u), 0) => {
+                s += &format!(
+                    ", failure rate ≤ {:.1}% (95%, exact, {} provoked runs)",
+                    u * 100.0,
+                    self.provoked
+                )
+            }
+            (None, 0) if self.untested() => s += &format!(", {}", self.untested_line()),
+            _ => {}
         }
         if self.stale_writes_accepted > 0 {
             s += &format!(", {} stale writes accepted", self.stale_writes_accepted);
         }
         if self.writes_rejected_by_fence > 0 {
+            s += &format!(", {}", self.refused_line());
+        }
+        if !self.gaps.is_empty() {
+            s += &format!(", unchecked: {}", self.gap_lines().join("; "));
+        }
+        if self.unobserved > 0 {
             s += &format!(
-                ", {} stale writes rejected by the fence",
-                self.writes_rejected_by_fence
+                ", no client acquired after the fault in {} of {} runs",
+                self.unobserved, self.ran
             );
         }
         if let Some(dir) = &self.counterexample {
             s += &format!("; counterexample {}", dir.display());
         }
         s
+    }
+}
+
+impl ScenarioCard {
+    /// Whether it is a "does it hold?" twin that ran but has no bound: too
+    /// few of its runs were provoked for any claim that its fence holds.
+    pub fn untested(&self) -> bool {
+        matches!(self.question, Question::DoesItHold { .. })
+            && self.ran > 0
+            && self.flagged == 0
+            && self.upper_95.is_none()
+    }
+
+    /// `not tested: 0 of 10 runs provoked`.
+    pub fn untested_line(&self) -> String {
+        format!(
+            "not tested: {} of {} runs provoked",
+            self.provoked, self.ran
+        )
+    }
+
+    /// The fence's refusals, said as what they were: where the token source
+    /// reissued tokens, the new holders' own writes were among them (a run's
+    /// figures count refusals, not whose they were).
+    pub fn refused_line(&self) -> String {
+        let reissued = self.anomalies.iter().any(|a| {
+            a.parse::<crate::check::AnomalyKind>()
+                .is_ok_and(crate::check::AnomalyKind::breaks_the_token)
+        });
+        match reissued {
+            true => format!(
+                "{} writes refused by the fence, among them the new holders' writes under reissued tokens (not told apart from deposed holders' stale writes)",
+                self.writes_rejected_by_fence
+            ),
+            false => format!(
+                "{} stale writes rejected by the fence",
+                self.writes_rejected_by_fence
+            ),
+        }
+    }
+
+    /// `run 3 (seed 3): the checker gave up within its limits`, a line a gap.
+    pub fn gap_lines(&self) -> Vec<String> {
+        self.gaps
+            .iter()
+            .map(|g| format!("run {} (seed {}): {}", g.run, g.seed, g.why))
+            .collect()
+    }
+
+    /// Why some of its runs were not checked, if any were not: no client
+    /// acquired after the fault, the checker gave up, a run failed, a fault
+    /// never started.
+    pub fn unchecked_why(&self) -> Option<String> {
+        let missed = self
+            .runs
+            .iter()
+            .filter(|r| r.outcome == Outcome::MissedFaults)
+            .count();
+        let mut why = Vec::new();
+        if self.unobserved > 0 {
+            why.push(format!(
+                "no client acquired after the fault in {}",
+                self.unobserved
+            ));
+        }
+        why.extend(self.gap_lines());
+        if missed > 0 {
+            why.push(format!("a planned fault never started in {missed}"));
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
+    /// `kill-restart-wiped-unfenced: availability: …`: runs in which no client
+    /// acquired the lock once the fault had begun, an availability failure
+    /// the verdict reports beside whatever it says of safety.
+    pub fn availability(&self) -> Option<String> {
+        (self.unobserved > 0).then(|| {
+            format!(
+                "{}: availability: no client acquired the lock after the fault in {} of {} runs (not a safety pass: nothing was checked in them)",
+                self.scenario, self.unobserved, self.ran
+            )
+        })
     }
 }
 
@@ -445,28 +558,122 @@ mod tests {
         );
     }
 
+    /// docs/audits/etcd-provoked.json printed "holder-pause-self-fencing:
+    /// flagged 0/10 (0 provoked, …) failure rate ≤ 25.9%": a bound from runs
+    /// none of which a late write of the holder's reached. A holder deposed
+    /// that wrote nothing late shows nothing of its fence: no bound, untested.
     #[test]
-    fn a_self_fencing_twin_is_on_trial_where_a_holder_was_deposed() {
+    fn a_self_fencing_twin_with_no_provoked_run_is_untested_not_bounded() {
         let s = workload(Recipe::HolderPause, Fencing::SelfFencing);
-        // Three holders deposed who withheld their late writes, one run where
-        // nobody was deposed (no trial at all).
-        let mut runs = vec![run(Provocation::DeposedNotProvoked); 3];
+        let mut runs = vec![run(Provocation::DeposedNotProvoked); 9];
         runs.push(run(Provocation::FiredNobodyDeposed));
         let question = Question::DoesItHold { unfenced: 0 };
+        let ending = Ending::Done(Why::Cap);
+        let c = ScenarioCard::of(&s, question, String::new(), 20, ending, runs.clone());
+        assert_eq!(c.floor, None, "no verdict rests on it");
+        assert_eq!(c.upper_95, None);
+        assert!(c.untested());
+        let e = c.evidence();
+        assert!(e.ends_with(", not tested: 0 of 10 runs provoked"), "{e}");
+        assert!(!e.contains("failure rate"), "{e}");
+        // A library-fencing twin is read the same way.
+        let mut l = s.clone();
+        l.scenario.fencing = Fencing::LibraryFencing;
+        let c = ScenarioCard::of(&l, question, String::new(), 20, ending, runs);
+        assert_eq!((c.upper_95, c.untested()), (None, true));
+        // Flagged, it failed: no "not tested".
+        let flagged = vec![RunRecord {
+            outcome: Outcome::Flagged,
+            anomalies: vec!["double-holder".into()],
+            ..run(Provocation::Provoked)
+        }];
+        let c = ScenarioCard::of(&s, question, String::new(), 20, ending, flagged);
+        assert!(!c.untested());
+        assert!(!c.evidence().contains("not tested"));
+    }
+
+    /// Runs the checker gave up on or that failed are gaps the card lists;
+    /// runs in which no client acquired after the fault are counted apart.
+    #[test]
+    fn unchecked_runs_are_gaps_and_an_outage_is_counted() {
+        let s = workload(Recipe::KillRestartWiped, Fencing::Unfenced);
+        let mut runs = vec![run(Provocation::FiredNobodyDeposed); 4];
+        runs.push(RunRecord {
+            outcome: Outcome::Unknown,
+            run: 5,
+            seed: 5,
+            ..run(Provocation::FiredNobodyDeposed)
+        });
+        runs.push(RunRecord::failed(
+            6,
+            6,
+            1.0,
+            "the server never started".into(),
+        ));
+        runs.extend((7..=10).map(|n| RunRecord {
+            outcome: Outcome::Unobserved,
+            run: n,
+            seed: n as u64,
+            ..run(Provocation::FiredNobodyDeposed)
+        }));
+        let ending = Ending::Done(Why::RanOut);
+        let c = ScenarioCard::of(&s, Question::CanItBreak, String::new(), 20, ending, runs);
+        assert_eq!((c.counted, c.ran, c.unobserved), (4, 10, 4));
+        assert_eq!(
+            c.gap_lines(),
+            [
+                "run 5 (seed 5): the checker gave up within its limits",
+                "run 6 (seed 6): the server never started"
+            ]
+        );
+        assert_eq!(
+            c.unchecked_why().unwrap(),
+            "no client acquired after the fault in 4; run 5 (seed 5): the checker gave up within its limits; run 6 (seed 6): the server never started"
+        );
+        let e = c.evidence();
+        assert!(e.contains(", unchecked: run 5 (seed 5)"), "{e}");
+        assert!(
+            e.ends_with(", no client acquired after the fault in 4 of 10 runs"),
+            "{e}"
+        );
+        assert!(c.availability().unwrap().contains("in 4 of 10 runs"));
+    }
+
+    /// nats' wiped restart, fenced: the resource refused 72 writes, among them
+    /// the new holders' writes under tokens reissued lower; they are not all
+    /// stale writes, and the card does not say they were.
+    #[test]
+    fn refusals_under_reissued_tokens_are_not_called_stale_writes() {
+        let s = workload(Recipe::KillRestartWiped, Fencing::Fenced);
+        let refused = |anomaly: &str| RunRecord {
+            outcome: Outcome::Flagged,
+            anomalies: vec![anomaly.into()],
+            writes_rejected_by_fence: 72,
+            ..run(Provocation::DeposedNotProvoked)
+        };
+        let question = Question::DoesItHold { unfenced: 0 };
+        let ending = Ending::Done(Why::Broke);
         let c = ScenarioCard::of(
             &s,
             question,
             String::new(),
             20,
-            Ending::Done(Why::Cap),
-            runs,
+            ending,
+            vec![refused("duplicate-token")],
         );
-        assert_eq!(c.floor, None, "no verdict rests on it");
-        assert_eq!(c.upper_95, upper_95(0, 3));
         let e = c.evidence();
-        assert!(
-            e.contains("(95%, exact, 3 runs with a holder deposed)"),
-            "{e}"
+        assert!(e.contains(", 72 writes refused by the fence, among them the new holders' writes under reissued tokens"), "{e}");
+        assert!(!e.contains("stale writes rejected"), "{e}");
+        let c = ScenarioCard::of(
+            &s,
+            question,
+            String::new(),
+            20,
+            ending,
+            vec![refused("stale-write-accepted")],
         );
+        assert!(c
+            .evidence()
+            .contains(", 72 stale writes rejected by the fence"));
     }
 }

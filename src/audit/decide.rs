@@ -11,24 +11,29 @@
 //!    resource turn a deposed holder away, so it can never be a correctness lock;
 //! 3. else only some recipes were asked for (`--scenarios`): **partial**;
 //! 4. else the audit was cut short (budget, signal), or something the verdict
-//!    would rest on is missing (a "can it break?" scenario with no checked run
-//!    or whose fault never took effect, a fenced twin of a recipe that broke
-//!    below its floor of provoked runs, or no fence tested at all: every
-//!    fenceable recipe broke only unprovoked, so no fenced twin was asked, one
-//!    line a recipe): **inconclusive**, naming what is missing;
+//!    would rest on is missing, each named: a "can it break?" scenario with
+//!    fewer checked runs than `--runs` and no break, or whose fault never took
+//!    effect; a fenced twin of a recipe that broke below its floor of provoked
+//!    runs, or at it past a run nobody checked; a fenced twin never asked
+//!    because its recipe broke the lock unfenced only unprovoked; a scenario
+//!    this machine could not run (root); a floor below the default
+//!    (exploratory): **inconclusive**;
 //! 5. else nothing broke: **no break found**;
-//! 6. else every recipe whose break was provoked has a fenced twin at its floor
+//! 6. else every fenceable recipe that broke has a fenced twin at its floor
 //!    with none flagged: **safe with fencing** (a clock fault on the holder
 //!    breaks self-fencing only: a fenced resource never reads the holder's
 //!    clock, so it needs no fenced twin). With no fenceable recipe broken, no
 //!    break found.
 //!
-//! A recipe that broke only unprovoked (its deposed holders never got a late
-//! write to the resource: a retired adapter, counted as holding to the end) did
-//! break the lock, and its twins were not asked (`plan`): its evidence line says
-//! no fence was asked. Beside a provoked break whose fence held, it leaves the
-//! verdict safe with fencing; alone, it leaves no fence tested, and zero asked
-//! twins never make a lock safe with fencing.
+//! No safe word past an untested fence: a recipe that broke only unprovoked
+//! (its deposed holders never got a late write to the resource: a retired
+//! adapter, counted as holding to the end) did break the lock, and its twins
+//! were not asked (`plan`), so its fence was never tested: it is missing,
+//! whatever other fences held. A recipe whose every break came before its fault
+//! took effect is the lock's break, not the recipe's: the no-fault claim
+//! answers it. Runs that were not checked (unobserved, unknown, errored) are
+//! never passes: the card lists them, and an outage after the fault is said
+//! as an availability finding under every verdict.
 //!
 //! Cases 1 and 2 stand however the audit ended: a counterexample and a missing
 //! token are facts, not rates. Only a complete audit (no cut, no subset, nothing
@@ -42,6 +47,7 @@
 use super::battery::{Fencing, Question, Recipe};
 use super::card::{ScenarioCard, Stopped};
 use super::execute::{Outcome, RunRecord};
+use super::plan::DEFAULT_FLOOR;
 use crate::check::provoked::Provocation;
 use crate::check::AnomalyKind;
 use serde::{Deserialize, Serialize};
@@ -125,8 +131,14 @@ pub struct Asked<'a> {
     pub subset: bool,
     /// Why the audit stopped before it was done (the budget, a signal), if it did.
     pub cut: Option<String>,
-    /// Provoked runs a claim that the fence holds needs.
+    /// Provoked runs a claim that the fence holds needs (`--provoked`): below
+    /// [`DEFAULT_FLOOR`] the audit is exploratory, never complete.
     pub floor: usize,
+    /// Checked runs a "can it break?" scenario that did not break needs (`--runs`).
+    pub runs: usize,
+    /// Scenarios this machine could not run (`scenario: why`): the backend has
+    /// them, the environment (root, say) did not allow them.
+    pub unavailable: Vec<String>,
 }
 
 /// The verdict and what stands behind it.
@@ -149,13 +161,27 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
     let no_fault = NoFault::of(cards);
     let floors = fence_floors(asked, cards, no_fault.as_ref());
     let missing: Vec<String> = gaps.iter().chain(&floors).cloned().collect();
-    let decision = |verdict: AuditVerdict, evidence: Vec<String>| Decision {
-        verdict,
-        sentence: verdict.sentence().to_string(),
-        failures: Vec::new(),
-        evidence,
-        missing: missing.clone(),
-        unsettled: Vec::new(),
+    let findings: Vec<String> = cards
+        .iter()
+        .filter_map(ScenarioCard::availability)
+        .collect();
+    let decision = |verdict: AuditVerdict, mut evidence: Vec<String>| {
+        evidence.extend(findings.iter().cloned());
+        let mut sentence = verdict.sentence().to_string();
+        if asked.floor < DEFAULT_FLOOR as usize {
+            sentence += &format!(
+                " (exploratory, floor {}: not a verdict to adopt)",
+                asked.floor
+            );
+        }
+        Decision {
+            verdict,
+            sentence,
+            failures: Vec::new(),
+            evidence,
+            missing: missing.clone(),
+            unsettled: Vec::new(),
+        }
     };
     let fenced_breaks: Vec<&ScenarioCard> = cards
         .iter()
@@ -206,9 +232,12 @@ pub fn decide(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Decision {
         .filter(|c| matches!(c.question, Question::DoesItHold { .. }));
     evidence.extend(twins.filter(|c| c.ran > 0).map(|c| c.evidence()));
     evidence.extend(no_fault.as_ref().map(|n| n.evidence(asked.floor)));
-    if fence_tested(asked, cards) {
-        evidence.extend(no_fence_asked(cards));
-    }
+    evidence.extend(
+        no_fence_asked(cards)
+            .into_iter()
+            .filter(|n| n.before_fault_only)
+            .map(|n| n.line),
+    );
     if asked.subset {
         return decision(AuditVerdict::Partial, evidence);
     }
@@ -337,15 +366,19 @@ fn fenceable_breaks<'a>(
     })
 }
 
-/// Whether some fenceable break was provoked, so that a fence was asked (or
-/// would be, given the runs): with none, no fence was tested.
-fn fence_tested(asked: &Asked<'_>, cards: &[ScenarioCard]) -> bool {
-    fenceable_breaks(asked, cards).any(|c| !c.broke_unprovoked())
+/// A fenced twin not asked because its recipe broke only unprovoked.
+struct NoFenceAsked {
+    /// `holder-cut-off-fenced: not asked: …`.
+    line: String,
+    /// Every unfenced break came before the fault took effect: the lock's own
+    /// break, which the no-fault claim answers, not this recipe's fence.
+    before_fault_only: bool,
 }
 
-/// `holder-cut-off-fenced: not asked: …`, for each fenced twin not asked
-/// because its recipe broke only unprovoked.
-fn no_fence_asked(cards: &[ScenarioCard]) -> Vec<String> {
+/// Each fenced twin not asked because its recipe broke only unprovoked. One
+/// whose recipe broke after its fault took effect is a fence never tested
+/// against that break: what a safe word would rest on is missing.
+fn no_fence_asked(cards: &[ScenarioCard]) -> Vec<NoFenceAsked> {
     cards
         .iter()
         .filter(|c| c.fencing == Fencing::Fenced && c.stopped == Stopped::NoLateWrite)
@@ -357,17 +390,34 @@ fn no_fence_asked(cards: &[ScenarioCard]) -> Vec<String> {
             let (flagged, before_fault) = unfenced.fold((0, 0), |(f, b), u| {
                 (f + u.flagged, b + u.broke_before_fault())
             });
-            let why = match before_fault {
-                0 => "no deposed holder's late write reached the resource".to_string(),
-                n if n == flagged => "each broke before the fault took effect: the lock granted twice on its own".to_string(),
-                n => format!("{n} broke before the fault took effect, the others with no deposed holder's late write reaching the resource"),
+            let before_fault_only = before_fault == flagged;
+            let line = match before_fault {
+                n if before_fault_only => format!(
+                    "{}: not asked: {recipe} broke the lock unfenced only unprovoked ({n} flagged, none provoked: each broke before the fault took effect: the lock granted twice on its own), so no fence was asked",
+                    c.scenario
+                ),
+                0 => format!(
+                    "{}: not asked: {recipe} broke the lock unfenced {}, none provoked: its fence was never asked (no deposed holder's late write reached the resource)",
+                    c.scenario,
+                    times(flagged)
+                ),
+                n => format!(
+                    "{}: not asked: {recipe} broke the lock unfenced {}, none provoked: its fence was never asked ({n} broke before the fault took effect, the others with no deposed holder's late write reaching the resource)",
+                    c.scenario,
+                    times(flagged)
+                ),
             };
-            format!(
-                "{}: not asked: {recipe} broke the lock unfenced only unprovoked ({flagged} flagged, none provoked: {why}), so no fence was asked",
-                c.scenario
-            )
+            NoFenceAsked { line, before_fault_only }
         })
         .collect()
+}
+
+/// `once`, `5 times`.
+fn times(n: usize) -> String {
+    match n {
+        1 => "once".into(),
+        n => format!("{n} times"),
+    }
 }
 
 /// What any verdict lacks, each with why: a subset, a scenario cut short, one
@@ -377,6 +427,13 @@ fn gaps(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
     if asked.subset {
         out.push("--scenarios: only some recipes were asked for".to_string());
     }
+    if asked.floor < DEFAULT_FLOOR as usize {
+        out.push(format!(
+            "--provoked {}: below the default floor of {DEFAULT_FLOOR}: exploratory",
+            asked.floor
+        ));
+    }
+    out.extend(asked.unavailable.iter().cloned());
     for c in cards {
         let cut = || {
             asked
@@ -400,6 +457,17 @@ fn gaps(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
             (Question::CanItBreak, _) if c.fired == 0 => {
                 Some(format!("its fault never took effect in {} runs", c.ran))
             }
+            // No break in fewer checked runs than asked for: the runs that
+            // were not checked are not passes.
+            (Question::CanItBreak, _) if c.counted < asked.runs => Some(format!(
+                "{} of its {} runs checked ({} ran{})",
+                c.counted,
+                asked.runs,
+                c.ran,
+                c.unchecked_why()
+                    .map(|w| format!(": {w}"))
+                    .unwrap_or_default()
+            )),
             _ => None,
         };
         if let Some(why) = why {
@@ -426,7 +494,14 @@ fn fence_floors(
             .iter()
             .find(|c| c.recipe == recipe && c.fencing == Fencing::Fenced);
         match twin {
+            Some(c) if c.held() && !c.gaps.is_empty() => out.push(format!(
+                "{}: at its floor, but {} of its runs unchecked ({}): a fence claim does not pass over runs nobody checked",
+                c.scenario,
+                c.gaps.len(),
+                c.gap_lines().join("; ")
+            )),
             Some(c) if c.held() || c.flagged > 0 || c.stopped == Stopped::CutShort => {}
+            // `no_fence_asked` says why.
             Some(c) if c.stopped == Stopped::NoLateWrite => {}
             Some(c) => out.push(format!(
                 "{}: {} of its floor of {} provoked runs in {} runs",
@@ -442,8 +517,13 @@ fn fence_floors(
             )),
         }
     }
-    if asked.token && !fence_tested(asked, cards) {
-        out.extend(no_fence_asked(cards));
+    if asked.token {
+        out.extend(
+            no_fence_asked(cards)
+                .into_iter()
+                .filter(|n| !n.before_fault_only)
+                .map(|n| n.line),
+        );
     }
     if asked.token {
         out.extend(no_fault.and_then(|n| n.below_floor(asked.floor)));
@@ -515,6 +595,8 @@ mod tests {
             stale_writes_accepted: 0,
             writes_rejected_by_fence: 0,
             not_counted: vec![],
+            gaps: vec![],
+            unobserved: 0,
             runs: vec![],
             shrunk: None,
         }
@@ -534,6 +616,8 @@ mod tests {
             subset: false,
             cut: None,
             floor: 20,
+            runs: 10,
+            unavailable: vec![],
         }
     }
 
@@ -751,8 +835,8 @@ mod tests {
         assert_eq!(
             d.missing,
             [
-                "holder-cut-off-fenced: not asked: holder-cut-off broke the lock unfenced only unprovoked (1 flagged, none provoked: no deposed holder's late write reached the resource), so no fence was asked",
-                "kill-restart-fenced: not asked: kill-restart broke the lock unfenced only unprovoked (2 flagged, none provoked: no deposed holder's late write reached the resource), so no fence was asked",
+                "holder-cut-off-fenced: not asked: holder-cut-off broke the lock unfenced once, none provoked: its fence was never asked (no deposed holder's late write reached the resource)",
+                "kill-restart-fenced: not asked: kill-restart broke the lock unfenced 2 times, none provoked: its fence was never asked (no deposed holder's late write reached the resource)",
             ]
         );
         assert!(
@@ -767,35 +851,149 @@ mod tests {
         assert!(d.missing.is_empty(), "{:?}", d.missing);
     }
 
-    /// The Go etcd Mutex case: the holder pause's break was provoked and its
-    /// fence held at its floor; the retired holders' breaks asked no fence.
+    /// The Go etcd Mutex case (docs/audits/etcd-go-mutex-provoked.json): the
+    /// holder pause's break was provoked and its fence held at its floor, but
+    /// the holder cut off broke the lock unfenced through retired holders that
+    /// never wrote late, so its fence was never asked. No safe word past a
+    /// fence nobody tested: it was `safe-with-fencing`, it is inconclusive.
     #[test]
-    fn an_unprovoked_break_beside_a_fence_that_held_leaves_safe_with_fencing() {
+    fn an_unprovoked_break_beside_a_fence_that_held_is_inconclusive() {
         let cards = [
             card(HolderPause, Unfenced, 1, 1, 1),
             card(HolderPause, Fenced, 0, 22, 20),
-            card(HolderCutOff, Unfenced, 1, 10, 0),
+            card(HolderCutOff, Unfenced, 10, 10, 0),
             unasked(HolderCutOff, Fenced),
             unasked(HolderCutOff, SelfFencing),
         ];
         let d = decide(&asked(true), &cards);
-        assert_eq!(d.verdict, AuditVerdict::SafeWithFencing, "{d:?}");
-        assert!(d.missing.is_empty(), "{:?}", d.missing);
-        assert!(
-            d.evidence
-                .iter()
-                .any(|e| e.starts_with("holder-cut-off-fenced: not asked: holder-cut-off broke the lock unfenced only unprovoked")),
-            "{:?}",
-            d.evidence
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
+            d.missing,
+            ["holder-cut-off-fenced: not asked: holder-cut-off broke the lock unfenced 10 times, none provoked: its fence was never asked (no deposed holder's late write reached the resource)"]
         );
-        // Had the pause's fenced twin stopped below its floor, that alone is missing.
+        // Had the pause's fenced twin stopped below its floor, both are missing.
         let mut short = cards.clone();
         short[1] = card(HolderPause, Fenced, 0, 60, 6);
         let d = decide(&asked(true), &short);
         assert_eq!(d.verdict, AuditVerdict::Inconclusive);
         assert_eq!(
+            d.missing[0],
+            "holder-pause-fenced: 6 of its floor of 20 provoked runs in 60 runs"
+        );
+        assert_eq!(d.missing.len(), 2);
+        // Beside a counterexample the word stands, and the untested fence is
+        // unsettled, not missing.
+        let mut broken = cards.clone();
+        broken[1] = card(HolderPause, Fenced, 1, 3, 1);
+        let d = decide(&asked(true), &broken);
+        assert_eq!(d.verdict, AuditVerdict::UnsafeEvenWithFencing);
+        assert!(d.missing.is_empty(), "{:?}", d.missing);
+        assert_eq!(d.unsettled.len(), 1, "{:?}", d.unsettled);
+        assert!(d.unsettled[0].starts_with("holder-cut-off-fenced: not asked"));
+    }
+
+    /// `--provoked 3`: three clean provoked runs bound the failure rate at
+    /// ≤ 63.2%, nothing to adopt. Below the default floor the audit is
+    /// exploratory: never complete, never a safe word.
+    #[test]
+    fn a_floor_below_the_default_is_exploratory_and_never_complete() {
+        let cards = [card(HolderPause, Unfenced, 1, 1, 1), {
+            let mut c = card(HolderPause, Fenced, 0, 3, 3);
+            c.floor = Some(3);
+            c.stopped = Stopped::Floor;
+            c
+        }];
+        let mut a = asked(true);
+        a.floor = 3;
+        let d = decide(&a, &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
             d.missing,
-            ["holder-pause-fenced: 6 of its floor of 20 provoked runs in 60 runs"]
+            ["--provoked 3: below the default floor of 20: exploratory"]
+        );
+        assert!(
+            d.sentence.contains("exploratory, floor 3"),
+            "{}",
+            d.sentence
+        );
+        a.subset = true;
+        let d = decide(&a, &cards);
+        assert_eq!(d.verdict, AuditVerdict::Partial);
+        assert_eq!(d.missing.len(), 2, "{:?}", d.missing);
+        assert!(d.sentence.contains("exploratory"), "{}", d.sentence);
+        // At the default the same runs at their floor are safe with fencing.
+        let mut at_default = cards.clone();
+        at_default[1] = card(HolderPause, Fenced, 0, 20, 20);
+        let d = decide(&asked(true), &at_default);
+        assert_eq!(d.verdict, AuditVerdict::SafeWithFencing);
+        assert!(!d.sentence.contains("exploratory"));
+    }
+
+    /// disk-full wants root: not run as root, the backend still has it, so
+    /// the audit lacks it.
+    #[test]
+    fn a_scenario_this_machine_could_not_run_is_missing() {
+        let cards = [
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, Fenced, 0, 20, 20),
+        ];
+        let mut a = asked(true);
+        a.unavailable = vec!["disk-full: not run here: the audit runs as root".into()];
+        let d = decide(&a, &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
+            d.missing,
+            ["disk-full: not run here: the audit runs as root"]
+        );
+    }
+
+    /// The Go Mutex's wiped restart: 4 of 10 runs checked, 6 with no client
+    /// acquiring after the fault. Had it not broken, 4 clean runs are not its
+    /// 10; broken or not, the 6 are an availability finding, never a pass.
+    #[test]
+    fn a_scenario_short_of_its_checked_runs_is_missing_and_its_outage_a_finding() {
+        let mut wiped = card(KillRestartWiped, Unfenced, 0, 4, 0);
+        wiped.ran = 10;
+        wiped.unobserved = 6;
+        let cards = [
+            card(HolderPause, Unfenced, 1, 1, 1),
+            card(HolderPause, Fenced, 0, 20, 20),
+            wiped,
+        ];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
+            d.missing,
+            ["kill-restart-wiped-unfenced: 4 of its 10 runs checked (10 ran: no client acquired after the fault in 6)"]
+        );
+        assert!(
+            d.evidence.iter().any(|e| e
+                == "kill-restart-wiped-unfenced: availability: no client acquired the lock after the fault in 6 of 10 runs (not a safety pass: nothing was checked in them)"),
+            "{:?}",
+            d.evidence
+        );
+        // Without a token the finding is still said.
+        let d = decide(&asked(false), &cards);
+        assert!(d.evidence.iter().any(|e| e.contains("availability")));
+    }
+
+    /// A fenced twin at its floor with a run its checker gave up on: the
+    /// floor does not pass over a run nobody checked.
+    #[test]
+    fn a_twin_at_its_floor_past_an_unchecked_run_is_missing() {
+        let mut twin = card(HolderPause, Fenced, 0, 20, 20);
+        twin.ran = 21;
+        twin.gaps = vec![crate::audit::card::Gap {
+            run: 7,
+            seed: 7,
+            why: "the checker gave up within its limits".into(),
+        }];
+        let cards = [card(HolderPause, Unfenced, 1, 1, 1), twin];
+        let d = decide(&asked(true), &cards);
+        assert_eq!(d.verdict, AuditVerdict::Inconclusive, "{d:?}");
+        assert_eq!(
+            d.missing,
+            ["holder-pause-fenced: at its floor, but 1 of its runs unchecked (run 7 (seed 7): the checker gave up within its limits): a fence claim does not pass over runs nobody checked"]
         );
     }
 

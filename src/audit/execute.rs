@@ -269,8 +269,8 @@ pub enum Event<'a> {
     /// The battery is written out and about to run.
     Planned {
         scenarios: usize,
-        /// Runs at most (every "can it break?" scenario to `--runs` without a
-        /// break, every twin to its cap).
+        /// Runs at most (every "can it break?" scenario to twice `--runs`
+        /// without a break, were half its runs unchecked, every twin to its cap).
         runs: usize,
         jobs: usize,
         dir: &'a Path,
@@ -339,6 +339,7 @@ impl Executed {
         Tally {
             started: r.len() as u32 + in_flight,
             in_flight,
+            checked: n(&|r| r.outcome.counts()),
             flagged: n(&|r| r.outcome == Outcome::Flagged),
             flagged_provoked: n(&|r| r.outcome == Outcome::Flagged && provoked(r)),
             flagged_token: n(&|r| r.outcome == Outcome::Flagged && r.breaks_the_token()),

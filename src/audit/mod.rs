@@ -115,7 +115,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
     progress(
         Event::Planned {
             scenarios: workloads.len(),
-            runs: plan.caps.iter().map(|&c| c as usize).sum(),
+            runs: (0..plan.caps.len()).map(|i| plan.most(i) as usize).sum(),
             jobs: opts.jobs.start(),
             dir: &dir,
         },

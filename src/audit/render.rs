@@ -34,8 +34,12 @@ fn exercised(c: &ScenarioCard) -> String {
     format!("{} / {} / {}", c.provoked, c.fired, c.ran)
 }
 
-/// A twin's exact bound (`≤ 13.9%`), its floor where it has one, else `-`.
+/// A twin's exact bound (`≤ 13.9%`), its floor where it has one, `not tested`
+/// for a twin too few of whose runs were provoked for any bound, else `-`.
 fn bound(c: &ScenarioCard) -> String {
+    if c.untested() {
+        return format!("not tested ({} of {} provoked)", c.provoked, c.ran);
+    }
     match (c.upper_95, c.floor) {
         (Some(u), Some(f)) => format!("≤ {:.1}% (floor {f})", u * 100.0),
         (Some(u), None) => format!("≤ {:.1}%", u * 100.0),
@@ -56,6 +60,15 @@ fn stopped(c: &ScenarioCard) -> &'static str {
         Stopped::NoLateWrite => "not asked: no late write",
         Stopped::OutOfReach => "not applicable (measured)",
         Stopped::CutShort => "cut short",
+    }
+}
+
+/// ` (exploratory: below the default floor of 20)` after a floor below the default.
+fn exploratory(card: &Scorecard) -> String {
+    let default = super::plan::DEFAULT_FLOOR;
+    match card.provoked_floor < default {
+        true => format!(" (exploratory: below the default floor of {default})"),
+        false => String::new(),
     }
 }
 
@@ -113,10 +126,11 @@ pub fn table(card: &Scorecard) -> String {
     }
     let _ = writeln!(
         out,
-        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin (in {} runs at most), {} at once, {} of {}",
+        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin{} (in {} runs at most), {} at once, {} of {}",
         card.backend,
         card.runs_per_scenario,
         card.provoked_floor,
+        exploratory(card),
         card.twin_runs,
         at_once(card),
         minutes(card.elapsed_s),
@@ -171,7 +185,7 @@ fn footer(card: &Scorecard) -> String {
                 .collect();
             let rejected = match s.rejected_by_fence {
                 0 => String::new(),
-                n => format!(" ({n} rejected by the fence)"),
+                n => format!(" ({n} writes refused by the fence)"),
             };
             let _ = writeln!(out, "  {}: {}{rejected}", s.recipe.name(), by.join(", "));
         }
@@ -243,10 +257,18 @@ pub fn junit(card: &Scorecard) -> String {
         cases += "    </testcase>\n";
     }
     for n in &card.not_applicable {
-        skipped += 1;
+        // One this machine stood in the way of is untested, not skipped.
+        let (element, message) = match n.environment {
+            true => ("error type=\"untested\"", "not run here"),
+            false => ("skipped", "not applicable"),
+        };
+        match n.environment {
+            true => errors += 1,
+            false => skipped += 1,
+        }
         let _ = writeln!(
             cases,
-            "    <testcase classname=\"{class}\" name=\"{}\">\n      <skipped message=\"not applicable: {}\"/>\n    </testcase>",
+            "    <testcase classname=\"{class}\" name=\"{}\">\n      <{element} message=\"{message}: {}\"/>\n    </testcase>",
             escape(&n.scenario),
             escape(&n.why)
         );
@@ -282,6 +304,7 @@ fn skipped_why(c: &ScenarioCard) -> Option<String> {
         Stopped::NotAsked => Some("not asked: its recipe never broke the lock unfenced".into()),
         Stopped::NoLateWrite => Some("not asked: its recipe broke the lock unfenced only unprovoked (no deposed holder's late write reached the resource), so no fence was asked".into()),
         Stopped::OutOfReach => Some(format!("not applicable: {}", c.out_of_reach()?)),
+        _ if c.untested() => Some(c.untested_line()),
         _ => None,
     }
 }
@@ -319,10 +342,11 @@ pub fn html(card: &Scorecard) -> String {
     );
     let _ = write!(
         h,
-        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin (in {} runs at most), {} at once, {} of a {} budget{}.</p>",
+        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin{} (in {} runs at most), {} at once, {} of a {} budget{}.</p>",
         escape(&title),
         card.runs_per_scenario,
         card.provoked_floor,
+        exploratory(card),
         card.twin_runs,
         at_once(card),
         minutes(card.elapsed_s),

@@ -136,6 +136,14 @@ impl Scorecard {
                 subset: setting.subset,
                 cut: cut.clone(),
                 floor: setting.floor as usize,
+                runs: setting.runs as usize,
+                unavailable: setting
+                    .battery
+                    .not_applicable
+                    .iter()
+                    .filter(|n| n.environment)
+                    .map(|n| format!("{}: not run here: {}", n.scenario, n.why))
+                    .collect(),
             },
             &scenarios,
         );

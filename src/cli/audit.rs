@@ -38,7 +38,8 @@ pub struct Args {
     /// may rest on it: its floor. A fenced twin runs until it has them, is
     /// flagged, ran --twin-runs runs (6 × N unless given), or its provoked share
     /// is too low to reach N within them.
-    #[arg(long, value_name = "N", default_value_t = 20,
+    /// Below the default the audit is exploratory: never complete (exit 3).
+    #[arg(long, value_name = "N", default_value_t = audit::plan::DEFAULT_FLOOR,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub provoked: u32,
     /// Runs of a fenced twin at most (default 6 × --provoked). A twin whose
