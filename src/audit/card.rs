@@ -139,7 +139,7 @@ pub struct ScenarioCard {
 }
 
 /// A run nobody checked, and why.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Gap {
     pub run: u32,
     pub seed: u64,
