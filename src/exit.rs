@@ -39,6 +39,12 @@ impl Exit {
         Exit::with(USAGE, message)
     }
 
+    /// Input that cannot be read as what it claims to be (the message names the
+    /// file and field): exit 4.
+    pub fn malformed(message: impl std::fmt::Display) -> anyhow::Error {
+        Exit::with(MALFORMED, message)
+    }
+
     /// Something this machine lacks: exit 5.
     pub fn environment(message: impl std::fmt::Display) -> anyhow::Error {
         Exit::with(ENVIRONMENT, message)

@@ -176,3 +176,24 @@ fn recover_and_audit_refuse_what_they_cannot_use_with_2() {
         .unwrap();
     assert_code(&exit_codes::AUDIT, &out, exit::USAGE);
 }
+
+/// `shrink` and `replay` on what is not a run directory: a usage error (2);
+/// on a run directory whose verdict.json another version wrote: malformed (4).
+/// Neither is lockcheck's bug (6).
+#[test]
+fn shrink_and_replay_refuse_a_directory_that_is_no_run_with_2_and_a_foreign_run_with_4() {
+    let empty = tempfile::tempdir().unwrap();
+    let foreign = run_dir("unfenced-pause");
+    std::fs::write(foreign.path().join("verdict.json"), "{\"verdict\": 7}").unwrap();
+    for (sub, table) in [
+        ("shrink", &exit_codes::SHRINK),
+        ("replay", &exit_codes::REPLAY),
+    ] {
+        let out = lockcheck_on(sub, empty.path(), &[]);
+        assert_code(table, &out, exit::USAGE);
+        let out = lockcheck_on(sub, foreign.path(), &[]);
+        assert_code(table, &out, exit::MALFORMED);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("verdict.json"), "{stderr}");
+    }
+}

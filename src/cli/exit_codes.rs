@@ -117,7 +117,11 @@ pub const AUDIT: Subcommand = Subcommand {
 /// `shrink` and `replay` read a stored run and rerun it.
 const RERUN_USAGE: Code = code(
     USAGE,
-    "usage: the run was valid (no break to shrink or replay: `--kind` picks an allowed one), `--kind` names an anomaly the run did not flag, or a bad flag",
+    "usage: the run was valid (no break to shrink or replay: `--kind` picks an allowed one), `--kind` names an anomaly the run did not flag, the directory is not a run's (no verdict.json or workload.toml), or a bad flag",
+);
+const RERUN_MALFORMED: Code = code(
+    MALFORMED,
+    "malformed input: the run directory's verdict.json or workload.toml does not read as a run's (another lockcheck version's, say), or its history.jsonl is missing or malformed; the message names the file",
 );
 const RERUN_ENVIRONMENT: Code = code(
     ENVIRONMENT,
@@ -140,6 +144,7 @@ pub const SHRINK: Subcommand = Subcommand {
             UNKNOWN,
             "not reproduced: the run as it happened, or its shrunk workload, never gave the anomaly again; nothing written",
         ),
+        RERUN_MALFORMED,
         RERUN_ENVIRONMENT,
         INTERNAL_ROW,
         RERUN_INTERRUPTED,
@@ -155,6 +160,7 @@ pub const REPLAY: Subcommand = Subcommand {
         ),
         RERUN_USAGE,
         code(UNKNOWN, "not reproduced: no replay gave the anomaly again"),
+        RERUN_MALFORMED,
         RERUN_ENVIRONMENT,
         INTERNAL_ROW,
         RERUN_INTERRUPTED,

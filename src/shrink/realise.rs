@@ -36,21 +36,27 @@ pub fn realise(
     kind: Option<AnomalyKind>,
     workload_dir: Option<&Path>,
 ) -> Result<Realised> {
+    // Not a run directory is a bad argument; a run directory whose files do
+    // not read as a run's is malformed input: neither is lockcheck's bug.
     let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).with_context(|| {
-            format!(
-                "{}: cannot read {name}: expected the directory of a finished `lockcheck run`",
+        std::fs::read_to_string(dir.join(name)).map_err(|e| {
+            Exit::usage(format!(
+                "{}: cannot read {name} ({e}): expected the directory of a finished `lockcheck run`",
                 dir.display()
-            )
+            ))
         })
     };
-    let report: RunReport = serde_json::from_str(&read("verdict.json")?)
-        .with_context(|| format!("{}: verdict.json", dir.display()))?;
+    let report: RunReport = serde_json::from_str(&read("verdict.json")?).map_err(|e| {
+        Exit::malformed(format!(
+            "{}: verdict.json: {e} (written by another lockcheck version, or not by `lockcheck run`)",
+            dir.join("verdict.json").display()
+        ))
+    })?;
     let kind =
         pick_kind(&report, kind).map_err(|e| Exit::usage(format!("{}: {e}", dir.display())))?;
     let text = read("workload.toml")?;
-    let mut workload: Table =
-        toml::from_str(&text).with_context(|| format!("{}: workload.toml", dir.display()))?;
+    let mut workload: Table = toml::from_str(&text)
+        .map_err(|e| Exit::malformed(format!("{}: {e}", dir.join("workload.toml").display())))?;
     let entries = match workload.remove("faults") {
         Some(Value::Array(a)) => a
             .into_iter()
