@@ -50,6 +50,12 @@ const REGISTRY: &[(&str, &str)] = &[
 /// Files that name a backend for a reason of their own.
 const ELSEWHERE: &[(&str, &str)] = &[
     (
+        "src/run/workload/keys.rs",
+        "the workload-key reference (docs/workload-keys.md): its examples and words quote \
+         backend names as a user writes them in a workload; the allowed values come from the \
+         registry",
+    ),
+    (
         "src/resource/",
         "the PostgreSQL resource (resource = { kind = \"postgres\" }) is a protected resource, \
          not a lock service; it starts its server with the postgres backends' recipe",

@@ -35,6 +35,12 @@ const REGISTRY: &[(&str, &str)] = &[
 /// Files that name a kind for a reason of their own.
 const ELSEWHERE: &[(&str, &str)] = &[
     (
+        "src/run/workload/keys.rs",
+        "the workload-key reference (docs/workload-keys.md): its words quote fault kinds as a \
+         user writes them (`network = \"namespaces\"` is what `partition-nodes` needs); each \
+         kind's own keys come from the catalogue",
+    ),
+    (
         "src/history/op.rs",
         "the history's records of fault periods (`f` names, `fault_ops`: band, colour): the \
          report is rebuilt from a run directory alone and history is at the bottom, so a kind \

@@ -109,7 +109,12 @@ pub fn headline(card: &Scorecard) -> String {
                 Some(floor) if c.provoked < floor => ", below its floor",
                 _ => "",
             };
-            format!("{} in {} provoked runs{below}", c.recipe.name(), c.provoked)
+            format!(
+                "{} in {} provoked run{}{below}",
+                c.recipe.name(),
+                c.provoked,
+                if c.provoked == 1 { "" } else { "s" }
+            )
         })
         .collect();
     if !held.is_empty() {
