@@ -327,15 +327,7 @@ fn etcd_go_mutex_holder_cut_off_writes_on_and_its_create_revision_fences() {
             r.json["provoked"]
         );
         if fenced {
-            r.assert_valid();
-            assert!(
-                r.json["figures"]["writes_rejected_by_fence"]
-                    .as_u64()
-                    .unwrap()
-                    > 0,
-                "{}",
-                r.json["figures"]
-            );
+            r.assert_valid_and_fenced();
         } else {
             r.assert_flagged(&["double-holder", "stale-write-accepted"]);
         }

@@ -110,6 +110,20 @@ impl Finished {
         );
     }
 
+    /// Valid, and the fence did turn writes away: a fenced run whose fence was
+    /// never asked would pass `assert_valid` alone.
+    pub fn assert_valid_and_fenced(&self) {
+        self.assert_valid();
+        assert!(
+            self.json["figures"]["writes_rejected_by_fence"]
+                .as_u64()
+                .unwrap()
+                > 0,
+            "the fence turned no write away: {}",
+            self.json["figures"]
+        );
+    }
+
     /// Valid and every planned fault started; exit 0, or 3 where the run saw no
     /// grant after its first fault (`faults.unseen`: an etcd acquire in doubt at a
     /// leader's pause or kill keeps its key while each new leader renews its
@@ -339,15 +353,7 @@ pub fn shows_the_break(name: &str, kinds: &[&str]) -> Finished {
 /// did turn stale writes away, and nothing is left behind.
 pub fn fenced_is_safe(name: &str) -> Finished {
     let r = run(&workload(name), &[]);
-    r.assert_valid();
-    assert!(
-        r.json["figures"]["writes_rejected_by_fence"]
-            .as_u64()
-            .unwrap()
-            > 0,
-        "{name}: the pause never produced a stale write: {}",
-        r.json["figures"]
-    );
+    r.assert_valid_and_fenced();
     r.assert_nothing_left();
     r
 }
