@@ -29,7 +29,11 @@ enum Command {
     #[command(after_long_help = cli::exit_codes::RUN.help())]
     Run(cli::run::Args),
     /// Audit one backend: the battery of scenarios that applies, N runs each, a scorecard and a verdict.
-    #[command(after_long_help = cli::exit_codes::AUDIT.help())]
+    #[command(
+        after_long_help = cli::exit_codes::AUDIT.help(),
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
     Audit(cli::audit::Args),
     /// Find the smallest workload that still breaks the lock as a stored run did (shrunk.toml).
     #[command(after_long_help = cli::exit_codes::SHRINK.help())]

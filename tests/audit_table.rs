@@ -47,7 +47,8 @@ fn the_audit_tables_are_generated_from_the_published_scorecards() {
     }
 }
 
-/// A row per scorecard, each with its verdict, its exit and the commit it ran at.
+/// A row per scorecard, each with its verdict, its weakest claim, its exit and
+/// the commit it ran at.
 #[test]
 fn every_published_scorecard_has_its_row() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -58,9 +59,12 @@ fn every_published_scorecard_has_its_row() {
     for (row, p) in rows.iter().zip(&cards) {
         let cells: Vec<&str> = row.split(" | ").collect();
         assert!(cells[1].contains(p.card.verdict.name()), "{row}");
-        assert_eq!(cells[4], table::exit_code(&p.card).to_string(), "{row}");
+        let weakest = lockcheck::audit::scorecard::bound_reached(&p.card.scenarios)
+            .map_or("-".to_string(), |b| format!("≤ {:.1}%", b * 100.0));
+        assert_eq!(cells[3], weakest, "{row}");
+        assert_eq!(cells[5], table::exit_code(&p.card).to_string(), "{row}");
         let commit = p.card.provenance.short_commit();
-        assert!(cells[5].starts_with(&commit), "{row}");
+        assert!(cells[6].starts_with(&commit), "{row}");
         assert!(row.contains(&format!("(audits/{})", p.file)), "{row}");
     }
 }

@@ -57,6 +57,9 @@ pub enum Stopped {
     OutOfReach,
     /// The budget ran out (or a signal stopped the audit) while it wanted more runs.
     CutShort,
+    /// A part of a sharded audit whose phase does not ask it: `audit merge`
+    /// adds it up from the other phase's parts.
+    OtherPhase,
 }
 
 impl From<Ending> for Stopped {
@@ -70,6 +73,7 @@ impl From<Ending> for Stopped {
             Ending::Done(Why::NotAsked) => Stopped::NotAsked,
             Ending::Done(Why::NoLateWrite) => Stopped::NoLateWrite,
             Ending::Done(Why::OutOfReach) => Stopped::OutOfReach,
+            Ending::Done(Why::OtherPhase) => Stopped::OtherPhase,
             Ending::CutShort => Stopped::CutShort,
         }
     }

@@ -221,6 +221,14 @@ pub struct Options {
     pub first_seed: u64,
     pub jobs: Jobs,
     pub budget: Duration,
+    /// The share of the runs this process makes: run numbers, and so seeds,
+    /// of its shard.
+    pub share: super::plan::Share,
+    /// Runs already made, by battery index (an audit resumed): counted as if
+    /// this process had made them.
+    pub given: Vec<Vec<RunRecord>>,
+    /// Time the runs already made took, counted against the budget.
+    pub elapsed_before: Duration,
 }
 
 /// One run to do: scenario `scenario` (an index into the battery), run `run`.
@@ -332,7 +340,7 @@ impl Executed {
             .collect()
     }
 
-    fn tally(&self, i: usize, in_flight: u32) -> Tally {
+    pub(super) fn tally(&self, i: usize, in_flight: u32) -> Tally {
         let r = &self.records[i];
         let n = |f: &dyn Fn(&RunRecord) -> bool| r.iter().filter(|r| f(r)).count() as u32;
         let provoked = |r: &RunRecord| r.provoked == Some(Provocation::Provoked);
@@ -376,9 +384,10 @@ async fn execute_async(
     let mut term = signal(SignalKind::terminate())?;
     let mut hup = signal(SignalKind::hangup())?;
     let started = Instant::now();
+    let elapsed = || opts.elapsed_before + started.elapsed();
     let names: Vec<String> = battery.iter().map(|s| s.scenario.name()).collect();
     let mut out = Executed {
-        records: vec![Vec::new(); battery.len()],
+        records: opts.given.clone(),
         ..Executed::default()
     };
     let mut overhead = Overhead::default();
@@ -399,7 +408,7 @@ async fn execute_async(
                 break;
             };
             let s = &battery[i];
-            if !overhead.fits(started.elapsed(), s.duration(), opts.budget) {
+            if !overhead.fits(elapsed(), s.duration(), opts.budget) {
                 // Runs already going may show the overhead is smaller: wait for them;
                 // with none going, a shorter scenario may still fit.
                 if !running.is_empty() {
@@ -410,7 +419,7 @@ async fn execute_async(
             }
             let slot = Slot {
                 scenario: i,
-                run: tallies[i].started + 1,
+                run: opts.share.run(tallies[i].started + 1),
             };
             in_flight[i] += 1;
             let seed = opts.first_seed.wrapping_add(u64::from(slot.run) - 1);
@@ -420,7 +429,7 @@ async fn execute_async(
                     scenario: &names[i],
                     slot,
                 },
-                opts.budget.saturating_sub(started.elapsed()),
+                opts.budget.saturating_sub(elapsed()),
             );
         }
         if let Some(left) = pace.look(running.len()) {
@@ -429,7 +438,7 @@ async fn execute_async(
                     left,
                     now: pace.level(),
                 },
-                opts.budget.saturating_sub(started.elapsed()),
+                opts.budget.saturating_sub(elapsed()),
             );
             // A level up starts its run now, not after the next run ends.
             continue;
@@ -460,12 +469,12 @@ async fn execute_async(
                         counted: mine.iter().filter(|r| r.outcome.counts()).count(),
                         done,
                     },
-                    opts.budget.saturating_sub(started.elapsed()),
+                    opts.budget.saturating_sub(elapsed()),
                 );
                 let mut so_far = out.clone();
                 so_far.endings = out.endings(&opts.plan, &in_flight);
                 so_far.interrupted = Some(UNFINISHED);
-                so_far.elapsed = started.elapsed();
+                so_far.elapsed = elapsed();
                 so_far.levels = pace.levels();
                 checkpoint(&so_far);
             }
@@ -478,7 +487,7 @@ async fn execute_async(
     for records in &mut out.records {
         records.sort_by_key(|r| r.run);
     }
-    out.elapsed = started.elapsed();
+    out.elapsed = elapsed();
     out.levels = pace.levels();
     Ok(out)
 }

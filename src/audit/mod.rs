@@ -17,11 +17,15 @@ pub mod battery;
 pub mod card;
 pub mod decide;
 pub mod execute;
+pub mod merge;
 pub mod pace;
 pub mod plan;
 pub mod provenance;
+pub mod publish;
 pub mod render;
+pub mod resume;
 pub mod scorecard;
+pub mod shard;
 pub mod stats;
 pub mod table;
 
@@ -35,9 +39,7 @@ use scorecard::{Scorecard, Setting};
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const JSON_FILE: &str = "audit.json";
-pub const JUNIT_FILE: &str = "audit.xml";
-pub const HTML_FILE: &str = "audit.html";
+pub use publish::{publish, HTML_FILE, JSON_FILE, JUNIT_FILE};
 
 /// What an audit is asked to do.
 #[derive(Debug, Clone)]
@@ -62,6 +64,15 @@ pub struct Options {
     pub exe: PathBuf,
     /// The audit's command line, as the scorecard records it.
     pub argv: Vec<String>,
+    /// `--bound`: the failure rate every claim runs to bound (runs and floor
+    /// already set from it).
+    pub bound: Option<f64>,
+    /// `--shard I/N`: this process runs that share of the runs.
+    pub share: Option<plan::Share>,
+    /// `--asked`: the merged first phase whose twins this shard runs.
+    pub asked: Option<PathBuf>,
+    /// `--resume`: the directory of an audit stopped midway, to go on in.
+    pub resume: Option<PathBuf>,
 }
 
 /// Runs the audit and writes its directory; `progress` is told of each run's start
@@ -92,26 +103,36 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
             )));
         }
     }
-    let dir = crate::run::new_run_dir(&opts.results, &format!("audit-{}", opts.backend))
-        .map_err(Exit::environment)?;
+    let resumed = opts.resume.as_deref().map(resume::read).transpose()?;
+    let dir = match &resumed {
+        Some(r) => r.dir.clone(),
+        None => {
+            crate::run::new_run_dir(&opts.results, &dir_name(opts)).map_err(Exit::environment)?
+        }
+    };
     let dir = dir
         .canonicalize()
         .with_context(|| format!("resolving {}", dir.display()))?;
     let workloads = battery::write_workloads(&battery.scenarios, &facts, &dir.join("scenarios"))?;
-    let provenance = provenance::Provenance::now(&workloads, &dir.join("scenarios"), &opts.argv)?;
+    let mut provenance =
+        provenance::Provenance::now(&workloads, &dir.join("scenarios"), &opts.argv)?;
+    if let Some(r) = &resumed {
+        provenance = r.provenance(&provenance)?;
+    }
     let questions = battery::questions(&battery.scenarios);
     let fenced: Vec<bool> = battery
         .scenarios
         .iter()
         .map(|s| s.fencing == Fencing::Fenced)
         .collect();
-    let plan = Plan::new(
+    let whole = Plan::new(
         questions.clone(),
         &fenced,
         opts.runs,
         opts.provoked,
         opts.twin_runs,
     );
+    let (plan, shards) = share(opts, whole, &workloads, &provenance)?;
     progress(
         Event::Planned {
             scenarios: workloads.len(),
@@ -136,6 +157,9 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
                 budget_s: opts.budget.as_secs_f64(),
                 dir: dir.clone(),
                 provenance: &provenance,
+                bound: opts.bound,
+                shards: shards.clone(),
+                pending: None,
             },
             executed,
         )
@@ -155,6 +179,13 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
             first_seed: opts.first_seed,
             jobs: opts.jobs,
             budget: opts.budget,
+            share: opts.share.unwrap_or(plan::Share::WHOLE),
+            given: resumed
+                .as_ref()
+                .map(|r| r.records(&workloads))
+                .transpose()?
+                .unwrap_or_else(|| vec![Vec::new(); workloads.len()]),
+            elapsed_before: resumed.as_ref().map_or(Duration::ZERO, |r| r.elapsed),
         },
         progress,
         &mut checkpoint,
@@ -164,81 +195,54 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
     Ok(card)
 }
 
-/// Writes the scorecard into its directory: audit.json, audit.xml, audit.html
-/// (again after `--shrink` added the shrunk counterexamples).
-pub fn publish(card: &Scorecard) -> Result<()> {
-    let write = |name: &str, text: String| {
-        let path = card.dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+/// `audit-etcd`, or for a part `audit-etcd-shard-2-of-4` (`-twins` in the
+/// second phase), before its time stamp.
+fn dir_name(opts: &Options) -> String {
+    let part = match (opts.share, &opts.asked) {
+        (None, _) => String::new(),
+        (Some(s), None) => format!("-shard-{}-of-{}", s.index, s.of),
+        (Some(s), Some(_)) => format!("-shard-{}-of-{}-twins", s.index, s.of),
     };
-    write(JSON_FILE, published(card)?)?;
-    write(JUNIT_FILE, render::junit(card))?;
-    write(HTML_FILE, render::html(card))
+    format!("audit-{}{part}", opts.backend)
 }
 
-/// audit.json as it is published: every path inside the audit's directory
-/// relative to it, and the directory by its name alone, so that a scorecard copied
-/// elsewhere (docs/audits) names nothing of the machine it ran on and its runs are
-/// found beside it. (`--json` on stdout keeps absolute paths, for the caller.)
-fn published(card: &Scorecard) -> Result<String> {
-    let mut v = serde_json::to_value(card)?;
-    let name = card
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    relative_to(&mut v, &card.dir.display().to_string(), &name);
-    // The adapter's command as it was given: the audit made the paths in it that
-    // exist here absolute, for the scenarios' workloads.
-    if let (Some(words), Ok(here)) = (&card.client, std::env::current_dir()) {
-        v["client"] = serde_json::json!(as_given(words, &here));
+/// The plan and the part's `shards` for `--shard` (and `--asked`, the
+/// second phase); the whole plan for an audit run whole.
+fn share(
+    opts: &Options,
+    whole: Plan,
+    workloads: &[battery::ScenarioWorkload],
+    provenance: &provenance::Provenance,
+) -> Result<(Plan, Option<shard::Shards>)> {
+    let Some(share) = opts.share else {
+        return Ok((whole, None));
+    };
+    let flags = shard::Flags {
+        backend: opts.backend.name().to_string(),
+        runs: opts.runs,
+        provoked: opts.provoked,
+        twin_runs: opts.twin_runs,
+        bound: opts.bound,
+        of: share.of,
+        seed: opts.first_seed,
+    };
+    let asked = opts
+        .asked
+        .as_deref()
+        .map(|path| merge::Asked::read(path, provenance, &flags))
+        .transpose()?;
+    let recipes = opts
+        .recipes
+        .as_ref()
+        .map(|rs| rs.iter().map(|r| r.name().to_string()).collect());
+    let (phase, part_phase) = match &asked {
+        Some(a) => (a.phase(workloads), shard::PartPhase::Twins),
+        None => (plan::Phase::Breaks, shard::PartPhase::Breaks),
+    };
+    let mut shards = shard::Shards::part(share, part_phase, opts.first_seed, recipes);
+    if let Some(a) = asked {
+        shards.asked_from = Some(a.from);
+        shards.twins_asked = a.twins;
     }
-    Ok(serde_json::to_string_pretty(&v)? + "\n")
-}
-
-/// Each word that is a path below `here` by its path from `here`.
-fn as_given(words: &[String], here: &std::path::Path) -> Vec<String> {
-    let here = here.canonicalize().unwrap_or_else(|_| here.to_path_buf());
-    words
-        .iter()
-        .map(|w| match std::path::Path::new(w).strip_prefix(&here) {
-            Ok(rest) => rest.display().to_string(),
-            Err(_) => w.clone(),
-        })
-        .collect()
-}
-
-/// Every mention of `dir` in the scorecard's strings (a run's directory, a
-/// counterexample named in an evidence sentence): what is inside it by its path
-/// from it, the directory itself by its `name`.
-fn relative_to(v: &mut serde_json::Value, dir: &str, name: &str) {
-    use serde_json::Value;
-    match v {
-        Value::String(s) if s.contains(dir) => {
-            *s = s.replace(&format!("{dir}/"), "").replace(dir, name);
-        }
-        Value::Array(a) => a.iter_mut().for_each(|x| relative_to(x, dir, name)),
-        Value::Object(o) => o.values_mut().for_each(|x| relative_to(x, dir, name)),
-        _ => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::as_given;
-    use std::path::Path;
-
-    #[test]
-    fn a_published_client_command_names_no_path_of_this_machine_below_here() {
-        let words = [
-            "/w/repo/clients/go/run",
-            "etcd-concurrency",
-            "/usr/bin/python3",
-        ]
-        .map(String::from);
-        assert_eq!(
-            as_given(&words, Path::new("/w/repo")),
-            ["clients/go/run", "etcd-concurrency", "/usr/bin/python3"]
-        );
-    }
+    Ok((whole.shard(share, phase), Some(shards)))
 }

@@ -48,6 +48,61 @@ pub const DEFAULT_FLOOR: u32 = 20;
 /// early, by [`Plan::want`]'s interval, not by this cap.
 pub const CAP_PER_FLOOR: u32 = 6;
 
+/// Runs with no failure among them that bound a failure rate at `p` or below,
+/// one-sided 95 %, exact (Clopper–Pearson: 0 of n gives 1 − 0.05^(1/n)): 299
+/// for 1 %, 149 for 2 %, 59 for 5 %. `--bound` asks this many of every claim.
+pub fn runs_for_bound(p: f64) -> u32 {
+    (0.05f64.ln() / (1.0 - p).ln()).ceil() as u32
+}
+
+/// Runs of a twin after which one whose share of provoked runs could not reach
+/// its floor within its cap stops: 20 runs show a share well enough (0 of 20
+/// provoked is ≤ 16.8 % by Wilson), and a larger `--runs` (a `--bound`) should
+/// not keep a twin that never reaches the danger going for that long.
+pub const JUDGE_SHARE_AFTER: u32 = 20;
+
+/// Which share of an audit's runs this process runs: shard `index` of `of`
+/// (1-based) takes run numbers `index`, `index + of`, … of every scenario, so
+/// that any machine given the same flags runs the same runs with the same
+/// seeds, and the shards together run what one machine would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Share {
+    pub index: u32,
+    pub of: u32,
+}
+
+impl Share {
+    pub const WHOLE: Share = Share { index: 1, of: 1 };
+
+    /// Of `n` runs (numbered 1..=n), how many are this shard's.
+    pub fn of_count(self, n: u32) -> u32 {
+        match n.checked_sub(self.index) {
+            Some(rest) => rest / self.of + 1,
+            None => 0,
+        }
+    }
+
+    /// The audit-wide number of this shard's `local`-th run (1-based).
+    pub fn run(self, local: u32) -> u32 {
+        self.index + (local - 1) * self.of
+    }
+}
+
+/// Which questions this process asks: all of them, or one phase of a sharded
+/// audit. A twin is asked only where its recipe broke unfenced; across shards
+/// that is known only once the "can it break?" runs of every shard are merged,
+/// so a sharded audit asks them first (`Breaks`) and the twins the merge found
+/// asked after (`Twins`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    Whole,
+    Breaks,
+    /// By battery index: whether the merged first phase asked the twin.
+    Twins {
+        asked: Vec<bool>,
+    },
+}
+
 /// One scenario's runs so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tally {
@@ -117,6 +172,9 @@ pub enum Why {
     /// A run showed the fault never reaches what the holder asks whether it
     /// holds: no run of the scenario can test it.
     OutOfReach,
+    /// A phase of a sharded audit that does not ask it: its runs are the other
+    /// phase's.
+    OtherPhase,
 }
 
 /// The questions of a battery and their limits.
@@ -130,6 +188,7 @@ pub struct Plan {
     /// A twin none of whose first this many runs provoked stops: its runs do not
     /// reach the danger, and more of them would not either.
     pub unprovoked_after: u32,
+    pub phase: Phase,
 }
 
 impl Plan {
@@ -156,7 +215,21 @@ impl Plan {
             questions,
             caps,
             floor,
-            unprovoked_after: runs,
+            unprovoked_after: runs.min(JUDGE_SHARE_AFTER),
+            phase: Phase::Whole,
+        }
+    }
+
+    /// This plan's share for shard `share` in `phase`: each cap, the floor and
+    /// the runs before a twin's share is judged cut to the shard's run numbers,
+    /// so that the shards' runs add up to the whole plan's.
+    pub fn shard(&self, share: Share, phase: Phase) -> Plan {
+        Plan {
+            questions: self.questions.clone(),
+            caps: self.caps.iter().map(|&c| share.of_count(c)).collect(),
+            floor: share.of_count(self.floor),
+            unprovoked_after: share.of_count(self.unprovoked_after).max(1),
+            phase,
         }
     }
 
@@ -166,8 +239,17 @@ impl Plan {
         self.caps[i]
     }
 
-    /// Runs of scenario `i` it may start at most.
+    /// Runs of scenario `i` it may start at most (none in a phase that does
+    /// not ask it).
     pub fn most(&self, i: usize) -> u32 {
+        let other_phase = matches!(
+            (&self.phase, self.questions[i]),
+            (Phase::Breaks, Question::DoesItHold { .. })
+                | (Phase::Twins { .. }, Question::CanItBreak)
+        );
+        if other_phase {
+            return 0;
+        }
         match self.questions[i] {
             Question::CanItBreak => self.caps[i] * RECHECK,
             Question::DoesItHold { .. } => self.caps[i],
@@ -185,6 +267,15 @@ impl Plan {
             // would be too.
             return Want::Done(Why::OutOfReach);
         }
+        match (&self.phase, self.questions[i]) {
+            (Phase::Breaks, Question::DoesItHold { .. }) => return Want::Done(Why::OtherPhase),
+            (Phase::Twins { .. }, Question::CanItBreak) => return Want::Done(Why::OtherPhase),
+            (Phase::Twins { asked }, Question::DoesItHold { .. }) if !asked[i] => {
+                return Want::Done(Why::NotAsked)
+            }
+            _ => {}
+        }
+        let merged_asked = matches!(self.phase, Phase::Twins { .. });
         match self.questions[i] {
             Question::CanItBreak if t.asks_the_fence() => Want::Done(Why::Broke),
             Question::CanItBreak if t.flagged > 0 && !self.awaited(i) => Want::Done(Why::Broke),
@@ -205,7 +296,7 @@ impl Plan {
             Question::CanItBreak => Want::Start,
             Question::DoesItHold { .. } if t.flagged > 0 => Want::Done(Why::Broke),
             Question::DoesItHold { unfenced } => {
-                if !tallies[unfenced].asks_the_fence() {
+                if !merged_asked && !tallies[unfenced].asks_the_fence() {
                     return match self.want(unfenced, tallies) {
                         Want::Done(Why::BrokeUnprovoked) => Want::Done(Why::NoLateWrite),
                         Want::Done(_) => Want::Done(Why::NotAsked),

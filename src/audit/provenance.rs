@@ -13,8 +13,10 @@ use std::path::Path;
 
 /// audit.json's format. 1 (no `format` field) had no provenance; 2 adds
 /// `format` and `provenance`, and writes `client`, `interrupted` and
-/// `failures` even when empty, so that a missing one is an error, not a default.
-pub const FORMAT: u32 = 2;
+/// `failures` even when empty, so that a missing one is an error, not a default;
+/// 3 adds `bound`, `bound_reached` and `shards` (a format-2 scorecard reads
+/// with them null: no bound asked, an audit run whole).
+pub const FORMAT: u32 = 3;
 
 /// `recorded` of a provenance the audit itself wrote: every field known.
 pub const BY_THE_AUDIT: &str = "by the audit";

@@ -35,10 +35,20 @@ fn exercised(c: &ScenarioCard) -> String {
 }
 
 /// A twin's exact bound (`≤ 13.9%`), its floor where it has one, `not tested`
-/// for a twin too few of whose runs were provoked for any bound, else `-`.
+/// for a twin too few of whose runs were provoked for any bound; a "can it
+/// break?" scenario that ran out with no break, its break rate's (`no break
+/// ≤ 25.9%`); else `-`.
 fn bound(c: &ScenarioCard) -> String {
     if c.untested() {
         return format!("not tested ({} of {} provoked)", c.provoked, c.ran);
+    }
+    if c.question == super::battery::Question::CanItBreak {
+        return match super::stats::upper_95(0, c.counted) {
+            Some(u) if c.flagged == 0 && c.stopped == Stopped::RanOut => {
+                format!("no break ≤ {:.1}%", u * 100.0)
+            }
+            _ => "-".into(),
+        };
     }
     match (c.upper_95, c.floor) {
         (Some(u), Some(f)) => format!("≤ {:.1}% (floor {f})", u * 100.0),
@@ -60,6 +70,7 @@ fn stopped(c: &ScenarioCard) -> &'static str {
         Stopped::NoLateWrite => "not asked: no late write",
         Stopped::OutOfReach => "not applicable (measured)",
         Stopped::CutShort => "cut short",
+        Stopped::OtherPhase => "other phase",
     }
 }
 
@@ -206,6 +217,10 @@ fn footer(card: &Scorecard) -> String {
         card.unsettled.clone(),
     );
     section("shrunk counterexamples (--shrink)", shrunk(card));
+    section("shards", shards(card));
+    if let Some(line) = bound_line(card) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "verdict: {} ({})",
@@ -216,6 +231,54 @@ fn footer(card: &Scorecard) -> String {
         let _ = writeln!(out, "  {e}");
     }
     out
+}
+
+/// `bound: asked ≤ 1.0%, reached ≤ 0.9% (the weakest claim; one-sided 95%,
+/// exact)`: every scorecard says how strong its weakest claim is.
+pub fn bound_line(card: &Scorecard) -> Option<String> {
+    let asked = card
+        .bound
+        .map(|b| format!("asked ≤ {:.1}%, ", b * 100.0))
+        .unwrap_or_default();
+    let reached = match card.bound_reached {
+        Some(r) => format!(
+            "reached ≤ {:.1}% (the weakest claim the verdict could rest on; one-sided 95%, exact)",
+            r * 100.0
+        ),
+        None if card.bound.is_some() => "reached: no claim tested".into(),
+        None => return None,
+    };
+    Some(format!("bound: {asked}{reached}"))
+}
+
+/// A part: which; a merge: each part with its shard, phase, runs, wall time
+/// and machine, and the twins a second phase must still run.
+fn shards(card: &Scorecard) -> Vec<String> {
+    let Some(s) = &card.shards else {
+        return Vec::new();
+    };
+    let mut lines = vec![s.describe()];
+    for p in &s.parts {
+        lines.push(format!(
+            "shard {} of {} ({}): {} run{} in {}, {} cores, started {} ({})",
+            p.shard,
+            s.of,
+            p.phase.name(),
+            p.runs,
+            if p.runs == 1 { "" } else { "s" },
+            minutes(p.elapsed_s),
+            p.machine.cores.map_or("?".into(), |c| c.to_string()),
+            p.started_utc.as_deref().unwrap_or("?"),
+            p.dir
+        ));
+    }
+    if !s.twins_pending.is_empty() {
+        lines.push(format!(
+            "second phase pending, the twins the first asks: {}; run every shard again with `--asked` this merge's audit.json, then merge the parts of both phases",
+            s.twins_pending.join(", ")
+        ));
+    }
+    lines
 }
 
 /// JUnit XML: a suite for the audit, a case per scenario; a flagged scenario fails
@@ -275,7 +338,16 @@ pub fn junit(card: &Scorecard) -> String {
     }
     let tests = card.scenarios.len() + card.not_applicable.len();
     let mut properties = String::from("    <properties>\n");
-    for (name, value) in card.provenance.properties() {
+    let extra = [
+        bound_line(card).map(|l| ("bound", l)),
+        card.shards.as_ref().map(|s| ("shards", s.describe())),
+    ];
+    let props = card
+        .provenance
+        .properties()
+        .into_iter()
+        .chain(extra.into_iter().flatten());
+    for (name, value) in props {
         let _ = writeln!(
             properties,
             "      <property name=\"lockcheck.{name}\" value=\"{}\"/>",
@@ -304,6 +376,7 @@ fn skipped_why(c: &ScenarioCard) -> Option<String> {
         Stopped::NotAsked => Some("not asked: its recipe never broke the lock unfenced".into()),
         Stopped::NoLateWrite => Some("not asked: its recipe broke the lock unfenced only unprovoked (no deposed holder's late write reached the resource), so no fence was asked".into()),
         Stopped::OutOfReach => Some(format!("not applicable: {}", c.out_of_reach()?)),
+        Stopped::OtherPhase => Some("run in the other phase of this sharded audit: `lockcheck audit merge` adds it up".into()),
         _ if c.untested() => Some(c.untested_line()),
         _ => None,
     }
@@ -328,6 +401,17 @@ table{border-collapse:collapse;margin:1em 0}th,td{border:1px solid #ccc;padding:
 th:first-child,td:first-child{text-align:left}th{background:#f3f3f3}.flagged{background:#fde2e1}\
 .clean{background:#e3f6e5}.untested{background:#fff5d6}.verdict{font-size:1.3em;padding:.6em 1em;border-radius:6px;background:#eef}\
 .runs a{margin-right:.4em}.bad{color:#b00020;font-weight:bold}.ok{color:#1b7a2c}code{background:#f5f5f5;padding:0 .2em}";
+
+/// Where the scorecard came from, its bound and its shards, escaped.
+fn origin(card: &Scorecard) -> Vec<String> {
+    card.provenance
+        .lines()
+        .into_iter()
+        .chain(bound_line(card))
+        .chain(shards(card))
+        .map(|l| escape(&l))
+        .collect()
+}
 
 /// audit.html: the verdict and its evidence, the table, the stale writes by fencing
 /// mode, what did not apply or run, and a link to each run's report (relative to
@@ -356,8 +440,11 @@ pub fn html(card: &Scorecard) -> String {
             .map(|c| format!("; client <code>{}</code>", escape(&c.join(" "))))
             .unwrap_or_default()
     );
-    let provenance: Vec<String> = card.provenance.lines().iter().map(|l| escape(l)).collect();
-    let _ = write!(h, "<p class=\"provenance\">{}</p>", provenance.join("<br>"));
+    let _ = write!(
+        h,
+        "<p class=\"provenance\">{}</p>",
+        origin(card).join("<br>")
+    );
     let _ = write!(
         h,
         "<p class=\"verdict\"><b>{}</b>: {}</p><ul>",

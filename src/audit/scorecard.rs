@@ -9,6 +9,7 @@ use super::decide::{decide, Asked, AuditVerdict, Failure};
 use super::execute::Executed;
 use super::pace::Level;
 use super::provenance::{present, Provenance, FORMAT};
+use super::shard::{PartPhase, Shards};
 use crate::exit::{self, Exit};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,14 @@ pub struct Scorecard {
     /// sooner because its provoked share could not reach the floor within it,
     /// is below its floor.
     pub twin_runs: u32,
+    /// `--bound`: the failure rate every claim was asked to bound, one-sided 95 %.
+    #[serde(deserialize_with = "present")]
+    pub bound: Option<f64>,
+    /// The weakest claim's exact one-sided 95 % bound among the claims the
+    /// verdict could rest on (each fenced twin's "holds", each "can it break?"
+    /// scenario's "no break"); null where none was tested.
+    #[serde(deserialize_with = "present")]
+    pub bound_reached: Option<f64>,
     /// Runs at once to begin with.
     pub jobs: usize,
     /// Runs at once, level by level, each with the timer lateness seen while it
@@ -71,6 +80,10 @@ pub struct Scorecard {
     pub scenarios: Vec<ScenarioCard>,
     pub not_applicable: Vec<NotApplicable>,
     pub stale_writes: Vec<StaleWrites>,
+    /// A part of a sharded audit, or their merge (`shard`); null for an audit
+    /// run whole.
+    #[serde(deserialize_with = "present")]
+    pub shards: Option<Shards>,
     /// The audit's directory: scenarios/, runs/, audit.json, audit.xml, audit.html.
     pub dir: PathBuf,
 }
@@ -91,6 +104,10 @@ pub struct Setting<'a> {
     pub budget_s: f64,
     pub dir: PathBuf,
     pub provenance: &'a Provenance,
+    pub bound: Option<f64>,
+    pub shards: Option<Shards>,
+    /// What the runs wait on instead of a budget, when a merge is missing parts.
+    pub pending: Option<String>,
 }
 
 impl Scorecard {
@@ -122,6 +139,7 @@ impl Scorecard {
         let cut_short = scenarios.iter().any(|c| c.stopped == Stopped::CutShort);
         let cut = match interrupted {
             Some(what) => Some(format!("interrupted: {what}")),
+            None if cut_short && setting.pending.is_some() => setting.pending.clone(),
             None if cut_short => Some(format!(
                 "the budget ({}) ran out",
                 super::stats::minutes(setting.budget_s)
@@ -147,18 +165,37 @@ impl Scorecard {
             },
             &scenarios,
         );
+        let part = setting
+            .shards
+            .as_ref()
+            .filter(|s| s.phase != PartPhase::Merged)
+            .map(Shards::describe);
+        let (verdict, sentence, missing) = match part {
+            // A part's runs are a share: only their merge has a verdict.
+            Some(part) => (
+                AuditVerdict::Partial,
+                format!("{part} of a sharded audit: `lockcheck audit merge` adds the parts up into the verdict"),
+                std::iter::once(format!("{part}: the other parts, merged"))
+                    .chain(cut.clone())
+                    .collect(),
+            ),
+            None => (decision.verdict, decision.sentence, decision.missing),
+        };
         Scorecard {
             format: FORMAT,
             provenance: setting.provenance.as_of_now(),
-            complete: decision.missing.is_empty() && cut.is_none() && !setting.subset,
+            complete: missing.is_empty() && cut.is_none() && !setting.subset,
+            bound: setting.bound,
+            bound_reached: bound_reached(&scenarios),
+            shards: setting.shards,
             stale_writes: stale_writes(&scenarios),
             backend,
             client: facts.client.clone(),
-            verdict: decision.verdict,
-            verdict_sentence: decision.sentence,
+            verdict,
+            verdict_sentence: sentence,
             failures: decision.failures,
             evidence: decision.evidence,
-            missing: decision.missing,
+            missing,
             unsettled: decision.unsettled,
             runs_per_scenario: setting.runs,
             provoked_floor: setting.floor,
@@ -176,14 +213,48 @@ impl Scorecard {
 
     /// The exit code the audit gave for this scorecard: 130 interrupted, 3 not
     /// complete, 1 complete but not the verdict `expect`ed, else 0.
+    /// A part of a sharded audit is never complete (its merge has the
+    /// verdict): it exits 0 when it ran its share to the end.
     pub fn exit(&self, expect: Option<AuditVerdict>) -> u8 {
+        let part_ran_its_share = self.is_part()
+            && self
+                .scenarios
+                .iter()
+                .all(|c| c.stopped != super::card::Stopped::CutShort);
         match () {
             _ if self.interrupted.is_some() => exit::INTERRUPTED,
+            _ if part_ran_its_share => exit::VALID,
             _ if !self.complete => exit::UNKNOWN,
             _ if expect.is_some_and(|want| want != self.verdict) => exit::ANOMALIES,
             _ => exit::VALID,
         }
     }
+}
+
+impl Scorecard {
+    /// Whether it is one part of a sharded audit (not their merge).
+    pub fn is_part(&self) -> bool {
+        self.shards
+            .as_ref()
+            .is_some_and(|s| s.phase != PartPhase::Merged)
+    }
+}
+
+/// The weakest exact bound among the claims a verdict could rest on: each
+/// fenced twin that ran with no flagged run, each "can it break?" scenario
+/// that ran out with no break.
+pub fn bound_reached(scenarios: &[ScenarioCard]) -> Option<f64> {
+    scenarios
+        .iter()
+        .filter(|c| c.flagged == 0)
+        .filter_map(|c| match c.question {
+            Question::CanItBreak if c.stopped == super::card::Stopped::RanOut => {
+                super::stats::upper_95(0, c.counted)
+            }
+            Question::DoesItHold { .. } if c.floor.is_some() && c.ran > 0 => c.upper_95,
+            _ => None,
+        })
+        .reduce(f64::max)
 }
 
 /// Reads a published scorecard (audit.json). Refuses, naming the file and the
@@ -199,23 +270,32 @@ pub fn read(path: &Path) -> Result<Scorecard> {
     };
     let text =
         std::fs::read_to_string(path).map_err(|e| malformed(format!("cannot read it: {e}")))?;
-    let value: serde_json::Value =
+    let mut value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| malformed(format!("not JSON: {e}")))?;
     match value.get("format") {
         Some(v) if v.as_u64() == Some(u64::from(FORMAT)) => {}
+        // Format 2 had no bound and no shards: an audit run whole, no bound asked.
+        Some(v) if v.as_u64() == Some(2) => {
+            if let Some(o) = value.as_object_mut() {
+                for key in ["bound", "bound_reached", "shards"] {
+                    o.entry(key).or_insert(serde_json::Value::Null);
+                }
+                o.insert("format".into(), FORMAT.into());
+            }
+        }
         Some(v) => {
             return Err(malformed(format!(
-                "field format: {v}, this lockcheck reads scorecards of format {FORMAT}; re-run the audit"
+                "field format: {v}, this lockcheck reads scorecards of formats 2 and {FORMAT}; re-run the audit"
             )))
         }
         None => {
             return Err(malformed(format!(
-                "no field format: a scorecard of format 1 (before scorecards said where they came from), or not a scorecard; this lockcheck reads format {FORMAT}; re-run the audit"
+                "no field format: a scorecard of format 1 (before scorecards said where they came from), or not a scorecard; this lockcheck reads formats 2 and {FORMAT}; re-run the audit"
             )))
         }
     }
-    let card: Scorecard =
-        serde_json::from_str(&text).map_err(|e| malformed(format!("not a scorecard: {e}")))?;
+    let card =
+        Scorecard::deserialize(value).map_err(|e| malformed(format!("not a scorecard: {e}")))?;
     card.provenance
         .check()
         .map_err(|e| malformed(format!("{e:#}")))?;
@@ -289,7 +369,16 @@ mod tests {
         let again = dir.path().join("audit.json");
         std::fs::write(&again, serde_json::to_string_pretty(&card).unwrap()).unwrap();
         let back = read(&again).unwrap();
-        assert_eq!(serde_json::to_value(&back).unwrap(), value());
+        assert_eq!(
+            serde_json::to_value(&back).unwrap(),
+            serde_json::to_value(&card).unwrap()
+        );
+        // Format 2 had no bound and no shards: read as an audit run whole.
+        assert_eq!(value()["format"], 2);
+        assert_eq!(
+            (card.bound, card.bound_reached, card.shards),
+            (None, None, None)
+        );
     }
 
     #[test]
@@ -302,10 +391,10 @@ mod tests {
             "{m}"
         );
         let mut v = value();
-        v["format"] = 3.into();
+        v["format"] = 4.into();
         let (m, code) = refusal(&v.to_string());
         assert_eq!(code, exit::MALFORMED);
-        assert!(m.contains("field format: 3"), "{m}");
+        assert!(m.contains("field format: 4"), "{m}");
     }
 
     #[test]

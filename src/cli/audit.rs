@@ -21,9 +21,11 @@ use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
     /// The backend to audit, as a workload's `backend.kind` names it (redis, etcd, ...).
-    #[arg(long, value_parser = backend)]
-    pub backend: BackendKind,
+    #[arg(long, value_parser = backend, required_unless_present = "resume")]
+    pub backend: Option<BackendKind>,
     /// Audit this lock client adapter instead of the built-in client: its command
     /// line, split into words as a POSIX shell splits them (quotes and backslashes,
     /// no expansion) (docs/clients.md); adds library self-fencing scenarios.
@@ -31,7 +33,7 @@ pub struct Args {
     pub client: Option<String>,
     /// Runs of each "can it break?" scenario at most (it stops at its first
     /// break), with seeds --seed .. --seed+N-1; also the cap of a self-fencing twin.
-    #[arg(long, value_name = "N", default_value_t = 10,
+    #[arg(long, value_name = "N", default_value_t = 10, conflicts_with = "bound",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub runs: u32,
     /// Provoked runs (history.md v1.2) each fenced twin needs before the verdict
@@ -39,9 +41,34 @@ pub struct Args {
     /// flagged, ran --twin-runs runs (6 × N unless given), or its provoked share
     /// is too low to reach N within them.
     /// Below the default the audit is exploratory: never complete (exit 3).
-    #[arg(long, value_name = "N", default_value_t = audit::plan::DEFAULT_FLOOR,
+    #[arg(long, value_name = "N", default_value_t = audit::plan::DEFAULT_FLOOR, conflicts_with = "bound",
           value_parser = clap::value_parser!(u32).range(1..))]
     pub provoked: u32,
+    /// Run every claim the verdict would rest on until, with none failing,
+    /// its failure rate is bounded at P or below (one-sided 95 %, exact): each
+    /// "can it break?" scenario to that many checked runs with no break, each
+    /// fenced twin to that many provoked runs (1% is 299, 5% is 59). Sets
+    /// --runs and --provoked; no --budget unless given (hours on one machine:
+    /// see --shard).
+    #[arg(long, value_name = "P", value_parser = audit::shard::parse_bound)]
+    pub bound: Option<f64>,
+    /// Run shard I of N (1-based) of the audit: run numbers I, I+N, ... of each
+    /// scenario, with the seeds the whole audit gives them; writes a part for
+    /// `lockcheck audit merge`. Without --asked, the first phase: the "can it
+    /// break?" scenarios. A part exits 0 when it ran its share to the end.
+    #[arg(long, value_name = "I/N", value_parser = audit::shard::parse_share)]
+    pub shard: Option<audit::plan::Share>,
+    /// The second phase of a sharded audit: the merge of the first phase's
+    /// parts (its audit.json), whose fenced twins this shard runs its share of.
+    #[arg(long, value_name = "FILE", requires = "shard")]
+    pub asked: Option<PathBuf>,
+    /// Go on with the audit in DIR (stopped midway: killed, rebooted,
+    /// interrupted) from the scorecard it wrote after its last run that ended,
+    /// with the flags it was started with; the runs in flight are made again.
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "backend", "client", "runs", "provoked", "bound", "twin_runs", "budget", "jobs",
+        "expect", "results", "scenarios", "seed", "shrink", "shard", "asked"])]
+    pub resume: Option<PathBuf>,
     /// Runs of a fenced twin at most (default 6 × --provoked). A twin whose
     /// runs seldom provoke stops once even the upper end of its provoked
     /// share's interval would not reach the floor within them: raise it, with
@@ -50,8 +77,9 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub twin_runs: Option<u32>,
     /// Start no run that would end past this (what is left out is said).
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = budget)]
-    pub budget: Duration,
+    /// Default 15m; none with --bound.
+    #[arg(long, value_name = "DURATION", value_parser = budget)]
+    pub budget: Option<Duration>,
     /// Runs at once (default: one a core within this machine's memory, up to
     /// four a core while probes show the CPU has room and timers still wake on
     /// time).
@@ -85,6 +113,37 @@ pub struct Args {
     pub shrink_budget: Duration,
 }
 
+/// `lockcheck audit merge`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Command {
+    /// Add up the parts of a sharded audit (`--shard I/N`) into one scorecard
+    /// and verdict, under the rules of an audit run whole.
+    #[command(after_long_help = crate::cli::exit_codes::AUDIT_MERGE.help())]
+    Merge(MergeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MergeArgs {
+    /// The parts: audit directories, their audit.json, or directories holding
+    /// audit directories (each one a part).
+    #[arg(required = true, value_name = "PART")]
+    pub parts: Vec<PathBuf>,
+    /// The merge's directory (made; never one already there).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Print the scorecard as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 unless the verdict is this one.
+    #[arg(long, value_enum, value_name = "VERDICT")]
+    pub expect: Option<AuditVerdict>,
+}
+
+/// The budget of an audit without `--budget`: one machine's quarter of an
+/// hour, or none for a `--bound` (which asks for the runs it takes).
+const DEFAULT_BUDGET: Duration = Duration::from_secs(15 * 60);
+const NO_BUDGET: Duration = Duration::from_secs(365 * 24 * 3600);
+
 fn backend(s: &str) -> Result<BackendKind, String> {
     let lockable = || BackendKind::ALL.into_iter().filter(|k| k.has_lock());
     match BackendKind::ALL.into_iter().find(|k| k.name() == s) {
@@ -112,18 +171,63 @@ fn recipe(s: &str) -> Result<Recipe, String> {
     })
 }
 
-/// A fenced twin's cap: `--twin-runs`, else 6 × `--provoked`; never below the floor.
-fn twin_runs(args: &Args) -> Result<u32> {
+/// A fenced twin's cap: `--twin-runs`, else 6 × the floor; never below the floor.
+fn twin_runs(args: &Args, floor: u32) -> Result<u32> {
     let runs = args
         .twin_runs
-        .unwrap_or(args.provoked.saturating_mul(audit::plan::CAP_PER_FLOOR));
-    if runs < args.provoked {
+        .unwrap_or(floor.saturating_mul(audit::plan::CAP_PER_FLOOR));
+    if runs < floor {
         return Err(Exit::usage(format!(
-            "--twin-runs {runs}: fewer than --provoked {}: no fenced twin could reach its floor",
-            args.provoked
+            "--twin-runs {runs}: fewer than the floor of {floor} provoked runs: no fenced twin could reach it"
         )));
     }
     Ok(runs)
+}
+
+/// `--runs`, `--provoked` and the budget, or what `--bound` makes of them
+/// (said on stderr as the audit starts).
+fn plan_figures(args: &Args) -> (u32, u32, Duration) {
+    let Some(p) = args.bound else {
+        return (
+            args.runs,
+            args.provoked,
+            args.budget.unwrap_or(DEFAULT_BUDGET),
+        );
+    };
+    let n = audit::plan::runs_for_bound(p);
+    eprintln!(
+        "lockcheck audit: --bound {:.1}%: each \"can it break?\" scenario to {n} checked runs with no break, each fenced twin to {n} provoked runs with none flagged: 0 of {n} bounds a failure rate at {:.2}% (one-sided 95%, exact)",
+        p * 100.0,
+        audit::stats::upper_95(0, n as usize).unwrap_or(1.0) * 100.0
+    );
+    (n, n, args.budget.unwrap_or(NO_BUDGET))
+}
+
+/// `--resume DIR`: the flags the audit in DIR was started with, read back
+/// from its scorecard's command line, to go on with.
+fn resumed_args(dir: &std::path::Path) -> Result<Args> {
+    let card = audit::resume::read(dir)?;
+    let argv = card.argv().ok_or_else(|| {
+        Exit::malformed(format!(
+            "--resume {}: its scorecard's field provenance.argv names no audit command line",
+            dir.display()
+        ))
+    })?;
+    let command = <Args as clap::Args>::augment_args(
+        clap::Command::new("audit")
+            .args_conflicts_with_subcommands(true)
+            .subcommand_negates_reqs(true),
+    );
+    let matches = command.try_get_matches_from(argv).map_err(|e| {
+        Exit::malformed(format!(
+            "--resume {}: its recorded command line no longer parses: {e}",
+            dir.display()
+        ))
+    })?;
+    let mut args = <Args as clap::FromArgMatches>::from_arg_matches(&matches)
+        .map_err(|e| Exit::malformed(format!("--resume {}: {e}", dir.display())))?;
+    args.resume = Some(dir.to_path_buf());
+    Ok(args)
 }
 
 fn budget(s: &str) -> Result<Duration, String> {
@@ -166,8 +270,23 @@ fn client_command(line: &str) -> Result<Vec<String>> {
 }
 
 pub fn main(args: Args) -> Result<u8> {
+    if let Some(Command::Merge(m)) = args.command {
+        return merge(m);
+    }
+    let json = args.json;
+    let args = match &args.resume {
+        Some(dir) => Args {
+            json,
+            ..resumed_args(dir)?
+        },
+        None => args,
+    };
+    let Some(backend) = args.backend else {
+        return Err(Exit::usage("--backend: required"));
+    };
     let client = args.client.as_deref().map(client_command).transpose()?;
-    let twin_runs = twin_runs(&args)?;
+    let (runs, floor, budget) = plan_figures(&args);
+    let twin_runs = twin_runs(&args, floor)?;
     let jobs = match args.jobs {
         Some(j) => audit::pace::Jobs::Fixed(usize::from(j)),
         None => {
@@ -182,20 +301,23 @@ pub fn main(args: Args) -> Result<u8> {
         }
     };
     let opts = audit::Options {
-        backend: args.backend,
+        backend,
         client,
         recipes: (!args.scenarios.is_empty()).then(|| args.scenarios.clone()),
-        runs: args.runs,
-        provoked: args.provoked,
+        runs,
+        provoked: floor,
         twin_runs,
         first_seed: args.seed,
         jobs,
-        budget: args.budget,
+        budget,
         results: args.results.clone(),
         exe: std::env::current_exe().context("finding the lockcheck program")?,
         argv: std::env::args().collect(),
+        bound: args.bound,
+        share: args.shard,
+        asked: args.asked.clone(),
+        resume: args.resume.clone(),
     };
-    let floor = args.provoked;
     let mut progress = |event: Event<'_>, left: Duration| {
         match event {
         Event::Planned {
@@ -251,10 +373,26 @@ pub fn main(args: Args) -> Result<u8> {
     if args.shrink && card.interrupted.is_none() {
         shrink_breaks(&mut card, &opts, args.shrink_budget)?;
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&card)?);
+    show(&card, args.json, args.expect)
+}
+
+/// `lockcheck audit merge`: the parts added up, shown as an audit's scorecard.
+fn merge(m: MergeArgs) -> Result<u8> {
+    let card = audit::merge::merge(&audit::merge::Options {
+        parts: m.parts,
+        out: m.out,
+        argv: std::env::args().collect(),
+    })?;
+    show(&card, m.json, m.expect)
+}
+
+/// The scorecard on stdout (a table, or JSON), what it lacks on stderr, and
+/// the exit code it gives.
+fn show(card: &Scorecard, json: bool, expect: Option<AuditVerdict>) -> Result<u8> {
+    if json {
+        println!("{}", serde_json::to_string(card)?);
     } else {
-        print!("{}", render::table(&card));
+        print!("{}", render::table(card));
         println!(
             "scorecard: {} ({}, {})",
             card.dir.join(audit::HTML_FILE).display(),
@@ -262,11 +400,15 @@ pub fn main(args: Args) -> Result<u8> {
             audit::JUNIT_FILE
         );
     }
-    let code = card.exit(args.expect);
-    match (&card.interrupted, args.expect) {
+    let code = card.exit(expect);
+    match (&card.interrupted, expect) {
         (Some(signal), _) => {
             eprintln!("lockcheck audit: interrupted by {signal}; every run in flight was stopped")
         }
+        _ if card.is_part() => eprintln!(
+            "lockcheck audit: {} (exit {code}): `lockcheck audit merge` adds the parts up into the verdict",
+            card.shards.as_ref().map(|s| s.describe()).unwrap_or_default()
+        ),
         _ if !card.complete => eprintln!(
             "lockcheck audit: not complete (exit {code}), verdict {}: {}",
             card.verdict.name(),

@@ -96,11 +96,15 @@ pub const AUDIT: Subcommand = Subcommand {
         code(ANOMALIES, "the verdict is not the one `--expect` names"),
         code(
             USAGE,
-            "usage: a bad flag, `--scenarios` of which none applies to the backend, a `--budget` shorter than one run, a `--client` line that cannot be split into words, `--twin-runs` below `--provoked`",
+            "usage: a bad flag, `--scenarios` of which none applies to the backend, a `--budget` shorter than one run, a `--client` line that cannot be split into words, `--twin-runs` below `--provoked`, `--shard` outside 1..N, `--asked` a merge that asks no twin, `--resume` a directory with no scorecard or an audit that ended",
         ),
         code(
             UNKNOWN,
-            "not complete: a subset of the scenarios, a budget that cut it short, runs that missed their faults (the scorecard says which)",
+            "not complete: a subset of the scenarios, a budget that cut it short, runs that missed their faults (the scorecard says which); a part (`--shard`) that did not run its share to the end",
+        ),
+        code(
+            MALFORMED,
+            "malformed input: `--asked` or `--resume` names a scorecard that does not read, or one of another audit, lockcheck commit or battery (the message names the file and field)",
         ),
         code(
             ENVIRONMENT,
@@ -111,6 +115,30 @@ pub const AUDIT: Subcommand = Subcommand {
             INTERRUPTED,
             "interrupted by a signal; every run in flight was stopped",
         ),
+    ],
+};
+
+pub const AUDIT_MERGE: Subcommand = Subcommand {
+    name: "audit merge",
+    codes: &[
+        code(
+            VALID,
+            "the parts add up to a complete audit (whatever its verdict, unless `--expect` names another)",
+        ),
+        code(ANOMALIES, "the verdict is not the one `--expect` names"),
+        code(
+            USAGE,
+            "usage: a bad flag, no part found where one was named, or `--out` already there (nothing merged before is written over)",
+        ),
+        code(
+            UNKNOWN,
+            "not complete: a shard's part missing from either phase, the second phase the first asked (`.shards.twins_pending`), or what an audit run whole would lack (the scorecard's `missing` names each)",
+        ),
+        code(
+            MALFORMED,
+            "a part refused: not a part's scorecard, corrupt or cut short, of another lockcheck commit, battery, backend, client or flags than the first part, the same part or shard twice, or asked by other first-phase parts (the message names the file and field)",
+        ),
+        INTERNAL_ROW,
     ],
 };
 
@@ -275,7 +303,18 @@ pub const BENCH: Subcommand = Subcommand {
 /// Every subcommand people run, in `lockcheck --help`'s order (the hidden
 /// `worker`, which the controller starts, speaks its own protocol).
 pub const SUBCOMMANDS: &[&Subcommand] = &[
-    &CHECK, &RUN, &AUDIT, &SHRINK, &REPLAY, &REPORT, &ANALYZE, &DOCTOR, &RECOVER, &IMAGE, &BENCH,
+    &CHECK,
+    &RUN,
+    &AUDIT,
+    &AUDIT_MERGE,
+    &SHRINK,
+    &REPLAY,
+    &REPORT,
+    &ANALYZE,
+    &DOCTOR,
+    &RECOVER,
+    &IMAGE,
+    &BENCH,
 ];
 
 impl Subcommand {

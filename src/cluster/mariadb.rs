@@ -6,7 +6,7 @@
 
 use super::plan::ClusterPlan;
 use super::recipe::{Init, Ports, ServerBinary, ServerRecipe};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;
 use std::process::Command;
@@ -64,15 +64,32 @@ fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
         return Ok(None);
     }
     std::fs::create_dir_all(&node.data_dir)?;
+    let tmp = tmp_dir(plan, i)?;
     let mut install = Command::new("mariadb-install-db");
     install
         .arg("--no-defaults")
         .arg(format!("--datadir={}", node.data_dir.display()))
+        .arg(format!("--tmpdir={}", tmp.display()))
         .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
     if nix::unistd::geteuid().is_root() {
         install.arg("--user=root");
     }
     Ok(Some(install))
+}
+
+/// Node `i`'s directory for temporary tables, beside its data directory (a wipe
+/// leaves it) and inside the run's directory (mounted in its container). Not
+/// the machine's /tmp: there the bootstrap's temporary tables, named by process
+/// id, vanished under concurrent installs ("Could not remove temporary table
+/// ... error: 2", then "Unknown table 'mysql.tmp_user_sys'") and the node never
+/// started.
+fn tmp_dir(plan: &ClusterPlan, i: usize) -> Result<std::path::PathBuf> {
+    let data = &plan.nodes[i].data_dir;
+    let mut name = data.file_name().unwrap_or_default().to_os_string();
+    name.push(".tmp");
+    let tmp = data.with_file_name(name);
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    Ok(tmp)
 }
 
 /// The Unix socket a node's server insists on making (its clients use TCP),
@@ -91,6 +108,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
         .arg(format!("--port={}", node.client_listen.port()))
         .arg(format!("--bind-address={}", node.client_listen.ip()))
         .arg(format!("--socket={SOCKET}"))
+        .arg(format!("--tmpdir={}", tmp_dir(plan, i)?.display()))
         .args(["--skip-grant-tables", "--skip-name-resolve"])
         .args(["--innodb-flush-log-at-trx-commit=0", "--log-error="]);
     if nix::unistd::geteuid().is_root() {
