@@ -1,14 +1,15 @@
 //! The CI examples are jobs the binary runs: every `lockcheck ...` line of
-//! docs/ci.md's code and of docs/runtimes.md's (its CI job against a staging
-//! cluster) names a subcommand, flags and values the binary takes, and shipped
-//! workloads that exist; docs/ci.md's job, run step then report step, runs as
-//! written in a directory of its own, the report step writing its JUnit XML.
+//! docs/ci.md's code, of docs/runtimes.md's (its CI job against a staging
+//! cluster) and of docs/shards.md's (a sharded audit's steps) names a subcommand,
+//! flags and values the binary takes, and shipped workloads that exist;
+//! docs/ci.md's job, run step then report step, runs as written in a directory
+//! of its own, the report step writing its JUnit XML.
 
 mod docs_support;
 
 use docs_support::{command_lines, lockcheck, read, root, run_in, CommandLine};
 
-const PAGES: [&str; 2] = ["docs/ci.md", "docs/runtimes.md"];
+const PAGES: [&str; 3] = ["docs/ci.md", "docs/runtimes.md", "docs/shards.md"];
 
 fn args_text(c: &CommandLine) -> String {
     c.args.join(" ")

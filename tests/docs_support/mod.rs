@@ -66,8 +66,7 @@ impl CommandLine {
 }
 
 /// The `lockcheck SUBCOMMAND ...` lines of `page`'s code (fenced blocks and
-/// indented lines). A line runs the program when its first word is `lockcheck` or
-/// a path to it, or, in a CI job's YAML, the first word after `run:`.
+/// indented lines), as `command_args` reads them.
 pub fn command_lines(page: &str) -> Vec<CommandLine> {
     let mut found = Vec::new();
     let mut in_code = false;
@@ -79,27 +78,35 @@ pub fn command_lines(page: &str) -> Vec<CommandLine> {
         if !(in_code || line.starts_with("    ")) {
             continue;
         }
-        let mut words = line.split_whitespace().peekable();
-        if words.peek() == Some(&"-") {
-            words.next();
+        if let Some(args) = command_args(line) {
+            found.push(CommandLine { line: i + 1, args });
         }
-        if words.peek() == Some(&"run:") {
-            words.next();
-        }
-        if !words.next().is_some_and(|w| w.ends_with("lockcheck")) {
-            continue;
-        }
-        // The shell command ends at a comment, a pipe, a redirection or the next command.
-        let args: Vec<String> = words
-            .take_while(|w| !["#", "|", "||", "&&", ";", ">", "2>", ">>", "\\"].contains(w))
-            .map(String::from)
-            .collect();
-        if args.first().is_none_or(|sub| sub.starts_with('-')) {
-            continue;
-        }
-        found.push(CommandLine { line: i + 1, args });
     }
     found
+}
+
+/// The words after the program if `line` (of a page's code, or of a shell script)
+/// runs `lockcheck SUBCOMMAND`: its first word is `lockcheck` or a path to it, or,
+/// in a CI job's YAML, the first word after `run:`.
+pub fn command_args(line: &str) -> Option<Vec<String>> {
+    let mut words = line.split_whitespace().peekable();
+    if words.peek() == Some(&"-") {
+        words.next();
+    }
+    if words.peek() == Some(&"run:") {
+        words.next();
+    }
+    if !words.next().is_some_and(|w| w.ends_with("lockcheck")) {
+        return None;
+    }
+    // The shell command ends at a comment, a pipe, a redirection or the next command.
+    let args: Vec<String> = words
+        .take_while(|w| !["#", "|", "||", "&&", ";", ">", "2>", ">>", "\\"].contains(w))
+        .map(String::from)
+        .collect();
+    args.first()
+        .is_some_and(|sub| !sub.starts_with('-'))
+        .then_some(args)
 }
 
 /// Holds `rel` (a page generated from the code) to `fresh`: with
