@@ -83,6 +83,15 @@ fn exploratory(card: &Scorecard) -> String {
     }
 }
 
+/// `a 15m00s budget`, or `no budget` for a `--bound` audit given no
+/// `--budget` (a year).
+fn budget(card: &Scorecard) -> String {
+    match card.budget_s > 180.0 * 24.0 * 3600.0 {
+        true => "no budget".into(),
+        false => format!("a {} budget", minutes(card.budget_s)),
+    }
+}
+
 /// `2`, or `2 → 4` where the audit paced itself up.
 fn at_once(card: &Scorecard) -> String {
     match card.levels.iter().map(|l| l.jobs).max() {
@@ -137,7 +146,7 @@ pub fn table(card: &Scorecard) -> String {
     }
     let _ = writeln!(
         out,
-        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin{} (in {} runs at most), {} at once, {} of {}",
+        "lockcheck audit: {} ({client}), up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin{} (in {} runs at most), {} at once, {}, {}",
         card.backend,
         card.runs_per_scenario,
         card.provoked_floor,
@@ -145,7 +154,7 @@ pub fn table(card: &Scorecard) -> String {
         card.twin_runs,
         at_once(card),
         minutes(card.elapsed_s),
-        minutes(card.budget_s)
+        budget(card)
     );
     let head = [
         "scenario",
@@ -426,7 +435,7 @@ pub fn html(card: &Scorecard) -> String {
     );
     let _ = write!(
         h,
-        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin{} (in {} runs at most), {} at once, {} of a {} budget{}.</p>",
+        "<h1>{}</h1><p>Up to {} runs a \"can it break?\" scenario, floor {} provoked runs a fenced twin{} (in {} runs at most), {} at once, {}, {}{}.</p>",
         escape(&title),
         card.runs_per_scenario,
         card.provoked_floor,
@@ -434,7 +443,7 @@ pub fn html(card: &Scorecard) -> String {
         card.twin_runs,
         at_once(card),
         minutes(card.elapsed_s),
-        minutes(card.budget_s),
+        budget(card),
         card.client
             .as_ref()
             .map(|c| format!("; client <code>{}</code>", escape(&c.join(" "))))

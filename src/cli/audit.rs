@@ -203,6 +203,14 @@ fn plan_figures(args: &Args) -> (u32, u32, Duration) {
     (n, n, args.budget.unwrap_or(NO_BUDGET))
 }
 
+/// `14m52s`, or `no budget` for a `--bound` given none.
+fn budget_left(left: Duration) -> String {
+    match left > NO_BUDGET / 2 {
+        true => "no budget".into(),
+        false => render::minutes(left.as_secs_f64()),
+    }
+}
+
 /// `--resume DIR`: the flags the audit in DIR was started with, read back
 /// from its scorecard's command line, to go on with.
 fn resumed_args(dir: &std::path::Path) -> Result<Args> {
@@ -328,7 +336,7 @@ pub fn main(args: Args) -> Result<u8> {
         } => eprintln!(
             "lockcheck audit: {} scenarios, {all} runs at most (each \"can it break?\" scenario stops at its first break, a fenced twin at {floor} provoked runs or {twin_runs} runs), {jobs} at once, budget {}; in {}",
             scenarios,
-            render::minutes(left.as_secs_f64()),
+            budget_left(left),
             dir.display()
         ),
         Event::Started { .. } => {}
@@ -364,7 +372,7 @@ pub fn main(args: Args) -> Result<u8> {
                 "[{done:>3}] {scenario} run {}: {what} ({class}) in {:.1} s | flagged so far {flagged}/{counted}, {provoked} provoked | {} left",
                 slot.run,
                 record.wall_s,
-                render::minutes(left.as_secs_f64())
+                budget_left(left)
             );
         }
     }
