@@ -20,11 +20,14 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The jars a server needs, and the Debian package of each.
+/// The jars a server needs, and the Debian package of each: the jars' own, not
+/// `zookeeper` (its scripts and ZooInspector), which depends on a desktop JRE that
+/// a server never uses: in the audit image (scripts/image, 2026-12-06) 73 more
+/// packages, 209 MiB installed (GTK, Mesa, a second LLVM).
 const JARS: [Package; 2] = [
     Package {
         check: "/usr/share/java/zookeeper.jar",
-        name: "zookeeper",
+        name: "libzookeeper-java",
     },
     Package {
         check: "/usr/share/java/slf4j-simple.jar",
@@ -46,14 +49,19 @@ impl ServerRecipe for Zookeeper {
     fn binary(&self) -> ServerBinary {
         ServerBinary {
             name: "java",
-            package: "zookeeper",
+            package: "default-jre-headless",
             env: "LOCKCHECK_JAVA",
         }
     }
 
-    /// Its jars (Java comes with them).
+    /// Java and its jars.
     fn packages(&self) -> Vec<Package> {
-        JARS.to_vec()
+        let java = self.binary();
+        let java = Package {
+            check: java.name,
+            name: java.package,
+        };
+        [java].into_iter().chain(JARS).collect()
     }
 
     /// The smallest ensemble that survives the loss of one server.
