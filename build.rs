@@ -93,7 +93,10 @@ fn git_provenance() {
         .is_some_and(|top| manifest.canonicalize().is_ok_and(|m| m == top));
     let commit = ours.then(|| git(&["rev-parse", "HEAD"])).flatten();
     let tree = commit.as_ref().and_then(|_| {
-        let mut args = vec!["status", "--porcelain", "--"];
+        // Without an index lock: refreshing the index (as `git status` does just
+        // after a commit) would make it newer than this run, and cargo would run
+        // this again, and compile lockcheck again, on the next build.
+        let mut args = vec!["--no-optional-locks", "status", "--porcelain", "--"];
         args.extend(SOURCES);
         git(&args).map(|changes| if changes.is_empty() { "clean" } else { "dirty" })
     });
