@@ -232,7 +232,13 @@ fn battery_of(first: &Read, dir: &Path) -> Result<Ran> {
     let facts = Facts::of(kind, c.client.clone())?;
     let battery = battery::battery(&facts, recipes.as_deref());
     let workloads = battery::write_workloads(&battery.scenarios, &facts, &dir.join("scenarios"))?;
-    let questions = battery::questions(&battery.scenarios);
+    let plan = Plan::of_battery(
+        &battery.scenarios,
+        c.runs_per_scenario,
+        c.provoked_floor,
+        c.twin_runs,
+    );
+    let questions = plan.questions.clone();
     let fenced: Vec<bool> = battery
         .scenarios
         .iter()

@@ -119,7 +119,8 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
     if let Some(r) = &resumed {
         provenance = r.provenance(&provenance)?;
     }
-    let questions = battery::questions(&battery.scenarios);
+    let whole = Plan::of_battery(&battery.scenarios, opts.runs, opts.provoked, opts.twin_runs);
+    let questions = whole.questions.clone();
     let fenced: Vec<bool> = battery
         .scenarios
         .iter()

@@ -220,6 +220,27 @@ impl Plan {
         }
     }
 
+    /// The plan for a battery's scenarios: the questions they ask, and which of
+    /// them are fenced (a fenced twin's cap is `twin_runs`).
+    pub fn of_battery(
+        scenarios: &[super::battery::Scenario],
+        runs: u32,
+        floor: u32,
+        twin_runs: u32,
+    ) -> Plan {
+        let fenced: Vec<bool> = scenarios
+            .iter()
+            .map(|s| s.fencing == super::battery::Fencing::Fenced)
+            .collect();
+        Plan::new(
+            super::battery::questions(scenarios),
+            &fenced,
+            runs,
+            floor,
+            twin_runs,
+        )
+    }
+
     /// This plan's share for shard `share` in `phase`: each cap, the floor and
     /// the runs before a twin's share is judged cut to the shard's run numbers,
     /// so that the shards' runs add up to the whole plan's.
