@@ -399,27 +399,42 @@ async fn execute_async(
     let mut done = 0usize;
     let mut running = tokio::task::JoinSet::new();
     let mut pids: HashMap<tokio::task::Id, u32> = HashMap::new();
+    let mut owed = owed(&opts.given, opts.share);
     loop {
         while running.len() < pace.level() && out.interrupted.is_none() {
             let tallies: Vec<Tally> = (0..battery.len())
                 .map(|i| out.tally(i, in_flight[i]))
                 .collect();
-            let Some(i) = opts.plan.next(&tallies, &barred) else {
-                break;
+            // The runs a resumed audit lost in flight come first: until they are
+            // going again, the tallies are not the ones the plan saw.
+            let (i, local) = match owed.first() {
+                Some(&o) => o,
+                None => match opts.plan.next(&tallies, &barred) {
+                    Some(i) => (i, tallies[i].started + 1),
+                    None => break,
+                },
             };
             let s = &battery[i];
             if !overhead.fits(elapsed(), s.duration(), opts.budget) {
                 // Runs already going may show the overhead is smaller: wait for them;
-                // with none going, a shorter scenario may still fit.
+                // with none going, a shorter scenario may still fit (a lost run
+                // that no longer fits stays lost: the audit is cut short anyway).
                 if !running.is_empty() {
                     break;
                 }
-                barred[i] = true;
+                if owed.is_empty() {
+                    barred[i] = true;
+                } else {
+                    owed.remove(0);
+                }
                 continue;
+            }
+            if !owed.is_empty() {
+                owed.remove(0);
             }
             let slot = Slot {
                 scenario: i,
-                run: opts.share.run(tallies[i].started + 1),
+                run: opts.share.run(local),
             };
             in_flight[i] += 1;
             let seed = opts.first_seed.wrapping_add(u64::from(slot.run) - 1);
@@ -490,6 +505,26 @@ async fn execute_async(
     out.elapsed = elapsed();
     out.levels = pace.levels();
     Ok(out)
+}
+
+/// The runs a killed audit had in flight when a later one ended: the numbers
+/// (this shard's, 1-based) missing below each scenario's highest recorded, by
+/// battery index. Runs end out of order, so its scorecard may hold run 2 and
+/// not run 1; made again, the scenario's runs stay numbered 1..n with no hole
+/// a reader could take for a run left out.
+fn owed(given: &[Vec<RunRecord>], share: super::plan::Share) -> Vec<(usize, u32)> {
+    given
+        .iter()
+        .enumerate()
+        .flat_map(|(i, records)| {
+            let made: std::collections::BTreeSet<u32> =
+                records.iter().filter_map(|r| share.local(r.run)).collect();
+            let top = made.last().copied().unwrap_or(0);
+            (1..top)
+                .filter(move |n| !made.contains(n))
+                .map(move |n| (i, n))
+        })
+        .collect()
 }
 
 /// A run's task's result: its slot, seed, workload duration, wall time and output.
@@ -635,6 +670,23 @@ async fn read_back(run: u32, seed: u64, wall: Duration, output: Output) -> RunRe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runs_a_killed_audit_lost_in_flight_are_owed_by_their_numbers() {
+        let made = |runs: &[u32]| -> Vec<RunRecord> {
+            runs.iter()
+                .map(|&r| RunRecord::failed(r, u64::from(r), 1.0, "x".into()))
+                .collect()
+        };
+        let whole = super::super::plan::Share::WHOLE;
+        // Run 2 ended before run 1 and the audit died: run 1 is owed; a
+        // scenario with no hole, or with none made, owes nothing.
+        let given = vec![made(&[2]), made(&[1, 2, 3]), vec![], made(&[4, 1])];
+        assert_eq!(owed(&given, whole), vec![(0, 1), (3, 2), (3, 3)]);
+        // Shard 2 of 3 runs 2, 5, 8: its 5 is its second.
+        let share = super::super::plan::Share { index: 2, of: 3 };
+        assert_eq!(owed(&[made(&[8, 2])], share), vec![(0, 2)]);
+    }
 
     #[test]
     fn a_run_starts_only_if_it_ends_within_the_budget() {

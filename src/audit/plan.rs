@@ -86,6 +86,13 @@ impl Share {
     pub fn run(self, local: u32) -> u32 {
         self.index + (local - 1) * self.of
     }
+
+    /// Which of this shard's runs (1-based) audit-wide run `run` is, if it is
+    /// this shard's.
+    pub fn local(self, run: u32) -> Option<u32> {
+        let past = run.checked_sub(self.index)?;
+        (past % self.of == 0).then_some(past / self.of + 1)
+    }
 }
 
 /// Which questions this process asks: all of them, or one phase of a sharded

@@ -238,6 +238,11 @@ mod tests {
                     total += k;
                     for local in 1..=k {
                         seen[share.run(local) as usize] += 1;
+                        assert_eq!(share.local(share.run(local)), Some(local));
+                    }
+                    for run in 1..=n {
+                        let mine = (1..=k).any(|l| share.run(l) == run);
+                        assert_eq!(share.local(run).is_some(), mine, "{run} of {index}/{of}");
                     }
                 }
                 assert_eq!(total, n, "{n} runs over {of}");
