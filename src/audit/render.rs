@@ -294,82 +294,63 @@ fn shards(card: &Scorecard) -> Vec<String> {
 /// with its figures, one with no run that counts is an error, and what did not
 /// apply is skipped with why.
 pub fn junit(card: &Scorecard) -> String {
-    let mut cases = String::new();
-    let (mut failures, mut errors, mut skipped) = (0, 0, 0);
-    let class = format!("lockcheck.audit.{}", escape(&card.backend));
-    for c in &card.scenarios {
-        let time: f64 = c.runs.iter().map(|r| r.wall_s).sum();
-        let _ = writeln!(
-            cases,
-            "    <testcase classname=\"{class}\" name=\"{}\" time=\"{time:.3}\">",
-            escape(&c.scenario)
-        );
-        if c.flagged > 0 {
-            failures += 1;
-            let _ = writeln!(
-                cases,
-                "      <failure type=\"flagged\" message=\"{}\">{}</failure>",
-                escape(&c.evidence()),
-                escape(&c.description)
-            );
+    use crate::report::junit::{Case, Outcome, Suite};
+    let class = format!("lockcheck.audit.{}", card.backend);
+    let case = |name: &str, time_s: Option<f64>, outcome: Outcome| Case {
+        class: class.clone(),
+        name: name.into(),
+        time_s,
+        outcome,
+        system_out: None,
+    };
+    let scenarios = card.scenarios.iter().map(|c| {
+        let outcome = if c.flagged > 0 {
+            Outcome::Failure("flagged".into(), c.evidence(), c.description.clone())
         } else if let Some(why) = about(&card.missing, c) {
-            errors += 1;
-            let _ = writeln!(
-                cases,
-                "      <error type=\"untested\" message=\"{}\"/>",
-                escape(why)
-            );
+            Outcome::Error("untested".into(), why.clone(), String::new())
         } else if let Some(why) = about(&card.unsettled, c)
             .map(|u| format!("unsettled: {u}"))
             .or_else(|| skipped_why(c))
         {
-            skipped += 1;
-            let _ = writeln!(cases, "      <skipped message=\"{}\"/>", escape(&why));
-        }
-        cases += "    </testcase>\n";
-    }
-    for n in &card.not_applicable {
-        // One this machine stood in the way of is untested, not skipped.
-        let (element, message) = match n.environment {
-            true => ("error type=\"untested\"", "not run here"),
-            false => ("skipped", "not applicable"),
+            Outcome::Skipped(why)
+        } else {
+            Outcome::Passed
         };
-        match n.environment {
-            true => errors += 1,
-            false => skipped += 1,
-        }
-        let _ = writeln!(
-            cases,
-            "    <testcase classname=\"{class}\" name=\"{}\">\n      <{element} message=\"{message}: {}\"/>\n    </testcase>",
-            escape(&n.scenario),
-            escape(&n.why)
-        );
-    }
-    let tests = card.scenarios.len() + card.not_applicable.len();
-    let mut properties = String::from("    <properties>\n");
+        let time: f64 = c.runs.iter().map(|r| r.wall_s).sum();
+        case(&c.scenario, Some(time), outcome)
+    });
+    // One this machine stood in the way of is untested, not skipped.
+    let left_out = card.not_applicable.iter().map(|n| {
+        let outcome = match n.environment {
+            true => Outcome::Error(
+                "untested".into(),
+                format!("not run here: {}", n.why),
+                String::new(),
+            ),
+            false => Outcome::Skipped(format!("not applicable: {}", n.why)),
+        };
+        case(&n.scenario, None, outcome)
+    });
     let extra = [
-        bound_line(card).map(|l| ("bound", l)),
-        card.shards.as_ref().map(|s| ("shards", s.describe())),
+        bound_line(card).map(|l| ("bound".to_string(), l)),
+        card.shards
+            .as_ref()
+            .map(|s| ("shards".to_string(), s.describe())),
     ];
-    let props = card
+    let properties = card
         .provenance
         .properties()
         .into_iter()
-        .chain(extra.into_iter().flatten());
-    for (name, value) in props {
-        let _ = writeln!(
-            properties,
-            "      <property name=\"lockcheck.{name}\" value=\"{}\"/>",
-            escape(&value)
-        );
+        .map(|(name, value)| (name.to_string(), value))
+        .chain(extra.into_iter().flatten())
+        .collect();
+    Suite {
+        name: format!("lockcheck audit {} ({})", card.backend, card.verdict.name()),
+        time_s: card.elapsed_s,
+        properties,
+        cases: scenarios.chain(left_out).collect(),
     }
-    properties += "    </properties>\n";
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"lockcheck audit {} ({})\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{:.3}\">\n{properties}{cases}  </testsuite>\n</testsuites>\n",
-        escape(&card.backend),
-        card.verdict.name(),
-        card.elapsed_s
-    )
+    .to_xml()
 }
 
 /// The line of `lines` about scenario `c` (`scenario: why`), if there is one.
@@ -570,4 +551,39 @@ fn relative(base: &Path, path: &Path) -> String {
         .unwrap_or(path)
         .display()
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every published scorecard's JUnit: a case per scenario and per one left
+    /// out, a failure per flagged scenario, the suite's counts those of its cases.
+    #[test]
+    fn a_published_audit_gives_a_case_per_scenario_and_a_failure_per_flagged_one() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            let card = super::super::scorecard::read(&path).unwrap();
+            let x = junit(&card);
+            let tests = card.scenarios.len() + card.not_applicable.len();
+            let flagged = card.scenarios.iter().filter(|c| c.flagged > 0).count();
+            assert_eq!(x.matches("<testcase ").count(), tests, "{}", path.display());
+            assert_eq!(
+                x.matches("<failure ").count(),
+                flagged,
+                "{}",
+                path.display()
+            );
+            let counts = format!("tests=\"{tests}\" failures=\"{flagged}\"");
+            assert_eq!(x.matches(&counts).count(), 2, "{}: {x}", path.display());
+            assert!(x.contains("<property name=\"lockcheck.commit\""), "{x}");
+            read += 1;
+        }
+        assert!(read >= 10, "{read} scorecards in {}", dir.display());
+    }
 }

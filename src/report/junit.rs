@@ -1,12 +1,119 @@
-//! JUnit XML for CI: one test case per check of the anomaly kinds
-//! ([`AnomalyKind::check`]), failing with the anomaly sentences.
-//! Allowed anomalies are not failures; they are listed in the case's system-out.
-//! A run adds one case for its faults: planned faults that never started fail it
-//! (unless `--allow-missed-faults`), so CI never counts an untested run as a pass.
+//! JUnit XML for CI, written by one piece of code for a run and an audit: a
+//! [`Suite`] of [`Case`]s whose counts are derived from the cases, so a suite's
+//! `failures` can never disagree with its failing cases.
+//!
+//! A run has one case per check of the anomaly kinds ([`AnomalyKind::check`]),
+//! failing with the anomaly sentences; allowed anomalies are not failures and
+//! are listed in the case's system-out. A run adds one case for its faults:
+//! planned faults that never started fail it (unless `--allow-missed-faults`),
+//! so CI never counts an untested run as a pass.
 
 use super::input::MissedFaults;
 use super::text::escape;
 use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
+use std::fmt::Write;
+
+/// One test suite: a run or an audit.
+#[derive(Debug, Clone, Default)]
+pub struct Suite {
+    pub name: String,
+    pub time_s: f64,
+    /// `lockcheck.<name>` properties (where the audit came from).
+    pub properties: Vec<(String, String)>,
+    pub cases: Vec<Case>,
+}
+
+/// One test case and how it ended.
+#[derive(Debug, Clone)]
+pub struct Case {
+    pub class: String,
+    pub name: String,
+    pub time_s: Option<f64>,
+    pub outcome: Outcome,
+    pub system_out: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Passed,
+    /// What was tested went wrong (`type`, message, body).
+    Failure(String, String, String),
+    /// It could not be tested (`type`, message, body).
+    Error(String, String, String),
+    Skipped(String),
+}
+
+impl Suite {
+    /// The suite as a JUnit XML document.
+    pub fn to_xml(&self) -> String {
+        let count = |f: fn(&Outcome) -> bool| self.cases.iter().filter(|c| f(&c.outcome)).count();
+        let failures = count(|o| matches!(o, Outcome::Failure(..)));
+        let errors = count(|o| matches!(o, Outcome::Error(..)));
+        let skipped = count(|o| matches!(o, Outcome::Skipped(..)));
+        let tests = self.cases.len();
+        let (name, time) = (escape(&self.name), self.time_s);
+        let counts = format!(
+            "tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{time:.3}\""
+        );
+        let mut x = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"lockcheck\" {counts}>\n  <testsuite name=\"{name}\" {counts}>\n"
+        );
+        if !self.properties.is_empty() {
+            x += "    <properties>\n";
+            for (name, value) in &self.properties {
+                let _ = writeln!(
+                    x,
+                    "      <property name=\"lockcheck.{}\" value=\"{}\"/>",
+                    escape(name),
+                    escape(value)
+                );
+            }
+            x += "    </properties>\n";
+        }
+        for c in &self.cases {
+            c.write(&mut x);
+        }
+        x + "  </testsuite>\n</testsuites>\n"
+    }
+}
+
+impl Case {
+    fn write(&self, x: &mut String) {
+        let time = self
+            .time_s
+            .map(|t| format!(" time=\"{t:.3}\""))
+            .unwrap_or_default();
+        let _ = writeln!(
+            x,
+            "    <testcase classname=\"{}\" name=\"{}\"{time}>",
+            escape(&self.class),
+            escape(&self.name)
+        );
+        let element = |x: &mut String, tag: &str, kind: &str, message: &str, body: &str| {
+            let open = format!(
+                "{tag} type=\"{}\" message=\"{}\"",
+                escape(kind),
+                escape(message)
+            );
+            let _ = match body {
+                "" => writeln!(x, "      <{open}/>"),
+                _ => writeln!(x, "      <{open}>{}</{tag}>", escape(body)),
+            };
+        };
+        match &self.outcome {
+            Outcome::Passed => {}
+            Outcome::Failure(kind, message, body) => element(x, "failure", kind, message, body),
+            Outcome::Error(kind, message, body) => element(x, "error", kind, message, body),
+            Outcome::Skipped(message) => {
+                let _ = writeln!(x, "      <skipped message=\"{}\"/>", escape(message));
+            }
+        }
+        if let Some(out) = &self.system_out {
+            let _ = writeln!(x, "      <system-out>{}</system-out>", escape(out));
+        }
+        *x += "    </testcase>\n";
+    }
+}
 
 fn evidence(a: &Anomaly) -> String {
     let ix: Vec<String> = a.indexes.iter().map(u64::to_string).collect();
@@ -36,13 +143,19 @@ pub fn render_run(
     missed: Option<&MissedFaults>,
     duration_ns: u64,
 ) -> String {
-    let mut cases = String::new();
-    let (mut tests, mut failures, mut errors) = (0, 0, 0);
+    let class = format!("lockcheck.{}", verdict.model);
+    let case = |name: String, outcome: Outcome, system_out: Option<String>| Case {
+        class: class.clone(),
+        name,
+        time_s: None,
+        outcome,
+        system_out,
+    };
+    let mut cases = Vec::new();
     // One case per check of the one list of anomaly kinds: a kind that fails the
     // verdict fails its case, whichever kind it is.
     let found: Vec<AnomalyKind> = verdict.anomalies.iter().map(|a| a.kind).collect();
     for (name, kinds) in AnomalyKind::checks(&verdict.model, &found) {
-        tests += 1;
         let of = |allowed: bool| -> Vec<&Anomaly> {
             verdict
                 .anomalies
@@ -52,67 +165,59 @@ pub fn render_run(
         };
         let (failing, allowed) = (of(false), of(true));
         let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-        cases += &format!(
-            "    <testcase classname=\"lockcheck.{}\" name=\"{} ({})\">\n",
-            escape(&verdict.model),
-            escape(name),
-            kind_names.join(", ")
-        );
-        if let Some(first) = failing.first() {
-            failures += 1;
-            let body: Vec<String> = failing.iter().map(|a| evidence(a)).collect();
-            cases += &format!(
-                "      <failure type=\"{}\" message=\"{} anomalies: {}\">{}</failure>\n",
-                first.kind.name(),
-                failing.len(),
-                escape(&first.explanation),
-                escape(&body.join("\n"))
-            );
-        }
-        if !allowed.is_empty() {
+        let outcome = match failing.first() {
+            Some(first) => Outcome::Failure(
+                first.kind.name().into(),
+                format!("{} anomalies: {}", failing.len(), first.explanation),
+                failing
+                    .iter()
+                    .map(|a| evidence(a))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            None => Outcome::Passed,
+        };
+        let out = (!allowed.is_empty()).then(|| {
             let body: Vec<String> = allowed.iter().map(|a| evidence(a)).collect();
-            cases += &format!(
-                "      <system-out>allowed by design, not failures:\n{}</system-out>\n",
-                escape(&body.join("\n"))
-            );
-        }
-        cases += "    </testcase>\n";
+            format!("allowed by design, not failures:\n{}", body.join("\n"))
+        });
+        cases.push(case(
+            format!("{name} ({})", kind_names.join(", ")),
+            outcome,
+            out,
+        ));
     }
     if verdict.valid == Validity::Unknown {
-        tests += 1;
-        errors += 1;
-        cases += &format!(
-            "    <testcase classname=\"lockcheck.{}\" name=\"check completed\">\n      <error type=\"unknown\" message=\"the checker gave up within its limits\">{}</error>\n    </testcase>\n",
-            escape(&verdict.model),
-            escape(&verdict.notes.join("\n"))
+        let outcome = Outcome::Error(
+            "unknown".into(),
+            "the checker gave up within its limits".into(),
+            verdict.notes.join("\n"),
         );
+        cases.push(case("check completed".into(), outcome, None));
     }
     if let Some(m) = missed {
-        tests += 1;
-        cases += &format!(
-            "    <testcase classname=\"lockcheck.{}\" name=\"faults (every planned fault started)\">\n",
-            escape(&verdict.model)
-        );
-        let body = escape(&m.lines.join("\n"));
-        if m.allowed {
-            cases += &format!(
-                "      <system-out>{}:\n{body}</system-out>\n",
-                escape(&m.headline())
-            );
-        } else {
-            failures += 1;
-            cases += &format!(
-                "      <failure type=\"missed-faults\" message=\"{}\">{body}</failure>\n",
-                escape(&m.headline())
-            );
-        }
-        cases += "    </testcase>\n";
+        let body = m.lines.join("\n");
+        let name = "faults (every planned fault started)".to_string();
+        cases.push(match m.allowed {
+            true => case(
+                name,
+                Outcome::Passed,
+                Some(format!("{}:\n{body}", m.headline())),
+            ),
+            false => case(
+                name,
+                Outcome::Failure("missed-faults".into(), m.headline(), body),
+                None,
+            ),
+        });
     }
-    let time = format!("{:.3}", duration_ns as f64 / 1e9);
-    let suite = escape(suite);
-    format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"lockcheck\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" time=\"{time}\">\n  <testsuite name=\"{suite}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"0\" time=\"{time}\">\n{cases}  </testsuite>\n</testsuites>\n"
-    )
+    Suite {
+        name: suite.into(),
+        time_s: duration_ns as f64 / 1e9,
+        properties: vec![],
+        cases,
+    }
+    .to_xml()
 }
 
 #[cfg(test)]
