@@ -51,10 +51,11 @@ impl Recorder {
 
     /// Forces the history to disk (every line already reached the OS when written).
     pub fn sync(&self) -> Result<()> {
-        self.writer
+        Ok(self
+            .writer
             .lock()
             .map_err(|_| anyhow!("the history writer was poisoned by a panic"))?
-            .sync()
+            .sync()?)
     }
 
     pub fn record(

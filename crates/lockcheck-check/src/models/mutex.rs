@@ -3,10 +3,10 @@
 //! fencing tokens, lives in `check::lock`.)
 
 use super::{operations, unsupported, verdict, ModelError};
-use crate::check::linear::check_partitioned;
-use crate::check::model::Model;
-use crate::check::{Limits, Verdict};
-use crate::history::History;
+use crate::linear::check_partitioned;
+use crate::model::Model;
+use crate::{Limits, Verdict};
+use lockcheck_history::History;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Mutex;
@@ -64,8 +64,8 @@ impl Mutex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Validity;
-    use crate::history::import::{parse, Format};
+    use crate::Validity;
+    use lockcheck_history::import::{parse, Format};
 
     fn check(edn: &str) -> Verdict {
         let h = parse(edn, "t", Format::JepsenEdn).unwrap();

@@ -43,7 +43,7 @@
 //! are in observation order, so position order refines time order and has no ties.
 
 use super::ops::{LockOp, Ops, F};
-use crate::history::OpType;
+use lockcheck_history::OpType;
 use rustc_hash::FxHashMap;
 
 /// A section's end, as far as the lock is concerned.

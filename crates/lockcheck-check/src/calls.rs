@@ -4,7 +4,7 @@
 //! measure them, and `provoked` classifies a run by them.
 
 use super::lock::critical_sections;
-use crate::history::{error, AppliedWrite, History, OpType, Process};
+use lockcheck_history::{error, AppliedWrite, History, OpType, Process};
 use rustc_hash::FxHashMap;
 
 /// What a call did, from the history's point of view.
@@ -22,7 +22,7 @@ pub enum Outcome {
 }
 
 /// The `f` of a call, as the report tells them apart.
-pub use crate::history::Call as CallKind;
+pub use lockcheck_history::Call as CallKind;
 
 impl Outcome {
     pub fn code(self) -> u8 {
@@ -226,85 +226,9 @@ fn sections_of(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::history::Op;
-    use serde_json::{json, Value};
-
-    /// Builds histories for unit tests: times in ms, indexes assigned in order.
-    #[derive(Default)]
-    pub struct H(pub Vec<Op>);
-
-    impl H {
-        pub fn op(
-            mut self,
-            ms: u64,
-            p: i64,
-            kind: OpType,
-            f: &str,
-            value: Value,
-            error: Option<&str>,
-        ) -> Self {
-            self.0.push(Op {
-                index: self.0.len() as u64,
-                time: ms * 1_000_000,
-                process: if p < 0 {
-                    Process::Nemesis
-                } else {
-                    Process::Client(p as u64)
-                },
-                kind,
-                f: f.into(),
-                value,
-                node: None,
-                error: error.map(Into::into),
-            });
-            self
-        }
-        pub fn inv(self, ms: u64, p: i64, f: &str, v: Value) -> Self {
-            self.op(ms, p, OpType::Invoke, f, v, None)
-        }
-        pub fn ok(self, ms: u64, p: i64, f: &str, v: Value) -> Self {
-            self.op(ms, p, OpType::Ok, f, v, None)
-        }
-        pub fn fail(self, ms: u64, p: i64, f: &str, err: &str) -> Self {
-            self.op(ms, p, OpType::Fail, f, Value::Null, Some(err))
-        }
-        pub fn nemesis(self, ms: u64, f: &str, targets: &[&str]) -> Self {
-            self.op(ms, -1, OpType::Info, f, json!({ "targets": targets }), None)
-        }
-        /// acquire invoke at `ms`, ok at `ms + 1` with `token`.
-        pub fn acquire(self, ms: u64, p: i64, token: Option<u64>) -> Self {
-            self.inv(ms, p, "acquire", json!({"lock": "l"})).ok(
-                ms + 1,
-                p,
-                "acquire",
-                json!({"token": token, "lease_ms": 1000}),
-            )
-        }
-        /// write invoke at `ms`, ok at `ms + 1` with `seq`.
-        pub fn write(self, ms: u64, p: i64, token: Option<u64>, seq: u64) -> Self {
-            let d = format!("p{p}-{seq}");
-            self.inv(ms, p, "write", json!({"token": token, "data": d}))
-                .ok(
-                    ms + 1,
-                    p,
-                    "write",
-                    json!({"token": token, "data": d, "seq": seq}),
-                )
-        }
-        pub fn release(self, ms: u64, p: i64, token: Option<u64>) -> Self {
-            self.inv(ms, p, "release", json!({ "token": token })).ok(
-                ms + 1,
-                p,
-                "release",
-                Value::Null,
-            )
-        }
-        pub fn history(self) -> History {
-            History::new(self.0)
-        }
-    }
+    use lockcheck_history::HistoryBuilder as H;
 
     #[test]
     fn sections_run_from_acquire_ok_to_release_invoke() {

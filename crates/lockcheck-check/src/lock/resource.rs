@@ -16,8 +16,8 @@ use super::explain::{at, indexes};
 use super::findings::Findings;
 use super::ops::{data_hash, Ops};
 use super::sections::{End, Sections};
-use crate::check::{secs, secs_apart, Anomaly, AnomalyKind};
-use crate::history::{AppliedWrite, OpType};
+use crate::{secs, secs_apart, Anomaly, AnomalyKind};
+use lockcheck_history::{AppliedWrite, OpType};
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 

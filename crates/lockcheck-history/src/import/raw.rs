@@ -1,7 +1,7 @@
 //! What the foreign readers give: ops as their source wrote them, and what went
 //! wrong where. The base of `import`: it imports no sibling.
 
-use crate::history::{OpType, Process};
+use crate::{OpType, Process};
 use serde_json::Value;
 
 /// What went wrong where, before the file name is known.

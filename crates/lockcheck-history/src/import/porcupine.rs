@@ -4,7 +4,7 @@
 //! (Porcupine's kv logs are EDN maps: `edn::op_from_map` reads them.)
 
 use super::raw::{Fault, RawOp};
-use crate::history::{OpType, Process};
+use crate::{OpType, Process};
 use serde_json::{json, Value};
 
 pub fn etcd(text: &str) -> Result<Vec<RawOp>, Fault> {

@@ -1,7 +1,7 @@
 //! The anomalies a check has found so far, capped per kind, and the verdict they
 //! make. The base of the lock checker's passes: each reports into it.
 
-use crate::check::{Anomaly, AnomalyKind, Validity, Verdict};
+use crate::{Anomaly, AnomalyKind, Validity, Verdict};
 
 /// At most this many anomalies of one kind are listed; the rest are counted.
 pub(super) const LISTED_PER_KIND: usize = 50;

@@ -4,8 +4,8 @@
 //! maps into lockcheck's ops.
 
 use super::raw::{Fault, RawOp};
-use crate::history::input::MAX_DEPTH;
-use crate::history::{OpType, Process};
+use crate::input::MAX_DEPTH;
+use crate::{OpType, Process};
 use serde_json::{json, Map, Value};
 
 /// One EDN value.

@@ -10,7 +10,7 @@
 //! `analyze`, `report` and the audit give one run one class.
 
 use super::calls::{Call, Calls, Outcome};
-use crate::history::{error, fault_ops, AppliedWrite, History, Process};
+use lockcheck_history::{error, fault_ops, AppliedWrite, History, Process};
 use rustc_hash::FxHashSet;
 use serde::{Deserialize, Serialize};
 
@@ -217,7 +217,7 @@ fn provoked(history: &History, calls: &Calls, landed: &Landed) -> Provoked {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::calls::tests::H;
+    use lockcheck_history::HistoryBuilder as H;
     use serde_json::json;
 
     fn class(h: H) -> Provoked {

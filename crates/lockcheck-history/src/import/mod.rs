@@ -368,7 +368,7 @@ mod tests {
             .iter()
             .map(|o| serde_json::to_string(o).unwrap() + "\n")
             .collect();
-        crate::history::parse_jsonl(&text, "x").unwrap();
+        crate::parse_jsonl(&text, "x").unwrap();
         let e = build(vec![
             raw(1, 0, OpType::Invoke, "write"),
             raw(2, 0, OpType::Ok, "read"),

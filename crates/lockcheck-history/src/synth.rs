@@ -596,7 +596,7 @@ mod tests {
         let b = generate(&cfg);
         assert_eq!(a.history.ops, b.history.ops);
         let text = a.history_jsonl();
-        let back = crate::history::parse_jsonl(&text, "synth").unwrap();
+        let back = crate::parse_jsonl(&text, "synth").unwrap();
         assert_eq!(back.ops.len(), a.history.ops.len());
         assert!(a.history.ops.len() >= 3_000);
         assert_eq!(

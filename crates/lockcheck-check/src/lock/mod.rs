@@ -34,9 +34,9 @@ pub use resource::INCR;
 
 use super::linear::{check_partitioned, Outcome};
 use super::{Anomaly, AnomalyKind, Limits, Verdict};
-use crate::history::{read_jsonl_refs, AppliedWrite, History, HistoryError};
 use explain::{at, indexes};
 use findings::Findings;
+use lockcheck_history::{read_jsonl_refs, AppliedWrite, History, HistoryError};
 use ops::Ops;
 use std::path::Path;
 
@@ -83,12 +83,12 @@ pub struct Stream {
 }
 
 impl Stream {
-    pub fn push(&mut self, op: &crate::history::Op) {
+    pub fn push(&mut self, op: &lockcheck_history::Op) {
         self.lines += 1;
         self.ops.push(op);
     }
 
-    pub fn push_ref(&mut self, op: &crate::history::OpRef<'_>) {
+    pub fn push_ref(&mut self, op: &lockcheck_history::OpRef<'_>) {
         self.lines += 1;
         self.ops.push_ref(op);
     }
@@ -247,8 +247,8 @@ fn foreign_releases(h: &Ops, s: &sections::Sections, found: &mut Findings) {
 mod tests {
     use super::findings::LISTED_PER_KIND;
     use super::*;
-    use crate::check::Validity;
-    use crate::history::{Op, OpType, Process};
+    use crate::Validity;
+    use lockcheck_history::{Op, OpType, Process};
     use serde_json::json;
 
     fn op(p: u64, kind: OpType, f: &str, value: serde_json::Value) -> Op {

@@ -18,10 +18,10 @@
 //! The abstraction is exact: a get matches the string iff it matches its node.
 
 use super::{operations, unsupported, ModelError, Tally};
-use crate::check::linear::check_partitioned;
-use crate::check::model::{Model, Operation};
-use crate::check::{Anomaly, AnomalyKind, Limits, Verdict};
-use crate::history::History;
+use crate::linear::check_partitioned;
+use crate::model::{Model, Operation};
+use crate::{Anomaly, AnomalyKind, Limits, Verdict};
+use lockcheck_history::History;
 use rustc_hash::FxHashMap;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -476,8 +476,8 @@ fn anomaly(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Validity;
-    use crate::history::import::{parse, Format};
+    use crate::Validity;
+    use lockcheck_history::import::{parse, Format};
 
     fn check_text(text: &str) -> Verdict {
         let h = parse(text, "t", Format::PorcupineKv).unwrap();
@@ -541,7 +541,7 @@ mod tests {
     /// A random history of one key: processes invoke, take effect at some point,
     /// complete; some gets lie. Values repeat and one is a prefix of another.
     fn random_history(rng: &mut impl rand::Rng) -> History {
-        use crate::history::{Op, OpType, Process};
+        use lockcheck_history::{Op, OpType, Process};
         use serde_json::json;
         let mut ops = Vec::new();
         let mut value = String::new();
@@ -604,12 +604,11 @@ mod tests {
         for _ in 0..400 {
             let h = random_history(&mut rng);
             let (_, ops) = kv_operations(&h).unwrap();
-            let plain =
-                match crate::check::linear::check_operations(&Plain, &ops, &Limits::default()) {
-                    crate::check::linear::Outcome::Linearizable { .. } => Validity::Valid,
-                    crate::check::linear::Outcome::Illegal { .. } => Validity::Invalid,
-                    o => panic!("{o:?}"),
-                };
+            let plain = match crate::linear::check_operations(&Plain, &ops, &Limits::default()) {
+                crate::linear::Outcome::Linearizable { .. } => Validity::Valid,
+                crate::linear::Outcome::Illegal { .. } => Validity::Invalid,
+                o => panic!("{o:?}"),
+            };
             let ours = check(&h, &Limits::default()).unwrap().valid;
             assert_eq!(ours, plain, "{:#?}", h.ops);
             seen[(plain == Validity::Valid) as usize] += 1;

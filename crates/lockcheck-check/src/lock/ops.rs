@@ -3,7 +3,7 @@
 //! takes about a gigabyte; as `LockOp`s it takes a tenth of that, and it can be
 //! filled straight from the file, one line at a time (`lock::check_jsonl`).
 
-use crate::history::{History, Op, OpRef, OpType, Process};
+use lockcheck_history::{History, Op, OpRef, OpType, Process};
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::hash::{DefaultHasher, Hasher};
 
 /// A client call, as the lock checks tell them apart.
-pub use crate::history::Call as F;
+pub use lockcheck_history::Call as F;
 
 /// One client op, as the lock checks see it.
 #[derive(Debug, Clone)]

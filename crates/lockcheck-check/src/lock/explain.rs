@@ -2,8 +2,8 @@
 
 use super::ops::Ops;
 use super::sections::{End, Section, Sections};
-use crate::check::secs;
-use crate::history::OpType;
+use crate::secs;
+use lockcheck_history::OpType;
 
 /// `at 1.011 s`.
 pub fn at(h: &Ops, pos: usize) -> String {

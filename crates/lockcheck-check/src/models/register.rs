@@ -4,10 +4,10 @@
 //! `(cas-register 0)` starts at 0.
 
 use super::{int_field, operations, unsupported, verdict, ModelError};
-use crate::check::linear::check_partitioned;
-use crate::check::model::Model;
-use crate::check::{Limits, Verdict};
-use crate::history::History;
+use crate::linear::check_partitioned;
+use crate::model::Model;
+use crate::{Limits, Verdict};
+use lockcheck_history::History;
 
 #[derive(Debug, Clone)]
 pub struct Register {
@@ -148,8 +148,8 @@ impl Register {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Validity;
-    use crate::history::import::{parse, Format};
+    use crate::Validity;
+    use lockcheck_history::import::{parse, Format};
 
     fn check(text: &str, initial: Option<i64>) -> Verdict {
         let h = parse(text, "t", Format::PorcupineEtcd).unwrap();
@@ -203,10 +203,10 @@ mod tests {
 
     /// Every order of every subset of the ops (all finite ones, any open-ended
     /// ones) that real time allows, tried one by one: the reference.
-    fn brute_force(m: &Register, ops: &[crate::check::model::Operation<RegIn, RegOut>]) -> bool {
+    fn brute_force(m: &Register, ops: &[crate::model::Operation<RegIn, RegOut>]) -> bool {
         fn go(
             m: &Register,
-            ops: &[crate::check::model::Operation<RegIn, RegOut>],
+            ops: &[crate::model::Operation<RegIn, RegOut>],
             used: &mut Vec<bool>,
             state: Option<i64>,
         ) -> bool {
@@ -243,8 +243,8 @@ mod tests {
 
     #[test]
     fn the_search_agrees_with_trying_every_order() {
-        use crate::check::linear::{check_operations, Outcome};
-        use crate::check::model::Operation;
+        use crate::linear::{check_operations, Outcome};
+        use crate::model::Operation;
         use rand::{Rng, SeedableRng};
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
         let m = Register {

@@ -2,9 +2,8 @@
 //! unbuffered file, so a kill -9 of the controller loses at most the line being written.
 
 use super::op::Op;
-use anyhow::{Context, Result};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{self, Result, Write};
 use std::path::{Path, PathBuf};
 
 pub struct HistoryWriter {
@@ -21,7 +20,7 @@ impl HistoryWriter {
             .truncate(true)
             .write(true)
             .open(path)
-            .with_context(|| format!("creating {}", path.display()))?;
+            .map_err(|e| in_words(e, format!("creating {}", path.display())))?;
         Ok(HistoryWriter {
             path: path.to_path_buf(),
             file,
@@ -40,7 +39,7 @@ impl HistoryWriter {
         line.push(b'\n');
         self.file
             .write_all(&line)
-            .with_context(|| format!("appending to {}", self.path.display()))?;
+            .map_err(|e| in_words(e, format!("appending to {}", self.path.display())))?;
         self.next_index += 1;
         self.last_time = op.time;
         Ok(op.index)
@@ -48,8 +47,16 @@ impl HistoryWriter {
 
     /// Forces what was written to disk (the OS already has every line).
     pub fn sync(&self) -> Result<()> {
-        self.file.sync_data().context("syncing the history")
+        self.file
+            .sync_data()
+            .map_err(|e| in_words(e, "syncing the history".into()))
     }
+}
+
+/// `e` with what was being done in front, as `anyhow`'s context would print it
+/// (`creating DIR/history.jsonl: No space left on device`), its kind kept.
+fn in_words(e: io::Error, doing: String) -> io::Error {
+    io::Error::new(e.kind(), format!("{doing}: {e}"))
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ pub mod register;
 use super::linear::{Outcome, Part};
 use super::model::{Model, Operation};
 use super::{Anomaly, AnomalyKind, Validity, Verdict};
-use crate::history::{History, Op, OpType};
+use lockcheck_history::{History, Op, OpType};
 use serde_json::Value;
 
 /// An op that does not fit the chosen model (a string written to an integer

@@ -28,10 +28,10 @@ use super::explain::{at, how_it_ended, indexes, lock_name, with_token};
 use super::findings::Findings;
 use super::ops::Ops;
 use super::sections::{End, Section, Sections};
-use crate::check::linear::{check_operations, Outcome};
-use crate::check::model::{Model, Operation};
-use crate::check::{secs, secs_apart, Anomaly, AnomalyKind, Limits};
-use crate::history::OpType;
+use crate::linear::{check_operations, Outcome};
+use crate::model::{Model, Operation};
+use crate::{secs, secs_apart, Anomaly, AnomalyKind, Limits};
+use lockcheck_history::OpType;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 

@@ -2,8 +2,9 @@
 //! order the controller observed them, on one clock. It is the one currency between
 //! the runner, the checker and the report (docs/history.md is the contract).
 //!
-//! This module depends on nothing else of ours.
+//! This crate depends on nothing else of ours (lockcheck names it `lockcheck::history`).
 
+mod builder;
 mod json;
 mod malformed;
 mod op;
@@ -14,6 +15,7 @@ pub mod import;
 pub mod input;
 pub mod synth;
 
+pub use builder::HistoryBuilder;
 pub use input::Input;
 pub use malformed::HistoryError;
 pub use op::{

@@ -9,7 +9,7 @@ use super::findings::Findings;
 use super::mutex::Sweep;
 use super::ops::Ops;
 use super::sections::Sections;
-use crate::check::{secs, Anomaly, AnomalyKind};
+use crate::{secs, Anomaly, AnomalyKind};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 /// `fenced`: every acquire must hand out a token (the `fenced-mutex` model).

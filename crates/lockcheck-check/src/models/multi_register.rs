@@ -3,10 +3,10 @@
 //! once. A read of nil in a completed transaction returned something nobody knows.
 
 use super::{operations, unsupported, verdict, ModelError};
-use crate::check::linear::check_partitioned;
-use crate::check::model::Model;
-use crate::check::{Limits, Verdict};
-use crate::history::History;
+use crate::linear::check_partitioned;
+use crate::model::Model;
+use crate::{Limits, Verdict};
+use lockcheck_history::History;
 use serde_json::Value;
 
 /// The registers, each known by its position in `keys`.
@@ -121,8 +121,8 @@ impl MultiRegister {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Validity;
-    use crate::history::import::{parse, Format};
+    use crate::Validity;
+    use lockcheck_history::import::{parse, Format};
 
     fn check(edn: &str) -> Verdict {
         let h = parse(edn, "t", Format::JepsenEdn).unwrap();
