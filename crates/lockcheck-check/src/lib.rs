@@ -6,8 +6,10 @@
 //! - `model` + `linear`: a general linearizability engine (Wing & Gong with Lowe's
 //!   memoization, P-compositional), generic over a small `Model` trait.
 //! - `models`: the registers, kv and mutex models of Jepsen and Porcupine histories.
+//! - `choice`: which model a history is checked against, and checking a file.
 
 pub mod calls;
+pub mod choice;
 pub mod linear;
 pub mod lock;
 pub mod model;
