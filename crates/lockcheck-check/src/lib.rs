@@ -1,12 +1,79 @@
-//! The checker: a pure function of the history. No server, no clock, no I/O beyond
-//! reading. It depends only on `history`.
+//! lockcheck's checker: is a history consistent with its model? A pure function
+//! of the history: no server, no clock, no I/O beyond reading it. It depends only
+//! on [`lockcheck_history`] (here as [`history`]) and builds with no async
+//! runtime, no server client and no C compiler, so a test of your own can take it.
 //!
-//! - `lock`: the lock model (mutual exclusion by linearizability against an
+//! # The API on one screen
+//!
+//! - **A history** is what the clients did, each call's invoke and completion, on
+//!   one clock ([`history::History`]; docs/history.md is the format): read from a
+//!   file ([`history::read_jsonl`]; [`history::import`] for Jepsen EDN and
+//!   Porcupine logs), or built in a test ([`history::HistoryBuilder`]).
+//! - **A lock's history**: [`lock::check`]`(&history, &LockInput, &Limits)`
+//!   gives a [`Verdict`]: mutual exclusion, fencing tokens, and with the
+//!   resource's log ([`lock::LockInput`]) the order of its writes.
+//! - **Any file, as `lockcheck check` reads it**, the model named or chosen from
+//!   the file: [`choice::check_file`]`(path, &Options)`, or
+//!   [`choice::check_history`] for a history in memory, give a
+//!   [`choice::Checked`] (the verdict, and what it was read and checked as).
+//! - **A model of your own**, as in Porcupine: implement [`model::Model`]
+//!   (`init`, `step`; states compare with `Eq`; `describe` for the evidence),
+//!   turn your calls into [`model::Operation`]s, and
+//!   [`linear::check_operations`] gives a [`linear::Outcome`]: a legal order, or
+//!   the smallest failing part.
+//! - **The answer**: a [`Verdict`] is [`Validity`] (valid, invalid, unknown), the
+//!   [`Anomaly`]s found, each of an [`AnomalyKind`] with the ops that show it and a
+//!   sentence, and notes.
+//! - **Bounds**: [`Limits`] (time, search states, threads); past them the verdict
+//!   is unknown, never a hang.
+//!
+//! # Example
+//!
+//! One history where two processes take the lock in turn, one where the second is
+//! granted it while the first still holds it:
+//!
+//! ```
+//! use lockcheck_check::history::HistoryBuilder;
+//! use lockcheck_check::{lock, AnomalyKind, Limits, Validity};
+//!
+//! // Times in ms: process 0 asks at 0 and holds from 1 (token 1) until it
+//! // releases at 10; process 1 asks at 20 and holds from 21 (token 2).
+//! let in_turn = HistoryBuilder::default()
+//!     .acquire(0, 0, Some(1))
+//!     .release(10, 0, Some(1))
+//!     .acquire(20, 1, Some(2))
+//!     .history();
+//! let verdict = lock::check(&in_turn, &Default::default(), &Limits::default());
+//! assert_eq!(verdict.valid, Validity::Valid);
+//!
+//! // Process 1 is granted the lock at 6 ms; process 0 releases only at 10.
+//! let two_holders = HistoryBuilder::default()
+//!     .acquire(0, 0, Some(1))
+//!     .acquire(5, 1, Some(2))
+//!     .release(10, 0, Some(1))
+//!     .history();
+//! let verdict = lock::check(&two_holders, &Default::default(), &Limits::default());
+//! assert_eq!(verdict.valid, Validity::Invalid);
+//! assert_eq!(verdict.anomalies[0].kind, AnomalyKind::DoubleHolder);
+//! assert_eq!(verdict.anomalies[0].processes, [0, 1]);
+//! ```
+//!
+//! A test of your own records its history as its threads use a lock, and checks
+//! it: `tests/checking_in_your_own_test.rs` in this crate.
+//!
+//! # Modules
+//!
+//! - [`lock`]: the lock model (mutual exclusion by linearizability against an
 //!   owner-aware mutex, fencing tokens, the resource's order of writes).
-//! - `model` + `linear`: a general linearizability engine (Wing & Gong with Lowe's
-//!   memoization, P-compositional), generic over a small `Model` trait.
-//! - `models`: the registers, kv and mutex models of Jepsen and Porcupine histories.
-//! - `choice`: which model a history is checked against, and checking a file.
+//! - [`model`] + [`linear`]: a general linearizability engine (Wing & Gong with
+//!   Lowe's memoization, P-compositional), generic over a small `Model` trait.
+//! - [`models`]: the registers, kv and mutex models of Jepsen and Porcupine
+//!   histories.
+//! - [`choice`]: which model a history is checked against, and checking a file.
+//! - [`calls`], [`provoked`]: a history's calls and critical sections, and whether
+//!   a run was provoked: what lockcheck's report and audit read of a run.
+
+pub use lockcheck_history as history;
 
 pub mod calls;
 pub mod choice;
