@@ -6,9 +6,11 @@
 //! allowed edges are the table in `tests/layers.rs`, which fails on any other;
 //! docs/architecture.md walks through them):
 //! - `exit`: the process's exit codes (depends on nothing of ours);
-//! - `history`: the operations of a run, the one currency (depends on nothing of ours);
+//! - `history`: the operations of a run, the one currency (depends on nothing of
+//!   ours; the crate `lockcheck-history`);
 //! - `journal`: what a run changed outside itself, for `recover` (nothing of ours);
-//! - `check`: the checker, a pure function of a history (depends only on `history`);
+//! - `check`: the checker, a pure function of a history (depends only on `history`;
+//!   the crate `lockcheck-check`);
 //! - `backend`: one file per lock service (Redis, Redlock, etcd, ...): the lock
 //!   clients, which know no server process, fault or checker;
 //! - `cluster`: starting and stopping the servers (local processes, docker); knows
@@ -26,14 +28,18 @@
 //!   and replaying a stored run's faults as they happened (child runs, as `audit`);
 //! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
+// The history and the checker are crates of their own (crates/), which a
+// user's test can take without the runner; under these names, the rest of
+// lockcheck reaches them as it did when they were modules here.
+pub use lockcheck_check as check;
+pub use lockcheck_history as history;
+
 pub mod audit;
 pub mod backend;
-pub mod check;
 pub mod cli;
 pub mod cluster;
 pub mod exit;
 pub mod fault;
-pub mod history;
 pub mod journal;
 pub mod recover;
 pub mod report;

@@ -1,4 +1,4 @@
-//! A backend is its own files plus one registry line: nothing else in src/ or
+//! A backend is its own files plus one registry line: nothing else in src/, crates/ or
 //! scripts/ names a particular backend. The test reads every file there and fails
 //! naming each file:line that does, so that adding a backend stays "its files, its
 //! registry line, a workload, a test" (README, "How to add a backend").
@@ -65,7 +65,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
         "an adapter of etcd's own lock service (clients/etcd-lock), a client like those of clients/",
     ),
     (
-        "src/history/import/",
+        "crates/lockcheck-history/src/import/",
         "Porcupine's etcd logs: a history format lockcheck check reads, named after the test that wrote it",
     ),
     (
@@ -130,6 +130,7 @@ fn nothing_outside_a_backends_files_and_the_registry_names_a_backend() {
     let (names, variants) = (names(), variants());
     let mut all = Vec::new();
     files(&root.join("src"), &mut all);
+    files(&root.join("crates"), &mut all);
     files(&root.join("scripts"), &mut all);
     all.sort();
     let under = |rel: &str, p: &str| rel == p || (p.ends_with('/') && rel.starts_with(p));

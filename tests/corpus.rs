@@ -5,9 +5,9 @@
 //! copy. A file listed and not there fails the test with its name: nothing is
 //! skipped.
 
+use lockcheck::check::choice::{check_file, CheckError, Options};
 use lockcheck::check::Validity;
 use lockcheck::cli::bench::{expected, find_corpus};
-use lockcheck::cli::check::{check_file, Options};
 use lockcheck::history::HistoryError;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -76,12 +76,7 @@ fn check_all(name: &str, expected_rows: usize, no_ops: usize) {
             // 4), where the peers call it trivially linearizable (etcd_095.log is
             // empty, a row without a verdict, "-"; a Knossos file holds only
             // :nemesis ops). Never one they call invalid.
-            Err(e)
-                if matches!(
-                    e.downcast_ref::<HistoryError>(),
-                    Some(HistoryError::NoOperations { .. })
-                ) =>
-            {
+            Err(e @ CheckError::History(HistoryError::NoOperations { .. })) => {
                 assert!(ok.unwrap_or(true), "{}: {e}", file.display());
                 without_ops.push(file.display().to_string());
                 continue;

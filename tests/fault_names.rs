@@ -1,4 +1,4 @@
-//! A fault is its own file plus one catalogue line: nothing else in src/ names a
+//! A fault is its own file plus one catalogue line: nothing else in src/ or crates/ names a
 //! particular kind of fault. The test reads every file there and fails naming
 //! each file:line that does, so that adding a fault stays "its file, its
 //! catalogue line, a workload, a test" (README, "Adding a backend or a fault"; docs/extending.md).
@@ -41,7 +41,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
          kind's own keys come from the catalogue",
     ),
     (
-        "src/history/op.rs",
+        "crates/lockcheck-history/src/op.rs",
         "the history's records of fault periods (`f` names, `fault_ops`: band, colour): the \
          report is rebuilt from a run directory alone and history is at the bottom, so a kind \
          that records a pair of its own (`disk-full` / `disk-free`) adds one line there",
@@ -109,6 +109,7 @@ fn nothing_outside_a_faults_file_and_the_catalogue_names_a_fault_kind() {
     let (long, short) = (long_names(), short_names());
     let mut all = Vec::new();
     files(&root.join("src"), &mut all);
+    files(&root.join("crates"), &mut all);
     all.sort();
     let under = |rel: &str, p: &str| rel == p || (p.ends_with('/') && rel.starts_with(p));
     let mut wrong = Vec::new();

@@ -7,7 +7,7 @@
 //! - a prefix of fault-injector lines changes no verdict (only the indexes shift):
 //!   the reader streams every layout the same way.
 
-use lockcheck::cli::check::{check_input, Options};
+use lockcheck::check::choice::{check_input, Checked, Options};
 use lockcheck::history::synth::{generate, SynthConfig};
 use lockcheck::history::{parse_jsonl, read_jsonl_from, History, HistoryError, Input};
 use proptest::prelude::*;
@@ -225,7 +225,7 @@ proptest! {
         prop_assert_eq!(prefixed.ops, plain.ops + prefix);
         prop_assert_eq!(prefixed.model, plain.model);
         prop_assert_eq!(prefixed.verdict.valid, plain.verdict.valid);
-        let found = |c: &lockcheck::cli::check::Checked, by: u64| -> Vec<(String, Vec<u64>)> {
+        let found = |c: &Checked, by: u64| -> Vec<(String, Vec<u64>)> {
             c.verdict
                 .anomalies
                 .iter()

@@ -18,7 +18,7 @@
 //! first wakes up still believing it holds the lock and writes. Only a resource that
 //! checks the token (rejects a lower one than it has seen) stops that write.
 //!
-//! [`Instance`] (one server, its scripts, error mapping) is shared with Redlock
+//! `Instance` (one server, its scripts, error mapping) is shared with Redlock
 //! and Sentinel, in redis_instance.rs.
 
 use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};

@@ -2,7 +2,7 @@
 //! newer checker) without running anything; rewrites verdict.json (keeping the
 //! runner's `run` figures) and, where the run has one, report.html.
 
-use super::check::ModelKind;
+use crate::check::choice::{Checked, ModelKind};
 use crate::check::AnomalyKind;
 use crate::history::import::Format;
 use crate::report::{summary, RunDir, HISTORY_FILE, REPORT_FILE};
@@ -60,7 +60,7 @@ pub fn main(args: Args) -> Result<u8> {
         } else {
             ModelKind::Lock
         };
-        let checked = super::check::Checked {
+        let checked = Checked {
             verdict,
             format: Format::Jsonl,
             model,
@@ -68,7 +68,7 @@ pub fn main(args: Args) -> Result<u8> {
         };
         print!(
             "{}\n{}",
-            super::check::human(&args.run_dir.join(HISTORY_FILE), &checked),
+            checked.in_words(&args.run_dir.join(HISTORY_FILE)),
             summary::analysis_text(&analysis)
         );
         if let Some(m) = missed {

@@ -3,11 +3,11 @@
 //! the corpus's `expected.tsv`, and the peak memory of the process. The corpora ship
 //! in the repository (`fixtures/corpus`, with their licences and sources).
 
-use super::check::{check_file, ModelKind, Options};
+use crate::check::choice::{check_file, CheckError, ModelKind, Options};
 use crate::check::models::kv;
 use crate::check::{Limits, Validity};
 use crate::history::import::{self, Format};
-use crate::history::History;
+use crate::history::{History, HistoryError};
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -179,13 +179,6 @@ pub fn main(args: Args) -> Result<u8> {
     Ok(crate::exit::VALID)
 }
 
-fn is_no_operations(e: &anyhow::Error) -> bool {
-    matches!(
-        e.downcast_ref::<crate::history::HistoryError>(),
-        Some(crate::history::HistoryError::NoOperations { .. })
-    )
-}
-
 /// Checks each file with the defaults `check` picks, one after the other, and
 /// prints the total time and the slowest files; returns how many verdicts differ
 /// from the expected ones.
@@ -199,11 +192,11 @@ fn time_rows(label: &str, rows: &[(PathBuf, String, Option<bool>)]) -> Result<us
             Ok(c) => c,
             // No client op (an empty log, nemesis ops only): no verdict to time
             // (spec v1.1), where the peers call it trivially valid.
-            Err(e) if is_no_operations(&e) => {
+            Err(CheckError::History(HistoryError::NoOperations { .. })) => {
                 println!("  {}: no operations, no verdict", file.display());
                 continue;
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         times.push((t.elapsed(), file));
         if ok.is_some_and(|ok| (c.verdict.valid == Validity::Valid) != ok) {

@@ -20,14 +20,25 @@ pub use crate::exit::Exit;
 pub use crate::exit::{ENVIRONMENT as EXIT_ENVIRONMENT, MALFORMED as EXIT_MALFORMED};
 
 /// The exit code for an error: its own where it carries one, 4 for a malformed
-/// history, else 6: an error nobody classified is not the user's fault ("usage").
+/// history (or one the model does not fit), 2 for a resource log given to a
+/// model that reads none, else 6: an error nobody classified is not the user's
+/// fault ("usage").
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    use crate::check::choice::CheckError;
     e.chain()
         .find_map(|c| c.downcast_ref::<Exit>().map(|x| x.code))
         .or_else(|| {
-            e.chain()
-                .any(|c| c.downcast_ref::<crate::history::HistoryError>().is_some())
-                .then_some(EXIT_MALFORMED)
+            e.chain().find_map(|c| {
+                match c.downcast_ref::<CheckError>() {
+                    Some(CheckError::ResourceNotRead(_)) => Some(crate::exit::USAGE),
+                    Some(_) => Some(EXIT_MALFORMED),
+                    None => None,
+                }
+                .or_else(|| {
+                    c.downcast_ref::<crate::history::HistoryError>()
+                        .map(|_| EXIT_MALFORMED)
+                })
+            })
         })
         .unwrap_or(crate::exit::INTERNAL)
 }

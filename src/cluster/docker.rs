@@ -6,7 +6,7 @@
 //! `lockcheck.run=<run>`: [`remove_run`] finds and removes them all, at the end, on
 //! drop, and from `lockcheck recover` (the run's journal names the run).
 //!
-//! The nodes run the same command lines as local ones ([`ClusterPlan::command`],
+//! The nodes run the same command lines as local ones (`ClusterPlan::command`,
 //! planned by [`ClusterPlan::new`] and moved onto the run's network): each
 //! container gets a fixed address there, so the peer addresses an etcd member or a
 //! ZooKeeper server is given are plain socket addresses, and the run directory is

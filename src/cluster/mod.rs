@@ -6,7 +6,7 @@
 //! talks to.
 //!
 //! What differs between backends is one [`ServerRecipe`] per backend, in a file of
-//! its own (`redis.rs`, `etcd.rs`, `postgres.rs`, ...), found through [`recipe`]:
+//! its own (`redis.rs`, `etcd.rs`, `postgres.rs`, ...), found through `recipe`:
 //! the server program and the Debian package that installs it (so that a missing
 //! server is an environment problem named precisely: the runner exits 5 with it,
 //! rather than a failed spawn), ports, command line, one-off setup, readiness,

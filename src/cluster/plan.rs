@@ -43,7 +43,7 @@ impl Runtime {
     }
 
     /// Whether the servers' processes run on other machines: a fault then acts on
-    /// them through the cluster ([`Cluster::sigstop`]), never by a local pid.
+    /// them through the cluster (`Cluster::sigstop`), never by a local pid.
     pub fn remote(self) -> bool {
         self == Runtime::Ssh
     }
@@ -146,7 +146,7 @@ pub struct ClusterPlan {
     /// server can reach); it goes with the last plan, once the servers stopped.
     pub home: Arc<Home>,
     /// The client addresses of the coordinator the nodes need
-    /// ([`ServerRecipe::coordinator`]), once it runs; empty without one.
+    /// (`ServerRecipe::coordinator`), once it runs; empty without one.
     pub coordinator: Vec<String>,
 }
 

@@ -39,8 +39,8 @@ pub struct Package {
 /// How one backend's servers are run: the program and its Debian package, how
 /// many nodes, which ports, the one-off setup of a node's data, its command line,
 /// when it serves, who leads, and what a container needs. One file per backend
-/// (`cluster/<backend>.rs`) implements it; [`recipe`] finds it. The runtimes
-/// ([`local`], [`docker`]) ask the recipe and never name a backend.
+/// (`cluster/<backend>.rs`) implements it; `recipe` finds it. The runtimes
+/// (`local`, `docker`) ask the recipe and never name a backend.
 #[async_trait]
 pub trait ServerRecipe: Send + Sync {
     /// The server program, and where it comes from.
@@ -57,7 +57,7 @@ pub trait ServerRecipe: Send + Sync {
     /// How many nodes run unless the workload says otherwise.
     fn default_nodes(&self) -> usize;
     /// Whether the server refuses to run as root: when lockcheck is root it runs
-    /// as an unprivileged account, which must reach its data ([`home`]).
+    /// as an unprivileged account, which must reach its data (`home`).
     fn refuses_root(&self) -> bool {
         false
     }

@@ -12,7 +12,7 @@
 //!
 //! Both the mount and the filler are journaled before they are made, as this
 //! kind's own effect ([`FaultEffect`]): `lockcheck recover` hands them back to
-//! [`undo`] through the catalogue. Local runtime only, as root (a mount).
+//! `undo` through the catalogue. Local runtime only, as root (a mount).
 
 use super::node::{self, pick, targets, NodeTarget, TIMED};
 use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};

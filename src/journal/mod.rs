@@ -13,7 +13,7 @@
 //! written): `{"id": 3, "do": {"effect": "stopped", ...}}` when an effect is
 //! applied, `{"undo": 3}` when it has been undone.
 //!
-//! Processes are named by pid *and* start time (field 22 of /proc/<pid>/stat):
+//! Processes are named by pid *and* start time (field 22 of `/proc/<pid>/stat`):
 //! a pid the kernel has since given to another program is never signalled.
 
 use anyhow::{Context, Result};
@@ -35,7 +35,7 @@ pub struct Proc {
     /// What the run calls it: `n1`, `client-3`, `resource`.
     pub name: String,
     pub pid: i32,
-    /// Clock ticks after boot at which it started (/proc/<pid>/stat field 22).
+    /// Clock ticks after boot at which it started (`/proc/<pid>/stat` field 22).
     pub start_time: u64,
 }
 

@@ -448,7 +448,7 @@ fn fencing_guidance(z: &ZombieWindows, f: &FencingReplay) -> String {
 mod tests {
     use super::super::zombies::percentile;
     use super::*;
-    use crate::check::calls::tests::H;
+    use crate::history::HistoryBuilder as H;
     use serde_json::json;
 
     /// Process 0 holds token 1, pauses; its lease runs out; process 1 acquires token 2

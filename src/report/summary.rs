@@ -84,8 +84,8 @@ pub fn analysis_text(a: &Analysis) -> String {
 mod tests {
     use super::super::analysis::analyze;
     use super::*;
-    use crate::check::calls::tests::H;
     use crate::history::error;
+    use crate::history::HistoryBuilder as H;
     use serde_json::json;
 
     #[test]

@@ -320,7 +320,7 @@ pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::calls::tests::H;
+    use crate::history::HistoryBuilder as H;
 
     #[test]
     fn faults_pair_by_family_and_targets() {

@@ -51,10 +51,11 @@ impl Recorder {
 
     /// Forces the history to disk (every line already reached the OS when written).
     pub fn sync(&self) -> Result<()> {
-        self.writer
+        Ok(self
+            .writer
             .lock()
             .map_err(|_| anyhow!("the history writer was poisoned by a panic"))?
-            .sync()
+            .sync()?)
     }
 
     pub fn record(
@@ -294,7 +295,7 @@ impl Drop for Workers {
     /// on a loaded machine a controller that returned at once left a worker
     /// running a moment after it had exited, the very thing Ctrl-C promises
     /// not to do. So each worker's group is waited for (reaped where it is our
-    /// child), within [`KILLED_GRACE`].
+    /// child), within `KILLED_GRACE`.
     fn drop(&mut self) {
         for child in &mut self.children {
             resume_and_kill(child);

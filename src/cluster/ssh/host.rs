@@ -6,7 +6,7 @@
 //! handshake.
 //!
 //! Every command is a POSIX `sh` script fed on the remote `sh`'s standard input
-//! (whatever the account's login shell), with [`PRELUDE`]'s helpers. A remote
+//! (whatever the account's login shell), with `PRELUDE`'s helpers. A remote
 //! process is named as a local one is ([`Proc`]): pid and start time (field 22
 //! of its `/proc/<pid>/stat`, read on the host), so that a pid the host has
 //! since given to another program is never signalled, and a zombie (the host's
@@ -138,7 +138,7 @@ impl Host {
             .with_context(|| format!("host {} ({hostname}) has no address", self.name()))
     }
 
-    /// Runs `script` on the host with [`PRELUDE`] and returns what it printed; a
+    /// Runs `script` on the host with `PRELUDE` and returns what it printed; a
     /// failure names the host and carries what it said.
     pub fn run(&self, script: &str) -> Result<String> {
         let mut child = self

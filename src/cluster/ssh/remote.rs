@@ -50,7 +50,7 @@ impl Host {
 
     /// `ssh` running `argv` on the host as a process of its own whose standard
     /// input, output and error are those of the returned command, through the
-    /// channel. Before it runs, it prints [`STARTED`] `PID START`: the process
+    /// channel. Before it runs, it prints `STARTED` `PID START`: the process
     /// as [`Host::started`] reads it (it then `exec`s: the same pid). Lines
     /// before that one are the account's shell start-up files talking.
     pub fn attached(&self, argv: &[String]) -> Command {
@@ -65,7 +65,7 @@ impl Host {
     }
 
     /// The process an [`Host::attached`] command started, named `name`, from
-    /// its [`STARTED`] line; none for another line.
+    /// its `STARTED` line; none for another line.
     pub fn started(&self, name: &str, line: &str) -> Option<Result<Proc>> {
         let said = line.strip_prefix(STARTED)?;
         Some(self.started_at(name, said))

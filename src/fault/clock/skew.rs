@@ -8,7 +8,7 @@ use std::time::Duration;
 
 /// The fields of a skew a change sets (a jump: the offset, and no strobe); the
 /// others keep their value, the drift of its rate so far folded into its
-/// offset first ([`Skew::rebase`]; on another host, lockcheck-clockset's).
+/// offset first (`Skew::rebase`; on another host, lockcheck-clockset's).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct SkewUpdate {
     pub offset_ns: Option<i64>,
@@ -32,8 +32,8 @@ pub enum ClockChange {
     },
 }
 
-/// A clock a fault skews: a page mapped on this machine ([`ClockControl`]), or
-/// one on a node's host ([`RemoteClock`]). Dropping it resets the clock.
+/// A clock a fault skews: a page mapped on this machine (`ClockControl`), or
+/// one on a node's host (`RemoteClock`). Dropping it resets the clock.
 pub trait SkewClock: Send + Sync {
     /// Applies `change` to the skew in effect, continuously (rebased to now).
     fn change(&self, change: ClockChange) -> Result<()>;
