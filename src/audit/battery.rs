@@ -37,12 +37,13 @@ pub enum Recipe {
     KillRestartWiped,
     HolderCutOff,
     LeaderIsolated,
+    HolderNodeIsolated,
     SlowLinks,
     DiskFull,
 }
 
 impl Recipe {
-    pub const ALL: [Recipe; 12] = [
+    pub const ALL: [Recipe; 13] = [
         Recipe::HolderPause,
         Recipe::ClockJumpMajority,
         Recipe::ClockRateMajority,
@@ -53,6 +54,7 @@ impl Recipe {
         Recipe::KillRestartWiped,
         Recipe::HolderCutOff,
         Recipe::LeaderIsolated,
+        Recipe::HolderNodeIsolated,
         Recipe::SlowLinks,
         Recipe::DiskFull,
     ];
@@ -69,6 +71,7 @@ impl Recipe {
             Recipe::KillRestartWiped => "kill-restart-wiped",
             Recipe::HolderCutOff => "holder-cut-off",
             Recipe::LeaderIsolated => "leader-isolated",
+            Recipe::HolderNodeIsolated => "holder-node-isolated",
             Recipe::SlowLinks => "slow-links",
             Recipe::DiskFull => "disk-full",
         }
@@ -110,6 +113,11 @@ impl Recipe {
                  is not behind the cut"
             }
             Recipe::LeaderIsolated => "the leader cut off from its peers for 4 s",
+            Recipe::HolderNodeIsolated => {
+                "the node the holder's client is connected to cut off from its peers for 4 s, \
+                 twice the 2 s lease: the client, which talks to that node alone, cannot renew \
+                 through it, and the holder writes on to the resource, which is not behind the cut"
+            }
             Recipe::SlowLinks => "every client-to-node link delayed 100 ms ± 30 ms each way",
             Recipe::DiskFull => {
                 "a server node's data disk full for 8 s, the servers set to keep every \
@@ -145,6 +153,13 @@ impl Recipe {
             }
             Recipe::HolderCutOff => format!("one client, the holder, from all {n} nodes"),
             Recipe::LeaderIsolated => format!("the leader, from the other {}", n - 1),
+            Recipe::HolderNodeIsolated => match facts.pinned {
+                Some(pin) => format!(
+                    "the holder's node, from the other {}; each client pinned to one node ({pin})",
+                    n - 1
+                ),
+                None => format!("the holder's node, from the other {}", n - 1),
+            },
             Recipe::SlowLinks if n == 1 => "the link to the only server".to_string(),
             Recipe::SlowLinks => format!("the links to all {n} nodes"),
             _ => return self.describe().to_string(),
@@ -205,11 +220,20 @@ impl Recipe {
 
     /// The backend's own `[backend]` lines the recipe runs with: the durable one
     /// for `kill-restart-durable` and `disk-full` (a server that writes nothing
-    /// to its disk has nothing for a full one to refuse), none for the others.
+    /// to its disk has nothing for a full one to refuse), the one that pins a
+    /// client to one node for `holder-node-isolated` (a client balanced over
+    /// every node has no node of its own to cut off), none for the others.
     fn option_lines(self, facts: &Facts) -> Option<&'static str> {
-        matches!(self, Recipe::KillRestartDurable | Recipe::DiskFull)
-            .then_some(facts.durable)
-            .flatten()
+        match self {
+            Recipe::KillRestartDurable | Recipe::DiskFull => facts.durable,
+            Recipe::HolderNodeIsolated => facts.pinned,
+            _ => None,
+        }
+    }
+
+    /// A fault on the links between nodes: the nodes run in namespaces.
+    fn cuts_node_links(self) -> bool {
+        matches!(self, Recipe::LeaderIsolated | Recipe::HolderNodeIsolated)
     }
 
     /// [`Recipe::option_lines`] as the server recipe reads them.
@@ -281,6 +305,14 @@ impl Recipe {
             ),
             Recipe::HolderCutOff => ("8s", entry("kind = \"partition\"\ntarget = \"holder\"\ncut = \"blackhole\"\nduration = \"3500ms\"\nafter = \"1s\"\ninterval = \"1s\"")),
             Recipe::LeaderIsolated => ("12s", entry("kind = \"partition-nodes\"\nshape = \"isolate\"\nnodes = \"primary\"\ncut = \"blackhole\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"1s\"")),
+            // Aimed at the lease: an etcd leader isolated renewed rather than
+            // expired a holder's lease (a new leader extends every lease), so
+            // no leader-isolated run deposed anyone (docs/audits/etcd.md). What
+            // keeps a lease alive is the node the holder's client talks to; cut
+            // off for twice the lease, it cannot pass a keep-alive on. An etcd
+            // follower healed had no leader for up to 3 s more (its clients,
+            // pinned to it, were granted nothing until then): 6 s between cuts.
+            Recipe::HolderNodeIsolated => ("20s", entry("kind = \"partition-nodes\"\nshape = \"isolate\"\nnodes = \"holders\"\ncut = \"blackhole\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"6s\"")),
             Recipe::SlowLinks => ("10s", entry("kind = \"latency\"\nnodes = \"all\"\ndelay = \"100ms\"\njitter = \"30ms\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"1s\"")),
             // Redis with its AOF fsynced always wrote on for 4.4 s into the page
             // its file held before exiting (docs/faults.md): 8 s of a full disk.
@@ -315,6 +347,11 @@ impl Recipe {
                 (3, "1s", "4s", 8, (!facts.keeps_lease_alive).then_some("1s"))
             }
             Recipe::LeaderIsolated => (3, "1s", "1500ms", 4, None),
+            // Past the cut and a successor's grant after it: with every client
+            // pinned to the same node, nobody was granted before the heal and
+            // the node's return to a leader, 3 s after it; with 6 s sections,
+            // no holder of 6 etcd runs was still writing then.
+            Recipe::HolderNodeIsolated => (3, "1s", "10s", 20, None),
             _ => (3, "1s", "300ms", 3, None),
         }
     }
@@ -439,6 +476,9 @@ pub struct Facts {
     /// Its `[backend]` line that keeps every acknowledged write through a kill
     /// (`kill-restart-durable` runs with it), if it has one.
     pub durable: Option<&'static str>,
+    /// Its `[backend]` line that pins each client to one node
+    /// (`holder-node-isolated` runs with it), where its client talks to several.
+    pub pinned: Option<&'static str>,
     /// lockcheck may mount file systems here (root): a node's disk for `disk-full`.
     pub mounts: bool,
     /// Its lock client keeps the lease alive by itself while the lock is held
@@ -480,6 +520,7 @@ impl Facts {
             clock_unreachable,
             client,
             durable: kind.durable_option(),
+            pinned: kind.pinned_option(),
             mounts: nix::unistd::geteuid().is_root(),
             keeps_lease_alive: kind.keeps_lease_alive(),
         }
@@ -526,7 +567,7 @@ impl Facts {
                     .into(),
             );
         }
-        if recipe == Recipe::LeaderIsolated {
+        if recipe.cuts_node_links() {
             if self.nodes < 2 {
                 return Some(format!("{kind} is one server: no peers to cut it off from"));
             }
@@ -648,7 +689,7 @@ pub fn workload_text(scenario: Scenario, facts: &Facts) -> String {
     if let Some(r) = renew_every {
         t += &format!("renew = \"background\"\nrenew_every = \"{r}\"\n");
     }
-    if recipe == Recipe::LeaderIsolated {
+    if recipe.cuts_node_links() {
         t += "network = \"namespaces\"\n";
     }
     if let Some(line) = recipe.option_lines(facts) {
@@ -834,7 +875,8 @@ mod tests {
                 "clock-jump-holder-fenced",
                 "clock-rate-holder-unfenced",
                 "clock-rate-holder-fenced",
-                "leader-isolated"
+                "leader-isolated",
+                "holder-node-isolated"
             ]
         );
         assert!(
@@ -981,6 +1023,46 @@ mod tests {
                 && mariadb.not_applicable.iter().all(|n| !n.environment),
             "{mariadb:?}"
         );
+    }
+
+    /// An etcd client balances over every member: only pinned to one does the
+    /// holder have a node of its own to cut off, for longer than its lease.
+    #[test]
+    fn the_holders_node_is_cut_off_past_its_lease_with_clients_pinned_where_they_balance() {
+        for (kind, pin) in [
+            (BackendKind::Etcd, Some("client_endpoint = \"follower\"")),
+            (BackendKind::Zookeeper, None),
+        ] {
+            let facts = Facts::registered(kind, None, None);
+            let b = battery(&facts, Some(&[Recipe::HolderNodeIsolated]));
+            assert_eq!(names(&b).len(), 3, "{kind}: {:?}", names(&b));
+            let s = Scenario {
+                recipe: Recipe::HolderNodeIsolated,
+                fencing: Fencing::Fenced,
+            };
+            let text = workload_text(s, &facts);
+            let w = Workload::parse(&text, Path::new("/audit/h.toml")).unwrap();
+            assert!(text.contains("nodes = \"holders\""), "{text}");
+            assert!(text.contains("network = \"namespaces\""), "{text}");
+            assert_eq!(
+                pin.is_some_and(|p| text.contains(p)),
+                pin.is_some(),
+                "{text}"
+            );
+            let cut = w.faults[0].duration;
+            let lease = w.backend.lease.ttl;
+            assert!(cut >= lease * 2, "{kind}: cut {cut:?}, lease {lease:?}");
+            // The holder still writes after the heal, when a successor is granted.
+            let crate::run::workload::ClientMode::Lock(section) = &w.mode else {
+                panic!("{kind}: a lock workload");
+            };
+            assert!(section.hold > cut, "{kind}");
+        }
+        let redis = battery(
+            &Facts::registered(BackendKind::Redis, None, None),
+            Some(&[Recipe::HolderNodeIsolated]),
+        );
+        assert!(redis.scenarios.is_empty() && redis.not_applicable[0].why.contains("one server"));
     }
 
     #[test]

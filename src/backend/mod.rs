@@ -153,6 +153,15 @@ impl BackendKind {
         self.about().durable
     }
 
+    /// The `[backend]` line of its own options that pins each client to one
+    /// node, where its client otherwise talks to several at once (etcd's
+    /// balances over every member, and its lease keep-alives ride any of
+    /// them): the audit's `holder-node-isolated` runs with it, so that the
+    /// holder has one node to cut off.
+    pub fn pinned_option(self) -> Option<&'static str> {
+        self.about().pinned
+    }
+
     /// Whether its lock client keeps the lease alive by itself while the lock is
     /// held (ZooKeeper's session heartbeats, etcd's lease keep-alive), so that a
     /// holder that never renews still holds for as long as it runs: elsewhere the
@@ -188,6 +197,7 @@ impl BackendKind {
                 options: reader::<redis::Options>(),
                 presets: &[redis::REDIS_DOCS],
                 durable: Some("persistence = \"aof-always\""),
+                pinned: None,
             },
             BackendKind::RedisSentinel => About {
                 name: "redis-sentinel",
@@ -200,6 +210,7 @@ impl BackendKind {
                 options: reader::<redis_sentinel::Options>(),
                 presets: &[redis::REDIS_DOCS],
                 durable: None,
+                pinned: None,
             },
             BackendKind::Redlock => About {
                 name: "redlock",
@@ -210,6 +221,7 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[redis::REDIS_DOCS],
                 durable: None,
+                pinned: None,
             },
             BackendKind::Etcd => About {
                 name: "etcd",
@@ -220,6 +232,7 @@ impl BackendKind {
                 options: reader::<etcd::Options>(),
                 presets: &[etcd::SESSION],
                 durable: None,
+                pinned: Some("client_endpoint = \"follower\""),
             },
             BackendKind::PostgresAdvisory => About {
                 name: "postgres-advisory",
@@ -231,6 +244,7 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[postgres::POSTGRES_KEEPALIVE, postgres::RDS_POSTGRES_KEEPALIVE],
                 durable: None,
+                pinned: None,
             },
             BackendKind::PostgresLease => About {
                 name: "postgres-lease",
@@ -241,6 +255,7 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[postgres::PGLOCK],
                 durable: None,
+                pinned: None,
             },
             BackendKind::Nats => About {
                 name: "nats",
@@ -253,6 +268,7 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[nats::KV_LEADER_ELECT],
                 durable: None,
+                pinned: None,
             },
             BackendKind::Zookeeper => About {
                 name: "zookeeper",
@@ -264,6 +280,7 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[zookeeper::CURATOR],
                 durable: None,
+                pinned: None,
             },
             BackendKind::Mariadb => About {
                 name: "mariadb",
@@ -275,6 +292,7 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[mariadb::WAIT_TIMEOUT, mariadb::SKYSQL_WAIT_TIMEOUT, mariadb::GO_MYSQL_LOCK],
                 durable: None,
+                pinned: None,
             },
             BackendKind::Patroni => About {
                 name: "patroni",
@@ -286,6 +304,7 @@ impl BackendKind {
                 options: reader::<patroni::Options>(),
                 presets: &[patroni::DEFAULTS],
                 durable: None,
+                pinned: None,
             },
         }
     }
@@ -311,6 +330,9 @@ struct About {
     presets: &'static [LeasePreset],
     /// Its option line that keeps every acknowledged write through a kill.
     durable: Option<&'static str>,
+    /// Its option line that pins each client to one node, where its client
+    /// otherwise talks to several at once.
+    pinned: Option<&'static str>,
 }
 
 /// Every lease preset, by name: those of no service, then each backend's.

@@ -97,7 +97,7 @@ pub struct Args {
     /// Only these recipes, comma-separated (holder-pause, clock-jump-majority,
     /// clock-rate-majority, clock-jump-holder, clock-rate-holder, kill-restart,
     /// kill-restart-durable, kill-restart-wiped, holder-cut-off, leader-isolated,
-    /// slow-links, disk-full).
+    /// holder-node-isolated, slow-links, disk-full).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = recipe)]
     pub scenarios: Vec<Recipe>,
     /// The first run's seed.

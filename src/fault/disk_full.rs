@@ -101,6 +101,10 @@ impl Spec for DiskFullSpec {
         &KIND
     }
 
+    fn needs(&self) -> super::spec::Needs {
+        node::needs(&self.nodes)
+    }
+
     fn fault(&self, duration: Duration) -> Box<dyn Fault> {
         Box::new(DiskFull {
             nodes: self.nodes.clone(),

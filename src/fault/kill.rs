@@ -48,6 +48,10 @@ impl Spec for KillSpec {
         Box::new(KillNodes::new(self.nodes.clone(), self.wipe))
     }
 
+    fn needs(&self) -> super::spec::Needs {
+        node::needs(&self.nodes)
+    }
+
     fn refused_unmanaged(&self) -> Option<Refusal> {
         Some(Refusal::unmanaged(
             &KIND,

@@ -46,6 +46,10 @@ impl Spec for NodeLatencySpec {
         &KIND
     }
 
+    fn needs(&self) -> super::spec::Needs {
+        self.shape.needs()
+    }
+
     fn refused_with_clients_on_hosts(&self) -> Option<&'static str> {
         Some(super::netns::NODE_LINKS_ON_HOSTS)
     }

@@ -112,6 +112,15 @@ impl NodeShape {
         }
     }
 
+    /// What the run sets up for the shape: the clients' proxies, where it
+    /// isolates the holder's node ([`node::needs`]).
+    pub(super) fn needs(&self) -> super::spec::Needs {
+        match self {
+            NodeShape::Isolate(target) => node::needs(target),
+            _ => super::spec::Needs::default(),
+        }
+    }
+
     /// Checks the shape against a cluster of `nodes` (n1..nN) before any run: too
     /// few nodes for it, or a link naming a node that is not there, is an error.
     pub fn check(&self, nodes: usize) -> Result<()> {
@@ -176,12 +185,17 @@ impl NodeShape {
         let shape = match (kind, entry.take::<NodeTarget>("nodes")?) {
             (
                 ShapeKind::Isolate,
-                Some(t @ (NodeTarget::One | NodeTarget::Primary | NodeTarget::Node(_))),
+                Some(
+                    t @ (NodeTarget::One
+                    | NodeTarget::Primary
+                    | NodeTarget::Holders
+                    | NodeTarget::Node(_)),
+                ),
             ) => NodeShape::Isolate(t),
             (ShapeKind::Isolate, Some(other)) => {
                 return Err(entry.bad(
                     "nodes",
-                    format!("isolate cuts one node off: expected \"primary\", \"one\" or a node like \"n2\", found \"{other}\" (shape = \"halves\" splits the cluster)"),
+                    format!("isolate cuts one node off: expected \"primary\", \"one\", \"holders\" or a node like \"n2\", found \"{other}\" (shape = \"halves\" splits the cluster)"),
                 ))
             }
             (ShapeKind::Isolate, None) | (_, Some(_)) => {
@@ -252,6 +266,8 @@ async fn aim(shape: &NodeShape, scene: &mut Scene<'_>) -> Result<Option<Aim>> {
             let Some((picked, _)) = node::pick(target, scene).await? else {
                 return Ok(None);
             };
+            // A holder connected to several nodes (an etcd client balanced over
+            // every member) has no one node of its own: the first is cut off.
             Shape::Isolate(picked[0].clone())
         }
         NodeShape::Links(pairs) => Shape::Links(pairs.clone()),

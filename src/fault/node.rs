@@ -21,6 +21,31 @@ use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The words a node fault's `nodes` takes, with what each picks, for the
+/// workload keys page.
+pub const TARGET_WORDS: &[(&str, &str)] = &[
+    ("one", "one node, chosen with the run's seed (the default)"),
+    ("minority", "(n - 1) / 2 nodes, at least one"),
+    ("majority", "n / 2 + 1 nodes"),
+    (
+        "majority-with-primary",
+        "a bare majority, the leader among them",
+    ),
+    ("all", "every node"),
+    (
+        "primary",
+        "the leader (`leader` too); nobody during an election",
+    ),
+    (
+        "holders",
+        "the node(s) the current holder's client talks to: of its links through \
+         lockcheck's proxies (put in place for it), those with a connection open whose \
+         last byte came within 250 ms of its latest; the node its session or keep-alives \
+         go through; nobody while no client holds (the fault tries again)",
+    ),
+    ("n2", "a node by name"),
+];
+
 /// Which server nodes a fault hits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeTarget {
@@ -40,19 +65,30 @@ pub enum NodeTarget {
     MajorityWithPrimary,
     /// A node by name (`n2`).
     Node(String),
+    /// The node(s) the current holder's client is connected to, as its links
+    /// through lockcheck's proxies show: the node its session lives on and its
+    /// keep-alives pass through (ZooKeeper's client talks to one server at a
+    /// time; etcd's balances over every member unless `client_endpoint =
+    /// "follower"` pins it to one). Nobody while no client holds the lock.
+    Holders,
+}
+
+/// What a node target is picked against, besides the node list: who leads,
+/// and whom the holder's client is connected to, where the caller knows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Roles<'a> {
+    pub primary: Option<&'a str>,
+    pub holders: &'a [String],
 }
 
 impl NodeTarget {
-    /// The nodes this target picks among `nodes` (in `nodes` order). `primary`
-    /// is the current leader where the backend has one; without it `Primary`
-    /// picks nobody (and the schedule tries later).
-    pub fn select(
-        &self,
-        nodes: &[String],
-        primary: Option<&str>,
-        rng: &mut impl Rng,
-    ) -> Vec<String> {
+    /// The nodes this target picks among `nodes` (in `nodes` order). `roles`
+    /// says who leads, where the backend has a leader, and whom the holder's
+    /// client is connected to; without them `Primary` and `Holders` pick nobody
+    /// (and the schedule tries later).
+    pub fn select(&self, nodes: &[String], roles: Roles<'_>, rng: &mut impl Rng) -> Vec<String> {
         let n = nodes.len();
+        let primary = roles.primary;
         let count = match self {
             NodeTarget::One => 1.min(n),
             NodeTarget::Minority => ((n.saturating_sub(1)) / 2).max(1).min(n),
@@ -78,6 +114,13 @@ impl NodeTarget {
             NodeTarget::Node(name) => {
                 return nodes.iter().filter(|x| *x == name).cloned().collect();
             }
+            NodeTarget::Holders => {
+                return nodes
+                    .iter()
+                    .filter(|x| roles.holders.contains(x))
+                    .cloned()
+                    .collect();
+            }
         };
         let mut picked: Vec<&String> = nodes.choose_multiple(rng, count).collect();
         picked.sort_by_key(|x| nodes.iter().position(|y| y == *x));
@@ -95,6 +138,7 @@ impl fmt::Display for NodeTarget {
             NodeTarget::Primary => f.write_str("primary"),
             NodeTarget::MajorityWithPrimary => f.write_str("majority-with-primary"),
             NodeTarget::Node(n) => f.write_str(n),
+            NodeTarget::Holders => f.write_str("holders"),
         }
     }
 }
@@ -109,12 +153,13 @@ impl std::str::FromStr for NodeTarget {
             "all" => NodeTarget::All,
             "primary" | "leader" => NodeTarget::Primary,
             "majority-with-primary" | "majority-with-leader" => NodeTarget::MajorityWithPrimary,
+            "holders" => NodeTarget::Holders,
             n if n.len() > 1 && n.starts_with('n') && n[1..].bytes().all(|b| b.is_ascii_digit()) => {
                 NodeTarget::Node(n.to_string())
             }
             _ => {
                 return Err(format!(
-                    "expected \"one\", \"minority\", \"majority\", \"majority-with-primary\", \"all\", \"primary\" or a node name like \"n2\", found \"{s}\""
+                    "expected \"one\", \"minority\", \"majority\", \"majority-with-primary\", \"all\", \"primary\", \"holders\" or a node name like \"n2\", found \"{s}\""
                 ))
             }
         })
@@ -247,13 +292,43 @@ pub(crate) async fn pick(
     };
     let cluster = cluster.lock().await;
     let names: Vec<String> = cluster.node_names();
+    let dir = cluster.dir().to_path_buf();
     let leader = match target {
         NodeTarget::Primary | NodeTarget::MajorityWithPrimary => cluster.leader().await,
         _ => None,
     };
-    let picked = target.select(&names, leader.as_deref(), scene.rng);
-    let dir = cluster.dir().to_path_buf();
+    let holders = match (target, scene.holder) {
+        (NodeTarget::Holders, Some(slot)) => holders_nodes(&dir, &scene.clients[slot].name)?,
+        _ => Vec::new(),
+    };
+    let roles = Roles {
+        primary: leader.as_deref(),
+        holders: &holders,
+    };
+    let picked = target.select(&names, roles, scene.rng);
     Ok((!picked.is_empty()).then_some((picked, dir)))
+}
+
+/// The nodes `client` is connected to now, through the run's client proxies
+/// (which a workload naming `nodes = "holders"` puts in place: [`needs`]).
+fn holders_nodes(dir: &std::path::Path, client: &str) -> Result<Vec<String>> {
+    let Some(proxies) = super::proxy::Proxies::of_run(dir) else {
+        bail!(
+            "nodes = \"holders\" reads whom the holder is connected to from the clients' \
+             proxies, and {} has none",
+            dir.display()
+        );
+    };
+    Ok(proxies.connected(client))
+}
+
+/// What a fault on `target` needs of the run: the clients' proxies, through
+/// which the holder's nodes are seen, for `holders`.
+pub(super) fn needs(target: &NodeTarget) -> super::spec::Needs {
+    super::spec::Needs {
+        client_links: *target == NodeTarget::Holders,
+        ..Default::default()
+    }
 }
 
 /// To the schedule, node faults are timed faults: they pick their nodes
@@ -261,13 +336,20 @@ pub(crate) async fn pick(
 pub(crate) static TIMED: Target = Target::Random;
 
 /// What to say of `target` in an entry of a fault on nodes.
-pub(super) const NOT_A_CLIENT: &str = "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"majority-with-primary\", \"all\", \"primary\" or \"n2\")";
+pub(super) const NOT_A_CLIENT: &str = "a node fault hits server nodes: use `nodes` (\"one\", \"minority\", \"majority\", \"majority-with-primary\", \"all\", \"primary\", \"holders\" or \"n2\")";
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use rand::SeedableRng;
     use rand_chacha::ChaCha8Rng;
+
+    fn leader(name: &str) -> Roles<'_> {
+        Roles {
+            primary: Some(name),
+            holders: &[],
+        }
+    }
 
     fn nodes(n: usize) -> Vec<String> {
         (1..=n).map(|i| format!("n{i}")).collect()
@@ -283,18 +365,22 @@ mod tests {
             (NodeTarget::Majority, 3),
             (NodeTarget::All, 5),
         ] {
-            let got = t.select(&five, None, &mut rng);
+            let got = t.select(&five, Roles::default(), &mut rng);
             assert_eq!(got.len(), k, "{t}");
             let mut d = got.clone();
             d.dedup();
             assert_eq!(d, got, "{t}: distinct and in node order");
         }
         assert_eq!(
-            NodeTarget::Minority.select(&nodes(3), None, &mut rng).len(),
+            NodeTarget::Minority
+                .select(&nodes(3), Roles::default(), &mut rng)
+                .len(),
             1
         );
         assert_eq!(
-            NodeTarget::Majority.select(&nodes(3), None, &mut rng).len(),
+            NodeTarget::Majority
+                .select(&nodes(3), Roles::default(), &mut rng)
+                .len(),
             2
         );
     }
@@ -302,7 +388,11 @@ mod tests {
     #[test]
     fn the_same_seed_picks_the_same_nodes() {
         let pick = |seed| {
-            NodeTarget::Minority.select(&nodes(5), None, &mut ChaCha8Rng::seed_from_u64(seed))
+            NodeTarget::Minority.select(
+                &nodes(5),
+                Roles::default(),
+                &mut ChaCha8Rng::seed_from_u64(seed),
+            )
         };
         assert_eq!(pick(9), pick(9));
         assert!(
@@ -318,17 +408,17 @@ mod tests {
     fn primary_and_named_targets() {
         let mut rng = ChaCha8Rng::seed_from_u64(1);
         assert_eq!(
-            NodeTarget::Primary.select(&nodes(3), Some("n2"), &mut rng),
+            NodeTarget::Primary.select(&nodes(3), leader("n2"), &mut rng),
             vec!["n2"]
         );
         assert!(NodeTarget::Primary
-            .select(&nodes(3), None, &mut rng)
+            .select(&nodes(3), Roles::default(), &mut rng)
             .is_empty());
         assert!(NodeTarget::Primary
-            .select(&nodes(3), Some("n7"), &mut rng)
+            .select(&nodes(3), leader("n7"), &mut rng)
             .is_empty());
         assert_eq!(
-            NodeTarget::Node("n3".into()).select(&nodes(3), None, &mut rng),
+            NodeTarget::Node("n3".into()).select(&nodes(3), Roles::default(), &mut rng),
             vec!["n3"]
         );
     }
@@ -338,7 +428,7 @@ mod tests {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let mut others = std::collections::BTreeSet::new();
         for _ in 0..40 {
-            let got = NodeTarget::MajorityWithPrimary.select(&nodes(5), Some("n4"), &mut rng);
+            let got = NodeTarget::MajorityWithPrimary.select(&nodes(5), leader("n4"), &mut rng);
             assert_eq!(got.len(), 3, "{got:?}");
             assert!(got.contains(&"n4".to_string()), "{got:?}");
             let mut sorted = got.clone();
@@ -349,13 +439,41 @@ mod tests {
         }
         assert_eq!(others.len(), 4, "the rest are picked at random: {others:?}");
         assert_eq!(
-            NodeTarget::MajorityWithPrimary.select(&nodes(1), Some("n1"), &mut rng),
+            NodeTarget::MajorityWithPrimary.select(&nodes(1), leader("n1"), &mut rng),
             vec!["n1"]
         );
         // No leader known (an election): nobody yet; the schedule tries later.
         assert!(NodeTarget::MajorityWithPrimary
-            .select(&nodes(3), None, &mut rng)
+            .select(&nodes(3), Roles::default(), &mut rng)
             .is_empty());
+    }
+
+    #[test]
+    fn the_holders_nodes_are_those_its_client_is_connected_to() {
+        let mut rng = ChaCha8Rng::seed_from_u64(2);
+        let connected = |holders: &[String]| {
+            NodeTarget::Holders.select(
+                &nodes(3),
+                Roles {
+                    primary: Some("n1"),
+                    holders,
+                },
+                &mut ChaCha8Rng::seed_from_u64(2),
+            )
+        };
+        assert_eq!(connected(&["n2".into()]), vec!["n2"]);
+        // A client balanced over several members: all of them, in node order.
+        assert_eq!(connected(&["n3".into(), "n1".into()]), vec!["n1", "n3"]);
+        // Connected to no node of the cluster (between connections, or no holder).
+        assert!(connected(&[]).is_empty());
+        assert!(connected(&["n7".into()]).is_empty());
+        assert!(NodeTarget::Holders
+            .select(&nodes(3), Roles::default(), &mut rng)
+            .is_empty());
+        assert_eq!("holders".parse::<NodeTarget>(), Ok(NodeTarget::Holders));
+        assert_eq!(NodeTarget::Holders.to_string(), "holders");
+        assert!(needs(&NodeTarget::Holders).client_links);
+        assert!(!needs(&NodeTarget::Primary).client_links);
     }
 
     #[test]
@@ -365,6 +483,14 @@ mod tests {
             "n12".parse::<NodeTarget>().unwrap(),
             NodeTarget::Node("n12".into())
         );
+        for (word, _) in TARGET_WORDS {
+            let target: NodeTarget = word.parse().unwrap();
+            assert_eq!(
+                target.to_string(),
+                *word,
+                "the keys page names it as it is written"
+            );
+        }
         let e = "most".parse::<NodeTarget>().unwrap_err();
         assert!(e.contains("\"minority\"") && e.contains("\"most\""), "{e}");
     }

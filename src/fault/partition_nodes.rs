@@ -66,6 +66,10 @@ impl Spec for NodePartitionSpec {
         &KIND
     }
 
+    fn needs(&self) -> super::spec::Needs {
+        self.shape.needs()
+    }
+
     fn refused_with_clients_on_hosts(&self) -> Option<&'static str> {
         Some(super::netns::NODE_LINKS_ON_HOSTS)
     }

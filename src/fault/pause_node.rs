@@ -85,6 +85,10 @@ impl Spec for PauseNodeSpec {
         Box::new(PauseNodes::new(self.nodes.clone(), duration).method(self.method))
     }
 
+    fn needs(&self) -> super::spec::Needs {
+        node::needs(&self.nodes)
+    }
+
     /// SIGSTOP of the process found listening; a freezer or strace would have
     /// to take over a cgroup or a process of the team's setup.
     fn refused_unmanaged(&self) -> Option<Refusal> {

@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -74,6 +75,9 @@ pub struct Link {
     addr: SocketAddr,
     target: SocketAddr,
     mode: watch::Sender<Mode>,
+    /// The connections `from` has open through the link now, and when a byte
+    /// last crossed it: which nodes a client talks to ([`Proxies::connected`]).
+    traffic: Arc<Traffic>,
     task: JoinHandle<()>,
 }
 
@@ -102,12 +106,14 @@ impl Link {
     fn serve(id: LinkId, listener: TcpListener, target: SocketAddr, seed: u64) -> Result<Link> {
         let addr = listener.local_addr()?;
         let (mode, rx) = watch::channel(Mode::Pass);
-        let task = tokio::spawn(accept_loop(listener, target, rx, seed));
+        let traffic = Arc::new(Traffic::default());
+        let task = tokio::spawn(accept_loop(listener, target, rx, seed, traffic.clone()));
         Ok(Link {
             id,
             addr,
             target,
             mode,
+            traffic,
             task,
         })
     }
@@ -132,6 +138,58 @@ impl Link {
     pub fn set(&self, mode: Mode) {
         self.mode.send_replace(mode);
     }
+
+    /// How many connections are open through the link now.
+    pub fn open_connections(&self) -> usize {
+        self.traffic.open.load(Ordering::SeqCst)
+    }
+
+    /// When a byte last crossed the link, either way (`None`: never).
+    pub fn last_byte(&self) -> Option<Instant> {
+        match self.traffic.last_byte_us.load(Ordering::SeqCst) {
+            0 => None,
+            us => Some(epoch() + Duration::from_micros(us)),
+        }
+    }
+}
+
+/// What crosses a link: its open connections, and its last byte.
+#[derive(Default)]
+struct Traffic {
+    open: AtomicUsize,
+    /// Microseconds from [`epoch`] to the last byte; 0 for none yet.
+    last_byte_us: AtomicU64,
+}
+
+impl Traffic {
+    fn carried(&self) {
+        let us = Instant::now()
+            .saturating_duration_since(epoch())
+            .as_micros() as u64;
+        self.last_byte_us.store(us.max(1), Ordering::SeqCst);
+    }
+}
+
+/// The instant link times are counted from (the first asked for, this process).
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Counts a connection open from its accept to its end, however it ends.
+struct Open(Arc<Traffic>);
+
+impl Open {
+    fn new(traffic: &Arc<Traffic>) -> Open {
+        traffic.open.fetch_add(1, Ordering::SeqCst);
+        Open(traffic.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl Drop for Link {
@@ -146,6 +204,7 @@ async fn accept_loop(
     target: SocketAddr,
     mode: watch::Receiver<Mode>,
     seed: u64,
+    traffic: Arc<Traffic>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
     let mut n = 0u64;
@@ -162,7 +221,12 @@ async fn accept_loop(
         n += 1;
         // Each connection and direction gets its own stream of jitter.
         let seed = seed ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        conns.spawn(connection(client, target, mode.clone(), seed));
+        let counted = Open::new(&traffic);
+        let conn = connection(client, target, mode.clone(), seed, traffic.clone());
+        conns.spawn(async move {
+            conn.await;
+            drop(counted);
+        });
         while conns.try_join_next().is_some() {}
     }
 }
@@ -174,6 +238,7 @@ async fn connection(
     target: SocketAddr,
     mut mode: watch::Receiver<Mode>,
     seed: u64,
+    traffic: Arc<Traffic>,
 ) {
     // A cut link accepts (the kernel does anyway) but does not reach the target
     // until it heals: the client's request hangs, as over a partition.
@@ -197,8 +262,8 @@ async fn connection(
         let (up, down) = (mode.clone(), mode.clone());
         let both = async {
             tokio::join!(
-                pump(cr, sw, up, seed),
-                pump(sr, cw, down, seed.rotate_left(1))
+                pump(cr, sw, up, seed, &traffic),
+                pump(sr, cw, down, seed.rotate_left(1), &traffic)
             )
         };
         tokio::select! {
@@ -228,9 +293,14 @@ async fn pump(
     mut to: tokio::net::tcp::WriteHalf<'_>,
     mode: watch::Receiver<Mode>,
     seed: u64,
+    traffic: &Traffic,
 ) {
     let (tx, mut rx) = mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
     let read = async {
+        // Owned here, so that the writer sees the channel close when the sender
+        // finishes and passes its FIN on: held by the enclosing function, it
+        // kept every connection (and its far end) open until the link went.
+        let tx = tx;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut last = Instant::now();
         let mut buf = vec![0u8; 16 * 1024];
@@ -239,6 +309,7 @@ async fn pump(
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
+            traffic.carried();
             let delay = match *mode.borrow() {
                 Mode::Latency { delay, jitter } => jittered(delay, jitter, &mut rng),
                 _ => Duration::ZERO,
@@ -284,6 +355,12 @@ impl From<Cut> for Mode {
         }
     }
 }
+
+/// How close to a client's latest byte a link's last one must be for the client
+/// to count as talking to its node: well under the keep-alive period of any
+/// lease lockcheck runs (a third of it, 667 ms for the audit's 2 s), well over
+/// a request's round trip to a node on this machine.
+pub const TALKING: Duration = Duration::from_millis(250);
 
 /// The proxied links of a run. Dropping it heals everything (the listeners go).
 pub struct Proxies {
@@ -339,6 +416,29 @@ impl Proxies {
 
     pub fn links(&self) -> impl Iterator<Item = &Link> {
         self.links.values()
+    }
+
+    /// The nodes `from` (a client) talks to through its links now: of the
+    /// links it has a connection open on, those whose last byte came within
+    /// [`TALKING`] of its latest. That is the node its session lives on, for a
+    /// client that talks to one node at a time (ZooKeeper's), or the nodes it
+    /// balances over (etcd's, unless `client_endpoint` pins it to one). A
+    /// connection left open and idle is not one: one a client's library keeps
+    /// to a node it no longer asks anything, or whose end was not passed on.
+    pub fn connected(&self, from: &str) -> Vec<String> {
+        let open: Vec<(&Link, Instant)> = self
+            .links
+            .values()
+            .filter(|l| l.id.from == from && l.open_connections() > 0)
+            .filter_map(|l| Some((l, l.last_byte()?)))
+            .collect();
+        let Some(latest) = open.iter().map(|(_, at)| *at).max() else {
+            return Vec::new();
+        };
+        open.into_iter()
+            .filter(|(_, at)| latest.saturating_duration_since(*at) <= TALKING)
+            .map(|(l, _)| l.id.to.clone())
+            .collect()
     }
 
     /// Cuts every proxied link whose (from, to) is in `cut`; returns the links cut.
@@ -592,6 +692,55 @@ impl Drop for LinkFault {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Polls `done` until it holds or 10 s pass: a loaded machine accepts late.
+    async fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}: not within 10 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Whom a client talks to is what its links carry now: a connection open
+    /// through `client-0->n2` that carries bytes names n2; one left idle on
+    /// `client-0->n1` stops naming n1 once n2 carries on without it; closed,
+    /// nobody.
+    #[tokio::test]
+    async fn a_client_talks_to_the_nodes_its_open_links_carry_bytes_to() {
+        let node = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = node.local_addr().unwrap();
+        let mut proxies = Proxies::new(1);
+        let mut addr = BTreeMap::new();
+        for (c, n) in [("client-0", "n1"), ("client-0", "n2"), ("client-1", "n1")] {
+            addr.insert((c, n), proxies.add(LinkId::new(c, n), at).await.unwrap());
+        }
+        assert!(proxies.connected("client-0").is_empty());
+        let open = |n| TcpStream::connect(addr[&("client-0", n)]);
+        let (mut idle, mut talking) = (open("n1").await.unwrap(), open("n2").await.unwrap());
+        let servers = [
+            node.accept().await.unwrap().0,
+            node.accept().await.unwrap().0,
+        ];
+        idle.write_all(b"x").await.unwrap();
+        until("n1 carried a byte", || {
+            proxies.connected("client-0") == ["n1"]
+        })
+        .await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while proxies.connected("client-0") != ["n2"] {
+            assert!(
+                Instant::now() < deadline,
+                "{:?}",
+                proxies.connected("client-0")
+            );
+            talking.write_all(b"x").await.unwrap();
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(proxies.connected("client-1").is_empty());
+        drop((idle, talking, servers));
+        until("closed", || proxies.connected("client-0").is_empty()).await;
+    }
 
     #[test]
     fn jitter_is_seeded_and_bounded() {

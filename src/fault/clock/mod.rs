@@ -155,9 +155,13 @@ impl Spec for ClockSpec {
     }
 
     fn needs(&self) -> Needs {
+        let on_nodes = match &self.clocks {
+            Clocks::Nodes(target) => node::needs(target),
+            Clocks::Client(_) => Needs::default(),
+        };
         Needs {
             client_clocks: matches!(self.clocks, Clocks::Client(_)),
-            ..Needs::default()
+            ..on_nodes
         }
     }
 

@@ -349,6 +349,10 @@ pub fn markdown() -> String {
                 let keys: Vec<String> = keys.iter().map(|k| k.to_string()).collect();
                 out += &format!("| `{kind}` | {} |\n", code_list(&keys));
             }
+            out += "\nThe server nodes a node fault hits (`nodes`):\n\n| `nodes` | picks |\n|---|---|\n";
+            for (word, picks) in crate::fault::node::TARGET_WORDS {
+                out += &format!("| `{word}` | {} |\n", cell(picks));
+            }
         }
     }
     out
