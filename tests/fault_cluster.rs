@@ -252,7 +252,8 @@ async fn a_clock_fault_on_etcd_says_it_cannot_reach_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn link_faults_cut_a_node_off_cut_the_holder_off_and_slow_a_node() {
-    use lockcheck::fault::proxy::{LinkFault, Links, Mode, Proxies};
+    use lockcheck::fault::link_fault::{LinkFault, Links};
+    use lockcheck::fault::proxy::{Mode, Proxies};
     use lockcheck::fault::{ClientProc, Place, Target};
     let dir = tempfile::tempdir().unwrap();
     let c = cluster(BackendKind::Redlock, dir.path(), false).await;

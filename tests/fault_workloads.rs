@@ -114,7 +114,7 @@ fn node_faults_name_nodes_and_client_faults_name_clients() {
 
 #[test]
 fn link_entries_cut_or_slow() {
-    use lockcheck::fault::proxy::Links;
+    use lockcheck::fault::link_fault::Links;
     use lockcheck::fault::Target;
     let w = parse("kind = \"partition\"\nnodes = \"primary\"\nduration = \"1s\"").unwrap();
     assert_eq!(

@@ -402,43 +402,30 @@ async fn execute_async(
     let mut owed = owed(&opts.given, opts.share);
     loop {
         while running.len() < pace.level() && out.interrupted.is_none() {
-            let tallies: Vec<Tally> = (0..battery.len())
-                .map(|i| out.tally(i, in_flight[i]))
-                .collect();
-            // The runs a resumed audit lost in flight come first: until they are
-            // going again, the tallies are not the ones the plan saw.
-            let (i, local) = match owed.first() {
-                Some(&o) => o,
-                None => match opts.plan.next(&tallies, &barred) {
-                    Some(i) => (i, tallies[i].started + 1),
-                    None => break,
-                },
+            let Some((i, local)) = next(&out, &in_flight, &owed, &barred, &opts.plan) else {
+                break;
             };
             let s = &battery[i];
-            if !overhead.fits(elapsed(), s.duration(), opts.budget) {
-                // Runs already going may show the overhead is smaller: wait for them;
-                // with none going, a shorter scenario may still fit (a lost run
-                // that no longer fits stays lost: the audit is cut short anyway).
-                if !running.is_empty() {
-                    break;
-                }
-                if owed.is_empty() {
-                    barred[i] = true;
-                } else {
-                    owed.remove(0);
-                }
-                continue;
+            let fits = overhead.fits(elapsed(), s.duration(), opts.budget);
+            // Runs going may show the overhead is smaller: wait for them; with none, a
+            // shorter scenario may fit (a lost run that does not stays lost: cut short).
+            if !fits && !running.is_empty() {
+                break;
             }
             if !owed.is_empty() {
                 owed.remove(0);
+            } else if !fits {
+                barred[i] = true;
+            }
+            if !fits {
+                continue;
             }
             let slot = Slot {
                 scenario: i,
                 run: opts.share.run(local),
             };
             in_flight[i] += 1;
-            let seed = opts.first_seed.wrapping_add(u64::from(slot.run) - 1);
-            launch(&mut running, &mut pids, opts, s, slot, seed)?;
+            launch(&mut running, &mut pids, opts, s, slot)?;
             progress(
                 Event::Started {
                     scenario: &names[i],
@@ -507,6 +494,26 @@ async fn execute_async(
     Ok(out)
 }
 
+/// The next run to start, by battery index and this shard's run number. The
+/// runs a resumed audit lost in flight come first: until they are going again,
+/// the tallies are not the ones the plan saw.
+fn next(
+    out: &Executed,
+    in_flight: &[u32],
+    owed: &[(usize, u32)],
+    barred: &[bool],
+    plan: &Plan,
+) -> Option<(usize, u32)> {
+    if let Some(&o) = owed.first() {
+        return Some(o);
+    }
+    let tallies: Vec<Tally> = (0..in_flight.len())
+        .map(|i| out.tally(i, in_flight[i]))
+        .collect();
+    let i = plan.next(&tallies, barred)?;
+    Some((i, tallies[i].started + 1))
+}
+
 /// The runs a killed audit had in flight when a later one ended: the numbers
 /// (this shard's, 1-based) missing below each scenario's highest recorded, by
 /// battery index. Runs end out of order, so its scorecard may hold run 2 and
@@ -538,8 +545,9 @@ fn launch(
     opts: &Options,
     s: &ScenarioWorkload,
     slot: Slot,
-    seed: u64,
 ) -> Result<()> {
+    // Run n has seed `--seed` + n - 1 on any machine, in any shard.
+    let seed = opts.first_seed.wrapping_add(u64::from(slot.run) - 1);
     let mut child = spawn(&opts.exe, &s.workload.path, seed, &opts.results)?;
     let pid = child.id();
     let duration = s.duration();

@@ -159,7 +159,10 @@ impl BackendKind {
     /// them): the audit's `holder-node-isolated` runs with it, so that the
     /// holder has one node to cut off.
     pub fn pinned_option(self) -> Option<&'static str> {
-        self.about().pinned
+        match self {
+            BackendKind::Etcd => Some("client_endpoint = \"follower\""),
+            _ => None,
+        }
     }
 
     /// Whether its lock client keeps the lease alive by itself while the lock is
@@ -197,7 +200,6 @@ impl BackendKind {
                 options: reader::<redis::Options>(),
                 presets: &[redis::REDIS_DOCS],
                 durable: Some("persistence = \"aof-always\""),
-                pinned: None,
             },
             BackendKind::RedisSentinel => About {
                 name: "redis-sentinel",
@@ -210,7 +212,6 @@ impl BackendKind {
                 options: reader::<redis_sentinel::Options>(),
                 presets: &[redis::REDIS_DOCS],
                 durable: None,
-                pinned: None,
             },
             BackendKind::Redlock => About {
                 name: "redlock",
@@ -221,7 +222,6 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[redis::REDIS_DOCS],
                 durable: None,
-                pinned: None,
             },
             BackendKind::Etcd => About {
                 name: "etcd",
@@ -232,7 +232,6 @@ impl BackendKind {
                 options: reader::<etcd::Options>(),
                 presets: &[etcd::SESSION],
                 durable: None,
-                pinned: Some("client_endpoint = \"follower\""),
             },
             BackendKind::PostgresAdvisory => About {
                 name: "postgres-advisory",
@@ -244,7 +243,6 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[postgres::POSTGRES_KEEPALIVE, postgres::RDS_POSTGRES_KEEPALIVE],
                 durable: None,
-                pinned: None,
             },
             BackendKind::PostgresLease => About {
                 name: "postgres-lease",
@@ -255,7 +253,6 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[postgres::PGLOCK],
                 durable: None,
-                pinned: None,
             },
             BackendKind::Nats => About {
                 name: "nats",
@@ -268,7 +265,6 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[nats::KV_LEADER_ELECT],
                 durable: None,
-                pinned: None,
             },
             BackendKind::Zookeeper => About {
                 name: "zookeeper",
@@ -280,7 +276,6 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[zookeeper::CURATOR],
                 durable: None,
-                pinned: None,
             },
             BackendKind::Mariadb => About {
                 name: "mariadb",
@@ -292,7 +287,6 @@ impl BackendKind {
                 options: reader::<NoOptions>(),
                 presets: &[mariadb::WAIT_TIMEOUT, mariadb::SKYSQL_WAIT_TIMEOUT, mariadb::GO_MYSQL_LOCK],
                 durable: None,
-                pinned: None,
             },
             BackendKind::Patroni => About {
                 name: "patroni",
@@ -304,7 +298,6 @@ impl BackendKind {
                 options: reader::<patroni::Options>(),
                 presets: &[patroni::DEFAULTS],
                 durable: None,
-                pinned: None,
             },
         }
     }
@@ -330,9 +323,6 @@ struct About {
     presets: &'static [LeasePreset],
     /// Its option line that keeps every acknowledged write through a kill.
     durable: Option<&'static str>,
-    /// Its option line that pins each client to one node, where its client
-    /// otherwise talks to several at once.
-    pinned: Option<&'static str>,
 }
 
 /// Every lease preset, by name: those of no service, then each backend's.

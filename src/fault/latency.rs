@@ -3,7 +3,8 @@
 //! delayed by `delay` ± `jitter`, each way. Recorded as nemesis `latency` / `heal`.
 
 use super::duration::Dur;
-use super::proxy::{LinkFault, Links, Mode};
+use super::link_fault::{LinkFault, Links};
+use super::proxy::Mode;
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::Fault;
 use crate::history::fault_ops;

@@ -15,6 +15,7 @@ pub mod duration;
 pub mod kill;
 pub mod latency;
 pub mod latency_nodes;
+pub mod link_fault;
 pub mod netns;
 pub mod node;
 pub mod partition;

@@ -3,7 +3,7 @@
 //! off from every node (`target`), or nodes cut off from every client (`nodes`).
 //! Recorded as nemesis `partition` / `heal`.
 
-use super::proxy::{LinkFault, Links};
+use super::link_fault::{LinkFault, Links};
 use super::shape::Cut;
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::Fault;
