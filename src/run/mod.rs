@@ -730,7 +730,12 @@ async fn finish(
             None,
         )?;
     }
-    servers.lock().await.stop().await;
+    // Data the run drops needs no clean shutdown.
+    if opts.keep_data {
+        servers.lock().await.stop().await;
+    } else {
+        servers.lock().await.discard().await;
+    }
     phases.done("servers stopped");
     // Stopping the cluster removed its network.
     if let Some(id) = network {
