@@ -176,6 +176,7 @@ impl ClusterPlan {
         // quorum of its peers is up.
         for i in 0..cluster.plan.nodes.len() {
             cluster.spawn(i, false).await?;
+            cluster.wait_founded(i).await;
         }
         let all: Vec<usize> = (0..cluster.plan.nodes.len()).collect();
         cluster.wait_ready(&all).await?;
@@ -672,6 +673,21 @@ impl LocalCluster {
             })?;
         }
         Ok(())
+    }
+
+    /// Waits until node `i`, just started, is far enough along for the next
+    /// member ([`ServerRecipe::founded`]); one that exits or takes past the
+    /// readiness timeout is left for [`LocalCluster::wait_ready`] to report.
+    async fn wait_founded(&mut self, i: usize) {
+        let deadline = Instant::now() + self.plan.spec.ready_timeout;
+        let recipe = self.plan.recipe();
+        while !recipe.founded(&self.plan.nodes[i]).await && Instant::now() < deadline {
+            self.reap(i);
+            if self.children[i].is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
     }
 
     /// Waits until each of `nodes` answers its readiness check; a node that exits
