@@ -176,6 +176,7 @@ impl ClusterPlan {
         // quorum of its peers is up.
         for i in 0..cluster.plan.nodes.len() {
             cluster.spawn(i, false).await?;
+            cluster.wait_founded(i).await;
         }
         let all: Vec<usize> = (0..cluster.plan.nodes.len()).collect();
         cluster.wait_ready(&all).await?;
@@ -485,6 +486,35 @@ impl LocalCluster {
         }
     }
 
+    /// [`LocalCluster::stop`] without the wait for a clean shutdown (a JVM takes
+    /// a third of a second), for servers whose data goes with the run: SIGKILL
+    /// at once. A cluster with a coordinator, or whose servers start processes
+    /// apart from themselves, stops as usual: those go only on a clean shutdown.
+    pub async fn discard(&mut self) {
+        let detaches = (0..self.plan.nodes.len())
+            .any(|i| self.plan.recipe().detached(&self.plan, i).is_some());
+        if self.coordinator.is_some() || detaches {
+            return self.stop().await;
+        }
+        for i in 0..self.frozen.len() {
+            if let Err(e) = self.thaw_index(i).await {
+                tracing::warn!("{e:#}");
+            }
+        }
+        let killed: Vec<Child> = self.children.iter_mut().filter_map(Option::take).collect();
+        for child in &killed {
+            // A paused server dies of SIGKILL too; SIGCONT spares it nothing.
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+        }
+        let network = self.network.clone();
+        let _ = off_runtime(move || {
+            reap_all(killed);
+            remove_network(network.as_deref());
+            Ok(())
+        })
+        .await;
+    }
+
     /// What the nodes' servers started apart from themselves and left running
     /// ([`ServerRecipe::detached`]).
     fn leftovers(&self) -> Vec<u32> {
@@ -591,7 +621,7 @@ impl LocalCluster {
             .with_context(|| format!("opening {}", node.log_path.display()))?;
         let recipe = self.plan.recipe();
         if let Some(Init { command, what }) = recipe.init(&self.plan, i)? {
-            super::setup::run_to_end(command, node, what).await?;
+            super::template::init(command, node, what, &self.plan.binary).await?;
             recipe.after_init(&self.plan, i)?;
         }
         let mut cmd = recipe.command(&self.plan, i, rejoin)?;
@@ -645,6 +675,21 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Waits until node `i`, just started, is far enough along for the next
+    /// member ([`ServerRecipe::founded`]); one that exits or takes past the
+    /// readiness timeout is left for [`LocalCluster::wait_ready`] to report.
+    async fn wait_founded(&mut self, i: usize) {
+        let deadline = Instant::now() + self.plan.spec.ready_timeout;
+        let recipe = self.plan.recipe();
+        while !recipe.founded(&self.plan.nodes[i]).await && Instant::now() < deadline {
+            self.reap(i);
+            if self.children[i].is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     /// Waits until each of `nodes` answers its readiness check; a node that exits
     /// or stays silent past the timeout is an error carrying its log's tail.
     async fn wait_ready(&mut self, nodes: &[usize]) -> Result<()> {
@@ -652,7 +697,6 @@ impl LocalCluster {
         let deadline = started + self.plan.spec.ready_timeout;
         let mut pending: Vec<usize> = nodes.to_vec();
         while !pending.is_empty() {
-            let mut still = Vec::new();
             for &i in &pending {
                 let node = &self.plan.nodes[i];
                 if let Some(child) = &mut self.children[i] {
@@ -667,11 +711,21 @@ impl LocalCluster {
                         .into());
                     }
                 }
-                if !self.plan.recipe().ready(node.client_listen).await {
-                    still.push(i);
-                }
             }
-            pending = still;
+            // Asked all at once: a member that has yet to answer holds up none
+            // of the others.
+            let recipe = self.plan.recipe();
+            let answers = futures_util::future::join_all(
+                pending
+                    .iter()
+                    .map(|&i| recipe.ready(self.plan.nodes[i].client_listen)),
+            )
+            .await;
+            pending = pending
+                .iter()
+                .zip(answers)
+                .filter_map(|(&i, ready)| (!ready).then_some(i))
+                .collect();
             if let Some(&i) = pending.first() {
                 if Instant::now() >= deadline {
                     let node = &self.plan.nodes[i];
@@ -712,7 +766,7 @@ impl Drop for LocalCluster {
 
 /// Removes what `dir` holds, keeping the directory itself: it may be a mount
 /// point (a node's disk of a fault's), which cannot be removed.
-fn empty(dir: &Path) -> Result<()> {
+pub(super) fn empty(dir: &Path) -> Result<()> {
     let entries = match fs::read_dir(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         r => r?,

@@ -70,7 +70,8 @@ fn init(plan: &ClusterPlan, i: usize) -> Result<Option<Command>> {
         .arg("--no-defaults")
         .arg(format!("--datadir={}", node.data_dir.display()))
         .arg(format!("--tmpdir={}", tmp.display()))
-        .args(["--auth-root-authentication-method=normal", "--skip-test-db"]);
+        .args(["--auth-root-authentication-method=normal", "--skip-test-db"])
+        .arg(REDO_LOG);
     if nix::unistd::geteuid().is_root() {
         install.arg("--user=root");
     }
@@ -92,6 +93,11 @@ fn tmp_dir(plan: &ClusterPlan, i: usize) -> Result<std::path::PathBuf> {
     Ok(tmp)
 }
 
+/// InnoDB's redo log, for installation and server alike: the default 96 MiB file
+/// is written, copied and removed in every run, for a lock workload that writes
+/// next to nothing (measured: the data directory 114 MiB with it, 22 MiB without).
+const REDO_LOG: &str = "--innodb-log-file-size=8M";
+
 /// The Unix socket a node's server insists on making (its clients use TCP),
 /// relative: the server moves into its data directory before it binds, so the
 /// socket lands there however deep the data directory is (a socket's path may
@@ -110,7 +116,8 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
         .arg(format!("--socket={SOCKET}"))
         .arg(format!("--tmpdir={}", tmp_dir(plan, i)?.display()))
         .args(["--skip-grant-tables", "--skip-name-resolve"])
-        .args(["--innodb-flush-log-at-trx-commit=0", "--log-error="]);
+        .args(["--innodb-flush-log-at-trx-commit=0", "--log-error="])
+        .arg(REDO_LOG);
     if nix::unistd::geteuid().is_root() {
         cmd.arg("--user=root");
     }

@@ -32,6 +32,7 @@ mod redis_sentinel;
 pub mod running;
 mod setup;
 pub mod ssh;
+mod template;
 pub mod timens;
 mod zookeeper;
 
@@ -98,6 +99,9 @@ impl Cluster for LocalCluster {
     }
     async fn stop(&mut self) {
         LocalCluster::stop(self).await
+    }
+    async fn discard(&mut self) {
+        LocalCluster::discard(self).await
     }
     fn network(&self) -> Option<std::sync::Arc<netns::Network>> {
         LocalCluster::network(self)

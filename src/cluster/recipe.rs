@@ -145,6 +145,11 @@ pub trait ServerRecipe: Send + Sync {
     /// Whether the node at `addr` answers as a server of its kind does once it
     /// serves.
     async fn ready(&self, addr: SocketAddr) -> bool;
+    /// Whether `node`, just started to found a new cluster, is far enough along
+    /// for the next member to start: by default at once, all members together.
+    async fn founded(&self, _node: &NodeSpec) -> bool {
+        true
+    }
     /// The node that leads now, asking the `running` ones (name, an address this
     /// machine reaches it at); by default the first node, the one server every
     /// client talks to.

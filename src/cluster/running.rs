@@ -122,6 +122,11 @@ pub trait Cluster: Send + Sync {
     }
     /// Stops every node and removes what the cluster made; also what drop does.
     async fn stop(&mut self);
+    /// [`Cluster::stop`] for servers whose data nobody reads afterwards (a run
+    /// that drops it): where no clean shutdown is owed, a quicker one.
+    async fn discard(&mut self) {
+        self.stop().await
+    }
     /// The nodes' network namespaces, where they run in their own
     /// (`NetworkKind::Namespaces`): what node-to-node partitions cut.
     fn network(&self) -> Option<std::sync::Arc<netns::Network>> {

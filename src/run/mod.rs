@@ -14,6 +14,7 @@ pub mod figures;
 mod live;
 pub mod nemesis;
 pub mod on_hosts;
+pub mod phases;
 pub mod worker;
 pub mod workload;
 
@@ -31,6 +32,7 @@ use anyhow::{anyhow, Context, Result};
 use controller::{AskHeld, Recorder, Shared, Slot, Workers};
 use figures::Figures;
 use nemesis::FaultAccount;
+use phases::Phases;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -161,6 +163,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             "backend.network = \"namespaces\" needs root: lockcheck makes a network namespace, veths and a bridge for the nodes",
         ));
     }
+    let phases = Phases::start();
     let seed = opts.seed.unwrap_or(w.seed);
     let duration = opts.time_limit.unwrap_or(w.duration);
     // A results directory lockcheck cannot write is this machine's problem too.
@@ -169,6 +172,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         .with_context(|| format!("copying the workload into {}", dir.display()))
         .map_err(environment)?;
     point_latest(&opts.results, &dir).map_err(environment)?;
+    phases.done("run dir");
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -192,14 +196,18 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
         // and the servers on the way out. The check, once everything is stopped,
         // stays interruptible too: it runs on a blocking thread left behind.
         let run_and_check = async {
-            let (mut faults, client) = execute(w.clone(), opts, seed, duration, &dir).await?;
+            let (mut faults, client) =
+                execute(w.clone(), opts, seed, duration, &dir, &phases).await?;
             faults.allowed = opts.allow_missed_faults;
             let (w, dir) = (w.clone(), dir.clone());
             // `--image` is the command line's: the workload (whose runtime
             // `--runtime` already set) does not hold it.
             let image = (w.runtime == Runtime::Docker).then(|| docker_image(&w, opts).to_string());
-            tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client, image))
-                .await?
+            let judged =
+                tokio::task::spawn_blocking(move || judge(&w, seed, &dir, faults, client, image))
+                    .await?;
+            phases.done("check");
+            judged
         };
         tokio::select! {
             r = run_and_check => r,
@@ -216,9 +224,12 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     // The report is rebuilt from the run directory alone, as `lockcheck report` does.
     crate::report::write_html(&dir, &dir.join(crate::report::REPORT_FILE))
         .context("writing report.html")?;
+    phases.done("report");
     if !opts.keep_data {
         drop_server_data(&dir);
+        phases.done("data removed");
     }
+    tracing::info!("{}: {}", dir.display(), phases.line());
     Ok(report)
 }
 
@@ -320,10 +331,11 @@ async fn execute(
     seed: u64,
     duration: Duration,
     dir: &Path,
+    phases: &Phases,
 ) -> Result<(FaultAccount, Option<ClientInfo>)> {
-    let mut prepared = prepare(&w, opts, seed, dir).await?;
-    let ran = live(&w, opts, seed, duration, dir, &mut prepared).await?;
-    finish(&w, opts, duration, prepared, ran).await
+    let mut prepared = prepare(&w, opts, seed, dir, phases).await?;
+    let ran = live(&w, opts, seed, duration, dir, &mut prepared, phases).await?;
+    finish(&w, opts, duration, prepared, ran, phases).await
 }
 
 /// What a run has up before its clock starts, each part a guard that stops what it
@@ -344,7 +356,13 @@ struct Prepared {
 
 /// Starts the servers (with the hooks the planned faults need), the resource and
 /// the workers, and journals every process.
-async fn prepare(w: &Arc<Workload>, opts: &Options, seed: u64, dir: &Path) -> Result<Prepared> {
+async fn prepare(
+    w: &Arc<Workload>,
+    opts: &Options,
+    seed: u64,
+    dir: &Path,
+    phases: &Phases,
+) -> Result<Prepared> {
     let Servers {
         cluster,
         network,
@@ -352,11 +370,13 @@ async fn prepare(w: &Arc<Workload>, opts: &Options, seed: u64, dir: &Path) -> Re
         needs,
         workers: worker_env,
     } = prepare_servers(w, opts, seed, dir).await?;
+    phases.done("servers ready");
     // Shared with the nemesis, whose node faults kill and restart servers.
     let servers = Arc::new(tokio::sync::Mutex::new(cluster));
     let res = resource::Running::start(w.resource, dir)
         .await
         .map_err(|e| environment(format!("starting the resource: {e:#}")))?;
+    phases.done("resource");
     // With link faults planned, each client reaches each node through a proxy of
     // its own (`client-0->n1`, ...) that the faults cut or slow.
     let clients: Vec<String> = (0..w.clients.count).map(client_name).collect();
@@ -421,6 +441,7 @@ async fn prepare(w: &Arc<Workload>, opts: &Options, seed: u64, dir: &Path) -> Re
         None => e,
     })?;
     let (client, ask_held) = adapter_in_use(w, workers.hello())?;
+    phases.done("clients started");
     // Every process of the run goes into its journal, so that `lockcheck recover`
     // can end what a controller killed with -9 leaves behind. The servers are
     // already there: a local cluster journals each server as it spawns it, a
@@ -573,6 +594,7 @@ async fn live(
     duration: Duration,
     dir: &Path,
     prepared: &mut Prepared,
+    phases: &Phases,
 ) -> Result<Ran> {
     let pipes = std::mem::take(&mut prepared.pipes);
     let Prepared {
@@ -651,7 +673,7 @@ async fn live(
         planned: planned.clone(),
         wait: w.backend.lease.ttl + AFTER_EFFECT_MARGIN,
     });
-    let failure = supervise(&mut tasks, duration, after_effect, &stop, finish).await;
+    let failure = supervise(&mut tasks, duration, after_effect, &stop, finish, phases).await;
     if let Some(status) = status {
         status.abort();
         eprint!("\r\x1b[2K");
@@ -673,6 +695,7 @@ async fn finish(
     duration: Duration,
     prepared: Prepared,
     ran: Ran,
+    phases: &Phases,
 ) -> Result<(FaultAccount, Option<ClientInfo>)> {
     let Prepared {
         journal,
@@ -693,6 +716,7 @@ async fn finish(
     workers.stop(Duration::from_secs(2)).await;
     // The resource's log is complete only once no worker can write any more.
     let copied = res.finish().await.context("completing resource.jsonl");
+    phases.done("clients stopped");
     // The shifted clocks end with the servers.
     for value in shifted {
         let value = serde_json::json!({ "targets": value["targets"], "method": value["method"] });
@@ -706,7 +730,13 @@ async fn finish(
             None,
         )?;
     }
-    servers.lock().await.stop().await;
+    // Data the run drops needs no clean shutdown.
+    if opts.keep_data {
+        servers.lock().await.stop().await;
+    } else {
+        servers.lock().await.discard().await;
+    }
+    phases.done("servers stopped");
     // Stopping the cluster removed its network.
     if let Some(id) = network {
         journal.undone(id)?;
@@ -870,6 +900,7 @@ async fn supervise(
     after_effect: Option<AfterEffect>,
     stop: &tokio::sync::watch::Sender<bool>,
     finish: Duration,
+    phases: &Phases,
 ) -> Option<anyhow::Error> {
     let failed = |done: Result<Result<()>, tokio::task::JoinError>| match done {
         Ok(Ok(())) => None,
@@ -895,6 +926,7 @@ async fn supervise(
             },
         }
     }
+    phases.done(phases::LIVE);
     let _ = stop.send(true);
     let drained = tokio::time::timeout(finish + Duration::from_secs(2), async {
         while let Some(done) = tasks.join_next().await {
@@ -910,6 +942,7 @@ async fn supervise(
             "the clients did not finish within {finish:?} of the end"
         ));
     }
+    phases.done("sections finished");
     failure
 }
 
