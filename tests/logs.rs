@@ -11,7 +11,9 @@ use std::process::Command;
 
 /// A redis-server behind a wrapper that does not pass SIGTERM on, as a wrapper
 /// script that forgets to: at the end of the run its node outlives the stop grace
-/// and is killed. The server dies with the wrapper (`--pdeathsig`).
+/// and is killed. The server dies with the wrapper (`--pdeathsig`). The run keeps
+/// its servers' data (`--keep-data`): one that drops it kills them at once, with
+/// no grace to outlive.
 fn wrapper_ignoring_sigterm(dir: &Path) -> PathBuf {
     let redis = ["/usr/bin/redis-server", "/usr/local/bin/redis-server"]
         .into_iter()
@@ -37,7 +39,7 @@ fn run_with_wrapper(env: &[(&str, &str)]) -> Finished {
     )
     .env_remove("RUST_LOG")
     .envs(env.iter().copied());
-    let r = start_json_with(cmd, &w, &[]).finish();
+    let r = start_json_with(cmd, &w, &["--keep-data"]).finish();
     r.assert_nothing_left();
     r
 }

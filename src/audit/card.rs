@@ -368,6 +368,9 @@ impl ScenarioCard {
             (None, 0) if self.untested() => s += &format!(", {}", self.untested_line()),
             _ => {}
         }
+        if let Some(line) = self.deposed_nobody() {
+            s += &format!(", {line}");
+        }
         if self.stale_writes_accepted > 0 {
             s += &format!(", {} stale writes accepted", self.stale_writes_accepted);
         }
@@ -391,6 +394,23 @@ impl ScenarioCard {
 }
 
 impl ScenarioCard {
+    /// A "can it break?" scenario with no break whose fault, though it took
+    /// effect, deposed no holder in any run: its "no break" says the service
+    /// rode the fault out, and nothing of what a deposed holder would have done
+    /// (no fence was asked by it). Measured, not assumed: `nobody deposed in 10
+    /// of 10 runs the fault took effect in`.
+    pub fn deposed_nobody(&self) -> Option<String> {
+        let c = &self.classes;
+        let deposed = c.provoked + c.deposed_not_provoked + c.provoked_before_fault;
+        (self.question == Question::CanItBreak && self.flagged == 0 && self.fired > 0 && deposed == 0)
+            .then(|| {
+                format!(
+                    "nobody deposed in {} of {} runs the fault took effect in: it never cost a holder its lease, so it asked no fence",
+                    c.fired_nobody_deposed, self.fired
+                )
+            })
+    }
+
     /// Whether it is a "does it hold?" twin that ran but has no bound: too
     /// few of its runs were provoked for any claim that its fence holds.
     pub fn untested(&self) -> bool {
@@ -594,6 +614,38 @@ mod tests {
         let c = ScenarioCard::of(&s, question, String::new(), 20, ending, flagged);
         assert!(!c.untested());
         assert!(!c.evidence().contains("not tested"));
+    }
+
+    /// As ZooKeeper's holder-node-isolated (docs/faults.md): the holder's server
+    /// cut off in 10 of 10 runs, every session kept. Its "no break" is the
+    /// service riding the fault out, and the card says nobody was deposed.
+    #[test]
+    fn a_fault_that_deposed_nobody_says_so_beside_its_no_break() {
+        let s = workload(Recipe::SlowLinks, Fencing::Unfenced);
+        let ending = Ending::Done(Why::RanOut);
+        let mut runs = vec![run(Provocation::FiredNobodyDeposed); 9];
+        runs.push(run(Provocation::FaultNotSeen));
+        let c = ScenarioCard::of(
+            &s,
+            Question::CanItBreak,
+            String::new(),
+            20,
+            ending,
+            runs.clone(),
+        );
+        assert_eq!((c.fired, c.flagged), (9, 0));
+        let e = c.evidence();
+        assert!(e.contains(", nobody deposed in 9 of 9 runs the fault took effect in: it never cost a holder its lease, so it asked no fence"), "{e}");
+        // One holder deposed is a trial of what follows: no such line.
+        runs.push(run(Provocation::DeposedNotProvoked));
+        let c = ScenarioCard::of(&s, Question::CanItBreak, String::new(), 20, ending, runs);
+        assert_eq!(c.deposed_nobody(), None);
+        // A twin is read by its provoked runs, never by this line.
+        let t = workload(Recipe::SlowLinks, Fencing::Fenced);
+        let question = Question::DoesItHold { unfenced: 1 };
+        let runs = vec![run(Provocation::FiredNobodyDeposed); 3];
+        let c = ScenarioCard::of(&t, question, String::new(), 20, ending, runs);
+        assert_eq!(c.deposed_nobody(), None);
     }
 
     /// Runs the checker gave up on or that failed are gaps the card lists;

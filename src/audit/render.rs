@@ -45,7 +45,8 @@ fn bound(c: &ScenarioCard) -> String {
     if c.question == super::battery::Question::CanItBreak {
         return match super::stats::upper_95(0, c.counted) {
             Some(u) if c.flagged == 0 && c.stopped == Stopped::RanOut => {
-                format!("no break ≤ {:.1}%", u * 100.0)
+                let nobody = c.deposed_nobody().map_or("", |_| " (nobody deposed)");
+                format!("no break ≤ {:.1}%{nobody}", u * 100.0)
             }
             _ => "-".into(),
         };

@@ -30,7 +30,7 @@
 //! interposer, a time namespace) goes in through [`ClusterSpec::prepare`].
 
 use super::netns::{self, Network};
-use super::node::{log_tail, NodeSpec};
+use super::node::{empty, log_tail, NodeSpec};
 use super::plan::{ClusterPlan, ClusterSpec, NetworkKind, Prepare, DATA_DIR};
 use super::recipe::{detached_pid, ClusterError, Init, ServerRecipe};
 use super::recipes::recipe;
@@ -762,24 +762,6 @@ impl Drop for LocalCluster {
             }
         }
     }
-}
-
-/// Removes what `dir` holds, keeping the directory itself: it may be a mount
-/// point (a node's disk of a fault's), which cannot be removed.
-pub(super) fn empty(dir: &Path) -> Result<()> {
-    let entries = match fs::read_dir(dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        r => r?,
-    };
-    for entry in entries {
-        let path = entry?.path();
-        if path.is_dir() && !path.is_symlink() {
-            fs::remove_dir_all(&path)?;
-        } else {
-            fs::remove_file(&path)?;
-        }
-    }
-    Ok(())
 }
 
 /// The names of a cluster's `n` nodes: n1..nN.

@@ -39,3 +39,21 @@ pub fn log_tail(path: &Path) -> String {
     };
     read().unwrap_or_else(|e| format!("(could not read the log: {e})"))
 }
+
+/// Removes what `dir` holds, keeping the directory itself: it may be a mount
+/// point (a node's disk of a fault's), which cannot be removed.
+pub(super) fn empty(dir: &Path) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r?,
+    };
+    for entry in entries {
+        let path = entry?.path();
+        if path.is_dir() && !path.is_symlink() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}

@@ -46,7 +46,7 @@ pub(super) async fn init(init: Command, node: &NodeSpec, what: &str, server: &Pa
         Ok(false) => {}
         Err(e) => {
             tracing::warn!("{e:#}: initialising {} with {what} instead", node.name);
-            super::local::empty(&node.data_dir)?;
+            super::node::empty(&node.data_dir)?;
         }
     }
     super::setup::run_to_end(init, node, what).await?;
