@@ -463,13 +463,7 @@ impl LocalCluster {
             tokio::time::sleep(STOP_POLL).await;
         }
         let killed = self.kill_rest(&running);
-        let network = self.network.clone();
-        let _ = off_runtime(move || {
-            reap_all(killed);
-            remove_network(network.as_deref());
-            Ok(())
-        })
-        .await;
+        self.reap_killed(killed).await;
         let (leftovers, grace) = (self.leftovers(), self.plan.spec.stop_grace);
         let _ = off_runtime(move || {
             kill_leftovers(&leftovers, grace);
@@ -484,6 +478,17 @@ impl LocalCluster {
             })
             .await;
         }
+    }
+
+    /// Waits for the killed nodes off the runtime, then removes the nodes' network.
+    async fn reap_killed(&self, killed: Vec<Child>) {
+        let network = self.network.clone();
+        let _ = off_runtime(move || {
+            reap_all(killed);
+            remove_network(network.as_deref());
+            Ok(())
+        })
+        .await;
     }
 
     /// [`LocalCluster::stop`] without the wait for a clean shutdown (a JVM takes
@@ -506,13 +511,7 @@ impl LocalCluster {
             // A paused server dies of SIGKILL too; SIGCONT spares it nothing.
             let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
         }
-        let network = self.network.clone();
-        let _ = off_runtime(move || {
-            reap_all(killed);
-            remove_network(network.as_deref());
-            Ok(())
-        })
-        .await;
+        self.reap_killed(killed).await;
     }
 
     /// What the nodes' servers started apart from themselves and left running
