@@ -16,6 +16,7 @@ use anyhow::{anyhow, Context, Result};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -386,6 +387,9 @@ pub struct Slot {
     shared: Arc<Shared>,
     /// False once the worker is gone: the slot stops.
     alive: bool,
+    /// Writes given up on (no reply in time), by request id: one may still reach
+    /// the resource, and its late reply says when it did.
+    given_up_writes: BTreeSet<u64>,
 }
 
 /// What came back from one op.
@@ -405,6 +409,7 @@ impl Slot {
             pipes,
             shared,
             alive: true,
+            given_up_writes: BTreeSet::new(),
         }
     }
 
@@ -609,6 +614,10 @@ impl Slot {
         let rec = self.shared.recorder.clone();
         rec.record(process, OpType::Invoke, f, invoke_value.clone(), None, None)?;
         self.shared.live.ops.fetch_add(1, Ordering::Relaxed);
+        let write = matches!(cmd, Command::Write { .. });
+        if write {
+            self.shared.live.write_sent(self.index);
+        }
         let reply = self
             .exchange(
                 worker::Request {
@@ -619,6 +628,17 @@ impl Slot {
                 wait,
             )
             .await;
+        if write {
+            match &reply {
+                Ok(r) => self
+                    .shared
+                    .live
+                    .write_answered(self.index, r.kind == OpType::Ok),
+                Err(_) => {
+                    self.given_up_writes.insert(id);
+                }
+            }
+        }
         let (kind, value, node, error) = match reply {
             Ok(r) => {
                 // A completion carries its result; a fail or info repeats what was tried.
@@ -658,7 +678,12 @@ impl Slot {
         loop {
             match tokio::time::timeout_at(deadline, self.pipes.replies.recv()).await {
                 Ok(Some(r)) if r.id == req.id => return Ok(r),
-                Ok(Some(_late)) => continue,
+                Ok(Some(late)) => {
+                    if self.given_up_writes.remove(&late.id) {
+                        let applied = late.kind == OpType::Ok;
+                        self.shared.live.write_answered(self.index, applied);
+                    }
+                }
                 Ok(None) => {
                     self.alive = false;
                     return Err("the worker exited".into());

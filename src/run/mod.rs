@@ -880,14 +880,17 @@ struct AfterEffect {
 }
 
 impl AfterEffect {
-    /// When the run may end: `wait` after the first fault's effect was seen
-    /// through (it is over and a holder was deposed), once every planned fault
-    /// started; none before.
+    /// When the run may end, once every planned fault started (none before): as
+    /// soon as the first deposition's question is answered (its late writes judged,
+    /// the successor's write applied), else `wait` after the first fault's effect
+    /// was seen through (it is over and a holder was deposed), which covers what
+    /// the run cannot see answered (a killed worker, a deposed leader).
     fn due(&self) -> Option<std::time::Instant> {
         if !self.tally.all_started(&self.planned) {
             return None;
         }
-        Some(self.live.effect_seen()? + self.wait)
+        let waited = self.live.effect_seen()? + self.wait;
+        Some(self.live.answered().map_or(waited, |a| a.min(waited)))
     }
 }
 

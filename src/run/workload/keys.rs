@@ -123,7 +123,7 @@ pub const KEYS: &[Key] = &[
         "How long a run lasts (at most, with `end = \"after-effect\"`). Durations carry their unit: `\"250ms\"`, `\"2s\"`, `\"1m\"`.",
         "\"6s\""),
     key("", "end", "string", "\"duration\"", Names(variants::<raw::End>),
-        "When a run ends: `duration`, after `duration`; `after-effect`, one lease plus 500 ms after the first fault occurrence is over and a holder was deposed (whichever is later), once every planned fault started; at `duration` at the latest.",
+        "When a run ends: `duration`, after `duration`; `after-effect`, once every planned fault started: as soon as the first deposition is answered (its fault over, the successor's write applied, and every holder it deposed out of its section or with a write sent after that one judged, none with a write still on its way), else one lease plus 500 ms after the first fault occurrence is over and a holder was deposed (whichever is later); at `duration` at the latest.",
         "\"after-effect\""),
     key("", "seed", "integer", "0", Any,
         "The fault schedule's random choices (`--seed` wins).", "1"),

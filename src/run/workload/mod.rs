@@ -18,10 +18,13 @@
 //!                               #   [clients] on_lease_loss)
 //! duration = "6s"
 //! end = "duration"              # optional: duration | after-effect. "after-effect":
-//!                               #   the run ends one lease plus 500 ms after the
-//!                               #   first fault occurrence is over and a holder was
-//!                               #   deposed (whichever is later), once every planned
-//!                               #   fault has started; at `duration` at the latest
+//!                               #   once every planned fault has started, the run
+//!                               #   ends as soon as the first deposition is answered
+//!                               #   (the successor's write applied, and a write
+//!                               #   of each deposed holder judged after it, or its
+//!                               #   section over), else one lease plus 500 ms
+//!                               #   after the first fault occurrence is over and a
+//!                               #   holder was deposed; at `duration` at the latest
 //! seed = 1                      # optional, 0: the fault schedule's random choices
 //! resource = "unfenced"         # or "fenced": reject tokens lower than one applied
 //!                               #   (or a [resource] table, below)
