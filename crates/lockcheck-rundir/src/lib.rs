@@ -133,12 +133,9 @@ impl VerdictFile {
     /// (pretty JSON, no newline at the end).
     pub fn write(&self, dir: &Path) -> Result<(), Error> {
         let path = dir.join(VERDICT_FILE);
-        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::Malformed {
+        let text = serde_json::to_vec_pretty(self).map_err(|e| Error::Io {
             path: path.clone(),
-            what: FieldError {
-                field: None,
-                message: e.to_string(),
-            },
+            error: e.into(),
         })?;
         std::fs::write(&path, text).map_err(|error| Error::Io { path, error })
     }
@@ -234,21 +231,20 @@ pub fn read(dir: &Path) -> Result<Option<VerdictFile>, Error> {
 /// must be a run's.
 pub fn read_run(dir: &Path) -> Result<RunReport, Error> {
     let path = dir.join(VERDICT_FILE);
-    let missing = |message: &str| Error::Malformed {
-        path: path.clone(),
-        what: FieldError {
-            field: Some(RUN_KEY.into()),
-            message: message.into(),
-        },
-    };
     match read(dir)? {
         Some(VerdictFile {
             recorded: Recorded::Run(r),
             ..
         }) => Ok(*r),
-        Some(_) => Err(missing("missing: a verdict without a run's record")),
+        Some(_) => Err(Error::Malformed {
+            path,
+            what: FieldError {
+                field: Some(RUN_KEY.into()),
+                message: "missing: a verdict without a run's record".into(),
+            },
+        }),
         None => Err(Error::Io {
-            path: path.clone(),
+            path,
             error: std::io::ErrorKind::NotFound.into(),
         }),
     }
