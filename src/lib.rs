@@ -11,6 +11,9 @@
 //! - `journal`: what a run changed outside itself, for `recover` (nothing of ours);
 //! - `check`: the checker, a pure function of a history (depends only on `history`;
 //!   the crate `lockcheck-check`);
+//! - `rundir`: what a run directory's verdict.json records (the verdict, the run's
+//!   figures and settings), written by `run` and read by everything above through
+//!   the same types (depends only on `check`; the crate `lockcheck-rundir`);
 //! - `backend`: one file per lock service (Redis, Redlock, etcd, ...): the lock
 //!   clients, which know no server process, fault or checker;
 //! - `cluster`: starting and stopping the servers (local processes, docker); knows
@@ -30,9 +33,12 @@
 
 // The history and the checker are crates of their own (crates/), which a
 // user's test can take without the runner; under these names, the rest of
-// lockcheck reaches them as it did when they were modules here.
+// lockcheck reaches them as it did when they were modules here. The run
+// directory's records are one too, so that the report, below the runner, reads
+// verdict.json through the types the runner writes it with.
 pub use lockcheck_check as check;
 pub use lockcheck_history as history;
+pub use lockcheck_rundir as rundir;
 
 pub mod audit;
 pub mod backend;

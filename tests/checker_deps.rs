@@ -1,6 +1,8 @@
 //! The checker is a library a user's test takes alone: `lockcheck-check` and the
 //! `lockcheck-history` under it build with no async runtime, no server client and
-//! no C compiler, and take directly only the few crates they were written with.
+//! no C compiler, and take directly only the few crates they were written with;
+//! so does `lockcheck-rundir` beside it, the run directory's records, which the
+//! report reads below the runner.
 //! The trees are read with `cargo tree --offline` (Cargo.lock and the crates
 //! already fetched for this build), so the test needs no network.
 
@@ -28,10 +30,14 @@ const BARRED: &[(&str, &str)] = &[
     ("pkg-config", "a C build"),
 ];
 
-/// The crates the history and the checker take directly (docs/checker.md,
+/// The crates below the runner, held to the same rules.
+const CRATES: [&str; 3] = ["lockcheck-check", "lockcheck-history", "lockcheck-rundir"];
+
+/// The crates the history, the checker and the run directory take directly (docs/checker.md,
 /// "The checker as a library"): a new one is a decision, made here.
 const DIRECT: &[&str] = &[
     "lockcheck-history",
+    "lockcheck-check",
     "serde",
     "serde_json",
     "rustc-hash",
@@ -84,7 +90,7 @@ fn tree(package: &str, depth: Option<u32>) -> BTreeSet<String> {
 
 #[test]
 fn the_checker_builds_with_no_async_runtime_no_server_client_and_no_c_compiler() {
-    for package in ["lockcheck-check", "lockcheck-history"] {
+    for package in CRATES {
         let names = tree(package, None);
         let barred: Vec<String> = BARRED
             .iter()
@@ -103,7 +109,7 @@ fn the_checker_builds_with_no_async_runtime_no_server_client_and_no_c_compiler()
 #[test]
 fn the_history_and_the_checker_take_only_the_crates_they_were_written_with() {
     let allowed: BTreeSet<&str> = DIRECT.iter().copied().collect();
-    for package in ["lockcheck-check", "lockcheck-history"] {
+    for package in CRATES {
         let direct = tree(package, Some(1));
         let other: Vec<&String> = direct
             .iter()

@@ -24,20 +24,24 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("history", &[]),
     ("journal", &[]),
     ("check", &["history"]),
+    ("rundir", &["check"]),
     ("backend", &["history"]),
     ("cluster", &["history", "journal", "backend"]),
     ("fault", &["history", "journal", "backend", "cluster"]),
-    ("resource", &["history", "journal", "backend", "cluster"]),
+    (
+        "resource",
+        &["history", "rundir", "journal", "backend", "cluster"],
+    ),
     (
         "recover",
         &["history", "journal", "backend", "cluster", "fault"],
     ),
-    ("report", &["history", "check"]),
+    ("report", &["history", "check", "rundir"]),
     (
         "run",
         &[
-            "exit", "history", "journal", "check", "backend", "cluster", "fault", "resource",
-            "recover", "report",
+            "exit", "history", "journal", "check", "rundir", "backend", "cluster", "fault",
+            "resource", "recover", "report",
         ],
     ),
     (
@@ -49,7 +53,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "shrink",
         &[
-            "exit", "history", "check", "fault", "report", "run", "audit",
+            "exit", "history", "check", "rundir", "fault", "report", "run", "audit",
         ],
     ),
     (

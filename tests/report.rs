@@ -355,16 +355,20 @@ fn lock_fixtures_render_and_zombies_match_double_holders() {
     assert!(seen >= 15, "only {seen} fixtures");
 }
 
+/// Appends an `[incident]` to the workload of run directory `dir`.
+fn add_incident(dir: &Path, source: &str, rule: &str) {
+    let workload = dir.join("workload.toml");
+    let text = std::fs::read_to_string(&workload).unwrap();
+    let table = format!("[incident]\nsource = \"{source}\"\nrule = \"{rule}\"\n");
+    std::fs::write(&workload, format!("{text}\n{table}")).unwrap();
+}
+
 #[test]
 fn the_guidance_names_the_incident_a_run_replays_from_the_run_dir_alone() {
+    // A verdict.json without a run's record (an old version's, the run nested
+    // under `run`): the workload's own [incident] says it.
     let run = copy_run("unfenced-pause");
-    let workload = run.path().join("workload.toml");
-    let text = std::fs::read_to_string(&workload).unwrap();
-    std::fs::write(
-        &workload,
-        format!("{text}\n[incident]\nsource = \"a vendor page\"\nrule = \"fence by token\"\n"),
-    )
-    .unwrap();
+    add_incident(run.path(), "a vendor page", "fence by token");
     let out = lockcheck(&["report", s(run.path())]);
     assert!(
         out.status.success(),
@@ -378,7 +382,9 @@ fn the_guidance_names_the_incident_a_run_replays_from_the_run_dir_alone() {
         ),
         "the workload's [incident] is not in the guidance"
     );
-    // verdict.json's record (what `lockcheck run` writes) comes first.
+    // A run's record (what `lockcheck run` writes) says it itself.
+    let run = copy_run("redis-self-fencing-run");
+    add_incident(run.path(), "a vendor page", "fence by token");
     let path = run.path().join("verdict.json");
     let mut verdict: Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -393,4 +399,52 @@ fn the_guidance_names_the_incident_a_run_replays_from_the_run_dir_alone() {
         ),
         "{sentence}"
     );
+}
+
+/// A run directory written by `lockcheck run` before verdict.json had a type of
+/// its own (a Redis run whose workers fenced themselves): it reads as it did,
+/// the record written back is the file byte for byte, and `report` and
+/// `analyze` on it say what they said then (their output of that version,
+/// stored beside it).
+#[test]
+fn a_run_directory_from_before_the_typed_record_reads_and_reports_as_before() {
+    let name = "redis-self-fencing-run";
+    let stored = std::fs::read_to_string(fixture(name).join("verdict.json")).unwrap();
+    let file = lockcheck::rundir::read(&fixture(name)).unwrap().unwrap();
+    let record = file.run().expect("a run's record");
+    assert_eq!(record.self_fencing_margin_ms, Some(200));
+    assert_eq!(record.faults.planned, 1);
+    let again = tempfile::tempdir().unwrap();
+    file.write(again.path()).unwrap();
+    let written = std::fs::read_to_string(again.path().join("verdict.json")).unwrap();
+    assert_eq!(written, stored, "the record is not written as it was");
+
+    let run = copy_run(name);
+    let junit = run.path().join("junit.xml");
+    let out = lockcheck(&["report", s(run.path()), "--junit", s(&junit)]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("INVALID: wrote "));
+    // The stored JUnit was written from a directory named `run`.
+    let dir = run.path().canonicalize().unwrap();
+    let title = format!(
+        "lockcheck run {}",
+        dir.file_name().unwrap().to_str().unwrap()
+    );
+    let junit = std::fs::read_to_string(junit)
+        .unwrap()
+        .replace(&title, "lockcheck run run");
+    let before = fixture(name).with_extension("junit.xml");
+    assert_eq!(junit, std::fs::read_to_string(before).unwrap());
+    let html = std::fs::read_to_string(run.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("200 ms margin"),
+        "the recorded self-fencing margin"
+    );
+
+    let out = lockcheck(&["analyze", s(run.path()), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "the run is invalid");
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let before = fixture(name).with_extension("analyze.json");
+    let before: Value = serde_json::from_str(&std::fs::read_to_string(before).unwrap()).unwrap();
+    assert_eq!(doc, before);
 }

@@ -46,13 +46,13 @@ pub fn main(args: Args) -> Result<u8> {
         super::report::write_junit(path, &title, &run, &verdict)?;
     }
     // A run that missed planned faults still did not test what it claims.
-    let missed = crate::report::MissedFaults::of(&run.verdict_extra);
+    let missed = run.missed_faults();
     let code = match verdict.valid.exit_code() {
         crate::exit::VALID if missed.as_ref().is_some_and(|m| !m.allowed) => crate::exit::UNKNOWN,
         code => code,
     };
     if args.json {
-        println!("{}", serde_json::Value::Object(doc));
+        println!("{}", serde_json::to_string(&doc)?);
     } else {
         // The verdict as `check` prints it, then the analyses.
         let model = if verdict.model == "fenced-mutex" {

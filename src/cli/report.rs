@@ -43,7 +43,7 @@ pub fn main(args: Args) -> Result<u8> {
         });
         println!("{doc}");
     } else {
-        let missed = crate::report::MissedFaults::of(&run.verdict_extra);
+        let missed = run.missed_faults();
         let untested = verdict.valid == crate::check::Validity::Valid
             && missed.as_ref().is_some_and(|m| !m.allowed);
         println!(
@@ -71,7 +71,7 @@ pub fn write_junit(
     verdict: &crate::check::Verdict,
 ) -> Result<()> {
     let duration = run.history.ops.last().map_or(0, |o| o.time);
-    let missed = crate::report::MissedFaults::of(&run.verdict_extra);
+    let missed = run.missed_faults();
     std::fs::write(
         path,
         junit::render_run(title, verdict, missed.as_ref(), duration),

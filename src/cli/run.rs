@@ -178,7 +178,7 @@ fn print_report(r: &RunReport) {
         "{head}: {} seed {} ({}, {} resource)",
         r.workload,
         r.seed,
-        r.backend.name(),
+        r.backend,
         crate::resource::Spec {
             kind: r.resource_kind,
             fence: r.fence,
@@ -244,9 +244,10 @@ fn print_report(r: &RunReport) {
         }
     }
     // An election's critical sections are leaderships, ended by a resignation.
-    let sections = match r.mode.as_deref() {
-        Some("election") => "leaderships resigned",
-        _ => "critical sections completed",
+    let sections = if r.election() {
+        "leaderships resigned"
+    } else {
+        "critical sections completed"
     };
     println!(
         "  {} {sections}, {} faults, {} stale writes rejected by the fence{}",

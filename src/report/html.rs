@@ -83,7 +83,10 @@ pub fn render(input: &Input<'_>) -> String {
         section_word,
     );
     page += &guidance_panel(&analysis.guidance);
-    page += &super::library::panel(input.run, analysis.library.as_ref());
+    page += &super::library::panel(
+        input.run.and_then(|r| r.client.as_ref()),
+        analysis.library.as_ref(),
+    );
     page += &timeline_section(&bands, section_word);
     page += &cards(v);
     page += &analysis_panels(&analysis);

@@ -7,62 +7,48 @@ use super::election;
 use crate::check::calls::Calls;
 use crate::check::Verdict;
 use crate::history::{AppliedWrite, History};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use crate::rundir::{FaultAccount, Incident, RunReport};
 
-/// What a report is made of. `run` holds verdict.json's keys besides the verdict's
-/// own (the runner's figures), `workload` the workload file's text; both optional (a
-/// bare history has neither).
+/// What a report is made of. `run` is the runner's record (verdict.json as
+/// `lockcheck run` wrote it), `workload` the workload file's text; both optional
+/// (a bare history has neither).
 #[derive(Debug, Clone, Copy)]
 pub struct Input<'a> {
     pub title: &'a str,
     pub history: &'a History,
     pub resource: Option<&'a [AppliedWrite]>,
     pub verdict: &'a Verdict,
-    pub run: Option<&'a Map<String, Value>>,
+    pub run: Option<&'a RunReport>,
     pub workload: Option<&'a str>,
 }
 
 impl Input<'_> {
     /// The runner's note that workers fenced themselves: `self_fencing_margin_ms` in
-    /// verdict.json, else a `self_fencing_margin_ms` key anywhere in the workload.
+    /// verdict.json (recorded since self-fencing exists, so no run needs its
+    /// workload read for it).
     pub fn self_fencing_margin_ms(&self) -> Option<u64> {
-        self.run
-            .and_then(|r| r.get("self_fencing_margin_ms"))
-            .and_then(Value::as_u64)
-            .or_else(|| {
-                let w: toml::Table = self.workload?.parse().ok()?;
-                find_key(&toml::Value::Table(w), "self_fencing_margin_ms")?
-                    .as_integer()
-                    .and_then(|i| u64::try_from(i).ok())
-            })
+        self.run?.self_fencing_margin_ms
     }
 
     /// The planned faults the run missed, from verdict.json's `faults` (written by
     /// `lockcheck run`); `None` where nothing was missed or the verdict has no run.
     pub fn missed_faults(&self) -> Option<MissedFaults> {
-        MissedFaults::of(self.run?)
+        MissedFaults::of(&self.run?.faults)
     }
 
-    /// Whether the run was a leader election: `mode` in verdict.json, else the
-    /// workload's own top-level `mode`.
+    /// Whether the run was a leader election: `mode` in verdict.json (recorded
+    /// since elections exist).
     pub fn election(&self) -> bool {
-        let recorded = self.run.and_then(|r| r.get("mode")).and_then(Value::as_str);
-        let mode = match recorded {
-            Some(m) => Some(m.to_string()),
-            None => self
-                .workload
-                .and_then(|w| w.parse::<toml::Table>().ok())
-                .and_then(|w| w.get("mode")?.as_str().map(String::from)),
-        };
-        mode.as_deref() == Some("election")
+        self.run.is_some_and(RunReport::election)
     }
 
-    /// The incident the run replays: `incident` in verdict.json, else the
-    /// workload's own `[incident]` table.
+    /// The incident the run replays: `incident` in verdict.json. A run directory
+    /// whose verdict.json holds no run's record (a history checked beside its
+    /// workload, or an old lockcheck's file with the run nested under `run`) has
+    /// only the workload's own `[incident]` table to say it.
     pub fn incident(&self) -> Option<Incident> {
-        if let Some(i) = self.run.and_then(|r| r.get("incident")) {
-            return serde_json::from_value(i.clone()).ok();
+        if let Some(run) = self.run {
+            return run.incident.clone();
         }
         let w: toml::Table = self.workload?.parse().ok()?;
         w.get("incident")?.clone().try_into().ok()
@@ -70,7 +56,7 @@ impl Input<'_> {
 
     /// An election's `on_lease_loss`, as verdict.json records it.
     fn on_lease_loss(&self) -> Option<String> {
-        self.run?.get("on_lease_loss")?.as_str().map(String::from)
+        Some(self.run?.on_lease_loss?.name().to_string())
     }
 
     /// Runs the analyses (zombie windows, fencing replay, guidance).
@@ -99,29 +85,6 @@ impl Input<'_> {
     }
 }
 
-/// A workload's `[incident]`: the published failure it replays (catalogue entries,
-/// `workloads/incidents/`) and the design rule that prevents it; the guidance
-/// names both.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Incident {
-    /// Where the failure was published: an issue, a vendor's page.
-    pub source: String,
-    /// The design rule that prevents it.
-    pub rule: String,
-}
-
-impl Incident {
-    /// How the guidance opens for a run that replays it.
-    pub fn sentence(&self) -> String {
-        format!(
-            "This run replays {}; the design rule that prevents it: {}.",
-            self.source.trim_end_matches('.'),
-            self.rule.trim_end_matches('.')
-        )
-    }
-}
-
 /// verdict.json's `faults` as the report reads it: planned faults that never
 /// started, each in words (`faults[0] (pause): 0 of 1 started; due at 5.0 s; ...`).
 #[derive(Debug, Clone, PartialEq)]
@@ -137,39 +100,30 @@ pub struct MissedFaults {
 }
 
 impl MissedFaults {
-    pub fn of(run: &Map<String, Value>) -> Option<MissedFaults> {
-        let faults = run.get("faults")?;
-        let missed = faults.get("missed")?.as_array()?;
-        let unseen = faults
-            .get("unseen")
-            .and_then(Value::as_str)
-            .map(String::from);
-        if missed.is_empty() && unseen.is_none() {
+    pub fn of(faults: &FaultAccount) -> Option<MissedFaults> {
+        if faults.missed.is_empty() && faults.unseen.is_none() {
             return None;
         }
-        let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
         Some(MissedFaults {
-            planned: n(faults, "planned"),
-            never: missed
+            planned: faults.planned,
+            never: faults
+                .missed
                 .iter()
-                .map(|m| n(m, "planned").saturating_sub(n(m, "started")))
+                .map(|m| m.planned.saturating_sub(m.started))
                 .sum(),
-            lines: missed
+            lines: faults
+                .missed
                 .iter()
                 .map(|m| {
                     format!(
                         "faults[{}] ({}): {} of {} started; {}",
-                        n(m, "fault"),
-                        m.get("kind").and_then(Value::as_str).unwrap_or("?"),
-                        n(m, "started"),
-                        n(m, "planned"),
-                        m.get("why").and_then(Value::as_str).unwrap_or("")
+                        m.fault, m.kind, m.started, m.planned, m.why
                     )
                 })
-                .chain(unseen.clone())
+                .chain(faults.unseen.clone())
                 .collect(),
-            allowed: faults.get("allowed").and_then(Value::as_bool) == Some(true),
-            unseen,
+            allowed: faults.allowed,
+            unseen: faults.unseen.clone(),
         })
     }
 

@@ -5,6 +5,7 @@
 use super::text::{count, escape};
 use super::zombies::ZombieWindows;
 use crate::history::{f, History, OpType, Process};
+use crate::rundir::ClientInfo;
 use serde::{Deserialize, Serialize};
 
 /// The library's view of the deposed holders of a run.
@@ -78,33 +79,15 @@ pub fn belief(history: &History, zombies: &ZombieWindows) -> Option<LibraryBelie
 /// The report's panel on the lock client under test, when it is an adapter: the
 /// library it named (verdict.json's `client`, written by the runner) and what it
 /// believed next to what the lock service did. Empty for a built-in client.
-pub fn panel(
-    run: Option<&serde_json::Map<String, serde_json::Value>>,
-    belief: Option<&LibraryBelief>,
-) -> String {
-    let client = run.and_then(|r| r.get("client"));
+pub fn panel(client: Option<&ClientInfo>, belief: Option<&LibraryBelief>) -> String {
     if client.is_none() && belief.is_none() {
         return String::new();
     }
-    let text = |key: &str| {
-        client
-            .and_then(|c| c.get(key))
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
-    let library =
-        text("library").unwrap_or_else(|| "an adapter that did not name its library".into());
-    let command = client
-        .and_then(|c| c.get("command"))
-        .and_then(|c| c.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default();
-    let heeded = match text("self_fencing").as_deref() {
+    let library = client
+        .and_then(|c| c.library.clone())
+        .unwrap_or_else(|| "an adapter that did not name its library".into());
+    let command = client.map(|c| c.command.join(" ")).unwrap_or_default();
+    let heeded = match client.and_then(|c| c.self_fencing.as_deref()) {
         Some("library") => "Holders stopped writing when it said no (self_fencing = \"library\").",
         _ => "Holders wrote whatever it said.",
     };

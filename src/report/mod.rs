@@ -18,21 +18,18 @@ mod zombies;
 
 pub use answer::{Answer, Guidance};
 use input::find_key;
-pub use input::{Incident, Input, MissedFaults};
+pub use input::{Input, MissedFaults};
 pub use text::escape;
 pub use zombies::{Zombie, ZombieWindows};
 
+// The names of a run directory's files are the run directory's.
+pub use crate::rundir::{HISTORY_FILE, REPORT_FILE, RESOURCE_FILE, VERDICT_FILE, WORKLOAD_FILE};
+
 use crate::check::{lock, AnomalyKind, Limits, Verdict};
 use crate::history::{read_jsonl, AppliedWrite, History};
+use crate::rundir::{Recorded, RunReport, VerdictFile};
 use anyhow::{Context, Result};
-use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
-
-pub const HISTORY_FILE: &str = "history.jsonl";
-pub const RESOURCE_FILE: &str = "resource.jsonl";
-pub const VERDICT_FILE: &str = "verdict.json";
-pub const WORKLOAD_FILE: &str = "workload.toml";
-pub const REPORT_FILE: &str = "report.html";
 
 /// A stored run directory, read back.
 #[derive(Debug, Clone)]
@@ -41,10 +38,7 @@ pub struct RunDir {
     pub history: History,
     pub resource: Option<Vec<AppliedWrite>>,
     /// verdict.json as stored (None: the run has none yet).
-    pub verdict: Option<Verdict>,
-    /// verdict.json's other keys (the runner's figures, an earlier `analysis`), kept
-    /// when rewriting.
-    pub verdict_extra: Map<String, Value>,
+    pub stored: Option<VerdictFile>,
     pub workload: Option<String>,
 }
 
@@ -54,21 +48,7 @@ impl RunDir {
         let resource = optional(&dir.join(RESOURCE_FILE), |p| {
             Ok(crate::history::read_resource(p)?)
         })?;
-        let stored = optional(&dir.join(VERDICT_FILE), |p| {
-            let text = std::fs::read_to_string(p)?;
-            let obj: Map<String, Value> = serde_json::from_str(&text)?;
-            let verdict: Verdict = serde_json::from_value(Value::Object(obj.clone()))?;
-            Ok((verdict, obj))
-        })?;
-        let (verdict, verdict_extra) = match stored {
-            Some((v, mut obj)) => {
-                for k in ["valid", "model", "anomalies", "notes"] {
-                    obj.remove(k);
-                }
-                (Some(v), obj)
-            }
-            None => (None, Map::new()),
-        };
+        let stored = crate::rundir::read(dir)?;
         let workload = optional(&dir.join(WORKLOAD_FILE), |p| {
             Ok(std::fs::read_to_string(p)?)
         })?;
@@ -76,10 +56,24 @@ impl RunDir {
             dir: dir.to_path_buf(),
             history,
             resource,
-            verdict,
-            verdict_extra,
+            stored,
             workload,
         })
+    }
+
+    /// The stored verdict (None: the run has none yet).
+    pub fn verdict(&self) -> Option<&Verdict> {
+        self.stored.as_ref().map(VerdictFile::verdict)
+    }
+
+    /// The runner's record, where `lockcheck run` wrote verdict.json.
+    pub fn run(&self) -> Option<&RunReport> {
+        self.stored.as_ref()?.run()
+    }
+
+    /// The planned faults the run missed (see [`Input::missed_faults`]).
+    pub fn missed_faults(&self) -> Option<MissedFaults> {
+        MissedFaults::of(&self.run()?.faults)
     }
 
     /// The kinds the workload allows (`allow = [...]`, at the top or in any table).
@@ -111,7 +105,7 @@ impl RunDir {
         let input = lock::LockInput {
             resource: self.resource.as_deref(),
         };
-        let check = match self.verdict.as_ref().map(|v| v.model.as_str()) {
+        let check = match self.verdict().map(|v| v.model.as_str()) {
             Some("fenced-mutex") => lock::check_fenced,
             _ => lock::check,
         };
@@ -123,7 +117,7 @@ impl RunDir {
 
     /// The stored verdict, or a fresh check where the run has none.
     pub fn verdict_or_check(&self) -> Result<Verdict> {
-        match &self.verdict {
+        match self.verdict() {
             Some(v) => Ok(v.clone()),
             None => Ok(self.recheck(&self.workload_allow()?)),
         }
@@ -145,33 +139,32 @@ impl RunDir {
             history: &self.history,
             resource: self.resource.as_deref(),
             verdict,
-            run: Some(&self.verdict_extra),
+            run: self.run(),
             workload: self.workload.as_deref(),
         }
     }
 
-    /// verdict.json's content: the verdict's fields, the analyses under `analysis`,
-    /// and every other key the file had (the runner's `run`) untouched.
+    /// verdict.json's content: `verdict` in place of the stored one, the analyses
+    /// under `analysis`, and the rest of the file (the runner's record, keys of
+    /// other versions) untouched.
     pub fn verdict_document(
         &self,
         verdict: &Verdict,
         analysis: &analysis::Analysis,
-    ) -> Result<Map<String, Value>> {
-        let Value::Object(mut obj) = serde_json::to_value(verdict)? else {
-            anyhow::bail!("a verdict serializes to an object");
-        };
-        for (k, v) in &self.verdict_extra {
-            obj.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        obj.insert("analysis".into(), serde_json::to_value(analysis)?);
-        Ok(obj)
+    ) -> Result<VerdictFile> {
+        let mut doc = self.stored.clone().unwrap_or_else(|| VerdictFile {
+            recorded: Recorded::Verdict(verdict.clone()),
+            analysis: None,
+            other: Default::default(),
+        });
+        doc.set_verdict(verdict.clone());
+        doc.analysis = Some(serde_json::to_value(analysis)?);
+        Ok(doc)
     }
 
     /// Writes `doc` (see `verdict_document`) to the run's verdict.json.
-    pub fn write_verdict(&self, doc: &Map<String, Value>) -> Result<()> {
-        let path = self.dir.join(VERDICT_FILE);
-        let text = serde_json::to_string_pretty(doc)? + "\n";
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    pub fn write_verdict(&self, doc: &VerdictFile) -> Result<()> {
+        Ok(doc.write(&self.dir)?)
     }
 }
 
@@ -206,7 +199,7 @@ mod tests {
     use crate::check::Validity;
 
     #[test]
-    fn self_fencing_margin_comes_from_the_verdict_or_the_workload() {
+    fn the_report_reads_the_runs_record_and_only_its_incident_falls_back_to_the_workload() {
         let history = History::default();
         let verdict = Verdict {
             valid: Validity::Valid,
@@ -214,20 +207,32 @@ mod tests {
             anomalies: vec![],
             notes: vec![],
         };
-        let mut run = Map::new();
-        run.insert("self_fencing_margin_ms".into(), Value::from(200));
+        let run: RunReport = serde_json::from_value(serde_json::json!({
+            "valid": true, "model": "lock", "anomalies": [],
+            "workload": "w", "seed": 1, "backend": "redis", "resource": "fenced",
+            "fence": "<=", "run_dir": "results/w-1",
+            "figures": {"run_time_s": 1.0, "ops": {}, "acquire_latency_ms": null,
+                        "critical_sections": 0, "faults": 0,
+                        "writes_rejected_by_fence": 0, "first_anomaly_s": null},
+            "self_fencing_margin_ms": 200, "mode": "election",
+        }))
+        .unwrap();
+        let workload = "[clients]\nself_fencing_margin_ms = 150\n\
+                        [incident]\nsource = \"a page\"\nrule = \"a rule\"\n";
         let mut input = Input {
             title: "t",
             history: &history,
             resource: None,
             verdict: &verdict,
             run: Some(&run),
-            workload: Some("[clients]\nself_fencing_margin_ms = 150\n"),
+            workload: Some(workload),
         };
         assert_eq!(input.self_fencing_margin_ms(), Some(200));
+        assert!(input.election());
+        assert_eq!(input.incident(), None, "the run recorded none");
         input.run = None;
-        assert_eq!(input.self_fencing_margin_ms(), Some(150));
-        input.workload = Some("[clients]\ncount = 3\n");
         assert_eq!(input.self_fencing_margin_ms(), None);
+        assert!(!input.election());
+        assert_eq!(input.incident().unwrap().source, "a page");
     }
 }

@@ -27,16 +27,9 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::Path;
 
-/// Which resource the workers write to.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    /// lockcheck's own TCP server in the controller.
-    #[default]
-    Lockcheck,
-    /// A private PostgreSQL server, written with a conditional `UPDATE`.
-    Postgres,
-}
+/// Which resource the workers write to (recorded in verdict.json, hence the run
+/// directory's type).
+pub use crate::rundir::resource::Kind;
 
 /// A workload's resource: its kind and its fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,14 +38,12 @@ pub struct Spec {
     pub fence: Fence,
 }
 
-impl Kind {
-    /// The server program this machine must have for the resource, where it runs
-    /// one (always here, whatever runs the lock service).
-    pub fn server(self) -> Option<crate::cluster::ServerBinary> {
-        match self {
-            Kind::Lockcheck => None,
-            Kind::Postgres => Some(postgres::server()),
-        }
+/// The server program this machine must have for resource `kind`, where it runs
+/// one (always here, whatever runs the lock service).
+pub fn server(kind: Kind) -> Option<crate::cluster::ServerBinary> {
+    match kind {
+        Kind::Lockcheck => None,
+        Kind::Postgres => Some(postgres::server()),
     }
 }
 

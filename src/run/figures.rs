@@ -4,69 +4,9 @@
 
 use crate::check::Verdict;
 use crate::history::{f, fault_ops, History, Op, OpType, Process};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Figures {
-    /// From the first op to the last, in seconds.
-    pub run_time_s: f64,
-    /// Completed client ops: `f` → outcome (`ok`, `fail`, `info`) → count. An invoke
-    /// left without completion counts as `info`, as the spec says.
-    pub ops: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Latency of successful acquires (invoke to ok), in milliseconds.
-    pub acquire_latency_ms: Option<Percentiles>,
-    /// Latency of the writes the resource answered (applied, or rejected by its
-    /// fence), invoke to completion, in milliseconds.
-    #[serde(default)]
-    pub write_latency_ms: Option<Percentiles>,
-    /// Acquires followed by a successful release by the same process.
-    pub critical_sections: u64,
-    /// Faults started (nemesis start records).
-    pub faults: u64,
-    /// What a fault aimed at but could not reach, and why ("n1: unreachable: etcd
-    /// is a Go binary reading the vDSO ..."): said, never pretended.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unreachable: Vec<String>,
-    /// Nodes whose monotonic clock ran shifted for the whole run, in a time
-    /// namespace (`backend.monotonic_offset`): "n1: monotonic +600000 ms from start
-    /// (time namespace)".
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub monotonic_offsets: Vec<String>,
-    /// Writes the resource's fence rejected (`stale-token`).
-    pub writes_rejected_by_fence: u64,
-    /// Run time of the earliest anomaly that makes the run invalid (allowed kinds
-    /// do not count), in seconds.
-    pub first_anomaly_s: Option<f64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-impl Percentiles {
-    /// Nearest-rank percentiles; `None` for no samples.
-    pub fn of(mut samples: Vec<f64>) -> Option<Percentiles> {
-        if samples.is_empty() {
-            return None;
-        }
-        samples.sort_by(f64::total_cmp);
-        let rank = |p: f64| {
-            let i = ((p / 100.0) * samples.len() as f64).ceil() as usize;
-            samples[i.clamp(1, samples.len()) - 1]
-        };
-        Some(Percentiles {
-            p50: rank(50.0),
-            p90: rank(90.0),
-            p99: rank(99.0),
-            max: samples[samples.len() - 1],
-        })
-    }
-}
+pub use crate::rundir::{Figures, Percentiles};
 
 fn outcome_name(kind: OpType) -> &'static str {
     match kind {
@@ -76,102 +16,100 @@ fn outcome_name(kind: OpType) -> &'static str {
     }
 }
 
-impl Figures {
-    pub fn of(history: &History, verdict: &Verdict) -> Figures {
-        let ops = &history.ops;
-        let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-        let mut latencies = Vec::new();
-        let mut write_latencies = Vec::new();
-        for (invoke, done) in history.pairs() {
-            let inv = &ops[invoke];
-            let outcome = done.map_or(OpType::Info, |d| ops[d].kind);
-            *counts
-                .entry(inv.f.clone())
-                .or_default()
-                .entry(outcome_name(outcome).into())
-                .or_default() += 1;
-            let Some(d) = done else { continue };
-            let took = ops[d].time.saturating_sub(inv.time) as f64 / 1e6;
-            if inv.f == f::ACQUIRE && outcome == OpType::Ok {
-                latencies.push(took);
-            }
-            let answered = outcome == OpType::Ok
-                || ops[d].error.as_deref() == Some(crate::resource::STALE_TOKEN);
-            if inv.f == f::WRITE && answered {
-                write_latencies.push(took);
-            }
+/// The figures of a run's history, judged by `verdict`.
+pub fn of(history: &History, verdict: &Verdict) -> Figures {
+    let ops = &history.ops;
+    let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+    let mut latencies = Vec::new();
+    let mut write_latencies = Vec::new();
+    for (invoke, done) in history.pairs() {
+        let inv = &ops[invoke];
+        let outcome = done.map_or(OpType::Info, |d| ops[d].kind);
+        *counts
+            .entry(inv.f.clone())
+            .or_default()
+            .entry(outcome_name(outcome).into())
+            .or_default() += 1;
+        let Some(d) = done else { continue };
+        let took = ops[d].time.saturating_sub(inv.time) as f64 / 1e6;
+        if inv.f == f::ACQUIRE && outcome == OpType::Ok {
+            latencies.push(took);
         }
-        // A section counts once its holder's release succeeds.
-        let mut holding = std::collections::HashSet::new();
-        let mut sections = 0;
-        let mut faults = 0;
-        let mut unreachable = Vec::new();
-        let mut monotonic_offsets = Vec::new();
-        let mut rejected = 0;
-        for op in ops.iter().filter(|o| o.kind.is_completion()) {
-            match (op.process, op.f.as_str(), op.kind) {
-                (Process::Nemesis, _, _) => {
-                    // A time namespace is how the whole run's servers were started,
-                    // not a fault that began: it shows under monotonic_offsets.
-                    let shifted_at_start = op.value["method"] == "time-namespace";
-                    faults +=
-                        u64::from(fault_ops::started_by(&op.f).is_some() && !shifted_at_start);
-                    if op.value["method"] == "time-namespace" {
-                        if let Some(ms) = op.value["monotonic_offset_ms"].as_i64() {
-                            let nodes = op.value["targets"].as_array().into_iter().flatten();
-                            for n in nodes.filter_map(|n| n.as_str()) {
-                                monotonic_offsets.push(format!(
-                                    "{n}: monotonic {ms:+} ms from start (time namespace)"
-                                ));
-                            }
-                        }
-                    }
-                    let missed = op.value.get("unreachable");
-                    for m in missed.and_then(|m| m.as_array()).into_iter().flatten() {
-                        let said = format!(
-                            "{}: {}",
-                            m["node"].as_str().unwrap_or("?"),
-                            m["why"].as_str().unwrap_or("unreachable")
-                        );
-                        if !unreachable.contains(&said) {
-                            unreachable.push(said);
+        let answered =
+            outcome == OpType::Ok || ops[d].error.as_deref() == Some(crate::resource::STALE_TOKEN);
+        if inv.f == f::WRITE && answered {
+            write_latencies.push(took);
+        }
+    }
+    // A section counts once its holder's release succeeds.
+    let mut holding = std::collections::HashSet::new();
+    let mut sections = 0;
+    let mut faults = 0;
+    let mut unreachable = Vec::new();
+    let mut monotonic_offsets = Vec::new();
+    let mut rejected = 0;
+    for op in ops.iter().filter(|o| o.kind.is_completion()) {
+        match (op.process, op.f.as_str(), op.kind) {
+            (Process::Nemesis, _, _) => {
+                // A time namespace is how the whole run's servers were started,
+                // not a fault that began: it shows under monotonic_offsets.
+                let shifted_at_start = op.value["method"] == "time-namespace";
+                faults += u64::from(fault_ops::started_by(&op.f).is_some() && !shifted_at_start);
+                if op.value["method"] == "time-namespace" {
+                    if let Some(ms) = op.value["monotonic_offset_ms"].as_i64() {
+                        let nodes = op.value["targets"].as_array().into_iter().flatten();
+                        for n in nodes.filter_map(|n| n.as_str()) {
+                            monotonic_offsets.push(format!(
+                                "{n}: monotonic {ms:+} ms from start (time namespace)"
+                            ));
                         }
                     }
                 }
-                (Process::Client(p), f::ACQUIRE, OpType::Ok) => {
-                    holding.insert(p);
+                let missed = op.value.get("unreachable");
+                for m in missed.and_then(|m| m.as_array()).into_iter().flatten() {
+                    let said = format!(
+                        "{}: {}",
+                        m["node"].as_str().unwrap_or("?"),
+                        m["why"].as_str().unwrap_or("unreachable")
+                    );
+                    if !unreachable.contains(&said) {
+                        unreachable.push(said);
+                    }
                 }
-                (Process::Client(p), f::RELEASE, OpType::Ok) => {
-                    sections += u64::from(holding.remove(&p));
-                }
-                (Process::Client(_), f::WRITE, OpType::Fail) => {
-                    rejected += u64::from(op.error.as_deref() == Some(crate::resource::STALE_TOKEN))
-                }
-                _ => {}
             }
+            (Process::Client(p), f::ACQUIRE, OpType::Ok) => {
+                holding.insert(p);
+            }
+            (Process::Client(p), f::RELEASE, OpType::Ok) => {
+                sections += u64::from(holding.remove(&p));
+            }
+            (Process::Client(_), f::WRITE, OpType::Fail) => {
+                rejected += u64::from(op.error.as_deref() == Some(crate::resource::STALE_TOKEN))
+            }
+            _ => {}
         }
-        let span = match (ops.first(), ops.last()) {
-            (Some(a), Some(b)) => b.time.saturating_sub(a.time),
-            _ => 0,
-        };
-        Figures {
-            run_time_s: span as f64 / 1e9,
-            ops: counts,
-            acquire_latency_ms: Percentiles::of(latencies),
-            write_latency_ms: Percentiles::of(write_latencies),
-            critical_sections: sections,
-            faults,
-            unreachable,
-            monotonic_offsets,
-            writes_rejected_by_fence: rejected,
-            first_anomaly_s: verdict
-                .anomalies
-                .iter()
-                .filter(|a| !a.allowed)
-                .filter_map(|a| a.time)
-                .min()
-                .map(|t| t as f64 / 1e9),
-        }
+    }
+    let span = match (ops.first(), ops.last()) {
+        (Some(a), Some(b)) => b.time.saturating_sub(a.time),
+        _ => 0,
+    };
+    Figures {
+        run_time_s: span as f64 / 1e9,
+        ops: counts,
+        acquire_latency_ms: Percentiles::of(latencies),
+        write_latency_ms: Percentiles::of(write_latencies),
+        critical_sections: sections,
+        faults,
+        unreachable,
+        monotonic_offsets,
+        writes_rejected_by_fence: rejected,
+        first_anomaly_s: verdict
+            .anomalies
+            .iter()
+            .filter(|a| !a.allowed)
+            .filter_map(|a| a.time)
+            .min()
+            .map(|t| t as f64 / 1e9),
     }
 }
 
@@ -233,15 +171,6 @@ mod tests {
     use crate::check::{Anomaly, AnomalyKind, Validity};
 
     #[test]
-    fn percentiles_by_nearest_rank() {
-        let p = Percentiles::of((1..=100).map(f64::from).collect()).unwrap();
-        assert_eq!((p.p50, p.p90, p.p99, p.max), (50.0, 90.0, 99.0, 100.0));
-        let p = Percentiles::of(vec![3.0]).unwrap();
-        assert_eq!((p.p50, p.max), (3.0, 3.0));
-        assert!(Percentiles::of(vec![]).is_none());
-    }
-
-    #[test]
     fn figures_count_outcomes_sections_faults_and_the_first_anomaly() {
         let text = [
             r#"{"index":0,"time":0,"process":0,"type":"invoke","f":"acquire","value":null}"#,
@@ -277,7 +206,7 @@ mod tests {
             ],
             notes: vec![],
         };
-        let fig = Figures::of(&history, &verdict);
+        let fig = of(&history, &verdict);
         assert_eq!(fig.ops["acquire"]["ok"], 2);
         assert_eq!(fig.ops["write"]["fail"], 1);
         assert_eq!(fig.ops["release"]["ok"], 1);

@@ -21,16 +21,15 @@ pub mod workload;
 pub use live::{Live, LOCK_NAME};
 
 use crate::backend::adapter;
-use crate::backend::{BackendKind, LockConfig};
-use crate::check::{self, Verdict};
+use crate::backend::LockConfig;
+use crate::check;
 use crate::cluster::{self, Cluster, ClusterSpec, Runtime};
 use crate::fault::client_name;
 use crate::fault::spec::{Needs, Setup, WorkerEnv};
 use crate::history::{self, HistoryWriter};
-use crate::resource::{self, Mode};
+use crate::resource;
 use anyhow::{anyhow, Context, Result};
 use controller::{AskHeld, Recorder, Shared, Slot, Workers};
-use figures::Figures;
 use nemesis::FaultAccount;
 use phases::Phases;
 use serde::{Deserialize, Serialize};
@@ -63,76 +62,10 @@ pub struct Options {
     pub keep_data: bool,
 }
 
-/// What `verdict.json` holds: the checker's verdict and the run's figures.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct RunReport {
-    #[serde(flatten)]
-    pub verdict: Verdict,
-    pub workload: String,
-    pub seed: u64,
-    pub backend: BackendKind,
-    pub resource: Mode,
-    /// Which resource the workers wrote to, and its fence.
-    pub resource_kind: resource::Kind,
-    pub fence: resource::Fence,
-    pub figures: Figures,
-    pub run_dir: PathBuf,
-    /// The folder of the workload file the run read: relative paths in it (an
-    /// adapter program, an ssh config) are this folder's (`lockcheck shrink` and
-    /// `replay` write the workload elsewhere).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workload_dir: Option<PathBuf>,
-    /// The workers fenced themselves this long before their own lease deadline (the
-    /// report shows the window this leaves).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub self_fencing_margin_ms: Option<u64>,
-    /// `"election"` when the clients campaigned (`mode = "election"`): the report
-    /// then names leaderships and how long a deposed leader went on acting.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    /// An election's `[clients] on_lease_loss` (`"ignore"` or `"exit"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_lease_loss: Option<workload::OnLeaseLoss>,
-    /// The workload's `[incident]`: the failure it replays and the rule that prevents it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub incident: Option<crate::report::Incident>,
-    /// The lock client under test, when it is an adapter program (`[client]`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<ClientInfo>,
-    /// Whether the run exercised the danger (history.md v1.2, "Deposed holders
-    /// and provoked runs"): a valid run that did not provoke is no evidence that
-    /// a fence holds. Absent in verdicts written before it was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provoked: Option<check::provoked::Provoked>,
-    /// Where the servers ran (`local`, `docker`, `external`, `ssh`): the
-    /// workload's `runtime`, or `--runtime` instead. Shrink and replay rerun there.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub runtime: Option<Runtime>,
-    /// The image a docker run's containers started from (`--image`, the
-    /// workload's `backend.image`, or the backend's default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    /// The workload's faults, planned against started.
-    #[serde(default)]
-    pub faults: FaultAccount,
-    /// Some planned fault never started, and `--allow-missed-faults` was not given:
-    /// whatever `valid` says, the run did not test what its workload claims (exit 3).
-    #[serde(default)]
-    pub missed_faults: bool,
-}
-
-/// The adapter a run tested, as its `init` reply named it (shown in the report).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ClientInfo {
-    pub command: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub library: Option<String>,
-    /// The optional ops it supports (`renew`, `held`).
-    pub ops: Vec<String>,
-    /// `"library"` when holders stopped writing on the library's own `held`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub self_fencing: Option<String>,
-}
+/// What `verdict.json` holds: the checker's verdict and the run's figures (the run
+/// directory's type, which the report reads it back with), and the adapter a run
+/// tested as its `init` reply named it.
+pub use crate::rundir::{ClientInfo, RunReport};
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
 #[derive(Debug, thiserror::Error)]
@@ -155,7 +88,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
             .map_err(environment)?;
     }
     // A resource's server always runs here, whatever runs the lock service.
-    if let Some(server) = w.resource.kind.server() {
+    if let Some(server) = resource::server(w.resource.kind) {
         server.resolve(None).map_err(environment)?;
     }
     if w.backend.network == cluster::NetworkKind::Namespaces && !nix::unistd::geteuid().is_root() {
@@ -219,8 +152,7 @@ pub fn run(w: &Workload, opts: &Options) -> Result<RunReport> {
     // Do not wait for a check a signal interrupted.
     runtime.shutdown_background();
     let report = outcome?;
-    let json = serde_json::to_vec_pretty(&report)?;
-    std::fs::write(dir.join("verdict.json"), json).context("writing verdict.json")?;
+    crate::rundir::VerdictFile::of_run(report.clone()).write(&dir)?;
     // The report is rebuilt from the run directory alone, as `lockcheck report` does.
     crate::report::write_html(&dir, &dir.join(crate::report::REPORT_FILE))
         .context("writing report.html")?;
@@ -284,12 +216,12 @@ fn judge(
     }
     let provoked = check::provoked::of_run(&history, Some(&applied));
     Ok(RunReport {
-        figures: Figures::of(&history, &verdict),
+        figures: figures::of(&history, &verdict),
         provoked: Some(provoked),
         verdict,
         workload: w.name.clone(),
         seed,
-        backend: w.backend.kind,
+        backend: w.backend.kind.name().to_string(),
         resource: w.resource.fence.mode(),
         resource_kind: w.resource.kind,
         fence: w.resource.fence,
@@ -313,7 +245,7 @@ fn judge(
         missed_faults: faults.failed(),
         faults,
         client,
-        runtime: Some(w.runtime),
+        runtime: Some(w.runtime.name().to_string()),
         image,
         incident: w.incident.clone(),
     })
@@ -1082,6 +1014,21 @@ impl Summary {
             crate::exit::UNKNOWN
         } else {
             crate::exit::VALID
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// verdict.json records the runtime by name: the name serde gave it when the
+    /// record held the enum, which older verdicts carry (the backend's is held
+    /// so by backend's own test).
+    #[test]
+    fn the_record_names_a_runtime_as_serde_does() {
+        for r in <Runtime as clap::ValueEnum>::value_variants() {
+            assert_eq!(serde_json::to_value(r).unwrap(), r.name(), "{r:?}");
         }
     }
 }

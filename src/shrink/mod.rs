@@ -162,8 +162,7 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
     out.ops_after = confirm
         .flagged_dirs
         .first()
-        .and_then(|d| std::fs::read_to_string(d.join("verdict.json")).ok())
-        .and_then(|t| serde_json::from_str(&t).ok())
+        .and_then(|d| crate::rundir::read_run(d).ok())
         .map(|rep| ops_of(&rep));
     if confirm.flagged > 0 {
         let header = header(&r, &shrunk, &confirm, started.elapsed());

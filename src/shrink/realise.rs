@@ -38,19 +38,17 @@ pub fn realise(
 ) -> Result<Realised> {
     // Not a run directory is a bad argument; a run directory whose files do
     // not read as a run's is malformed input: neither is lockcheck's bug.
-    let read = |name: &str| {
-        std::fs::read_to_string(dir.join(name)).map_err(|e| {
-            Exit::usage(format!(
-                "{}: cannot read {name} ({e}): expected the directory of a finished `lockcheck run`",
-                dir.display()
-            ))
-        })
-    };
-    let report: RunReport = serde_json::from_str(&read("verdict.json")?).map_err(|e| {
-        Exit::malformed(format!(
-            "{}: verdict.json: {e} (written by another lockcheck version, or not by `lockcheck run`)",
-            dir.join("verdict.json").display()
+    let unreadable = |name: &str, e: &dyn std::fmt::Display| {
+        Exit::usage(format!(
+            "{}: cannot read {name} ({e}): expected the directory of a finished `lockcheck run`",
+            dir.display()
         ))
+    };
+    let read =
+        |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| unreadable(name, &e));
+    let report = crate::rundir::read_run(dir).map_err(|e| match e {
+        crate::rundir::Error::Io { error, .. } => unreadable(crate::rundir::VERDICT_FILE, &error),
+        malformed @ crate::rundir::Error::Malformed { .. } => Exit::malformed(malformed),
     })?;
     let kind =
         pick_kind(&report, kind).map_err(|e| Exit::usage(format!("{}: {e}", dir.display())))?;
@@ -87,7 +85,7 @@ pub fn realise(
     workload.insert("seed".into(), Value::Integer(report.seed as i64));
     ran_where_it_ran(
         &mut workload,
-        report.runtime.map(|r| r.name()),
+        report.runtime.as_deref(),
         report.image.as_deref(),
     );
     Ok(Realised {

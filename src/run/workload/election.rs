@@ -41,7 +41,7 @@ impl ClientMode {
     pub fn name(&self) -> &'static str {
         match self {
             ClientMode::Lock(_) => "lock",
-            ClientMode::Election(_) => "election",
+            ClientMode::Election(_) => crate::rundir::ELECTION,
         }
     }
 

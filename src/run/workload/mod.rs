@@ -272,7 +272,7 @@ pub struct Workload {
     /// `[incident]`: the published failure this workload replays and the design
     /// rule that prevents it (recorded in verdict.json; the report's guidance
     /// names both).
-    pub incident: Option<crate::report::Incident>,
+    pub incident: Option<crate::rundir::Incident>,
 }
 
 /// How the faults follow one another when a `[schedule]` table is given.
@@ -409,7 +409,7 @@ fn incident(
     i: toml::Spanned<raw::Incident>,
     file: &std::path::Display<'_>,
     text: &str,
-) -> Result<crate::report::Incident> {
+) -> Result<crate::rundir::Incident> {
     let i = i.into_inner();
     for (key, value) in [("source", &i.source), ("rule", &i.rule)] {
         if value.get_ref().trim().is_empty() {
@@ -417,7 +417,7 @@ fn incident(
             bail!("{file}:{line}: incident.{key}: expected some words, found an empty string");
         }
     }
-    Ok(crate::report::Incident {
+    Ok(crate::rundir::Incident {
         source: i.source.into_inner(),
         rule: i.rule.into_inner(),
     })

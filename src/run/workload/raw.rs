@@ -236,17 +236,9 @@ pub struct LeaderTable {
     pub act_every: Option<toml::Spanned<Dur>>,
 }
 
-/// What a leader does once it learns that its lease is gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnLeaseLoss {
-    /// Goes on acting: the leader that keeps acting after losing its lease.
-    #[default]
-    Ignore,
-    /// Stops acting at once and resigns (then campaigns again, as a restarted
-    /// process would), as Kubernetes' scheduler exits on a lost lease.
-    Exit,
-}
+/// What a leader does once it learns that its lease is gone (recorded in
+/// verdict.json, hence the run directory's type).
+pub use crate::rundir::OnLeaseLoss;
 
 /// `end`: when a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]

@@ -764,7 +764,7 @@ fn an_incident_names_its_source_and_rule_and_nothing_else() {
     .unwrap();
     assert_eq!(
         w.incident,
-        Some(crate::report::Incident {
+        Some(crate::rundir::Incident {
             source: "a vendor page".into(),
             rule: "fence by token".into(),
         })
