@@ -8,7 +8,7 @@
 
 use super::live::{stopped, Live, LOCK_NAME};
 use super::worker::{self, Command, Reply};
-use super::workload::{ClientMode, CriticalSection, Election, OnLeaseLoss, Renew, Workload};
+use super::workload::{ClientMode, CriticalSection, Election, End, OnLeaseLoss, Renew, Workload};
 use crate::fault::{client_name, ClientProc, Place};
 use crate::history::error::withheld;
 use crate::history::{HistoryWriter, Op, OpType, Process};
@@ -429,7 +429,7 @@ impl Slot {
                 self.shared.live.acquired(self.index);
                 self.announce_holder().await;
                 match &mode {
-                    ClientMode::Lock(s) => self.section(s, token).await?,
+                    ClientMode::Lock(s) => self.section(s, token, &mut stop).await?,
                     ClientMode::Election(e) => self.lead(e, token, &mut stop).await?,
                 }
                 self.shared.live.release(self.index);
@@ -510,8 +510,14 @@ impl Slot {
     }
 
     /// Reads, writes with the token (renewing when the lease needs it), releases. Ends
-    /// early when the process id is retired (an `info`): the new id holds nothing.
-    async fn section(&mut self, s: &CriticalSection, mut token: Option<u64>) -> Result<()> {
+    /// early when the process id is retired (an `info`): the new id holds nothing;
+    /// and once the run is over with its question answered ([`Slot::answered_and_over`]).
+    async fn section(
+        &mut self,
+        s: &CriticalSection,
+        mut token: Option<u64>,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Result<()> {
         let w = self.shared.workload.clone();
         let process = self.process;
         let pause = s.hold / s.writes;
@@ -554,7 +560,15 @@ impl Slot {
                 // The worker judged its lease gone: it stops writing, as on a refused renew.
                 break;
             }
-            tokio::time::sleep(pause).await;
+            let next = tokio::time::Instant::now() + pause;
+            tokio::select! {
+                _ = tokio::time::sleep_until(next) => {}
+                _ = stopped(stop) => {}
+            }
+            if self.answered_and_over(stop) {
+                break;
+            }
+            tokio::time::sleep_until(next).await;
         }
         self.call(Command::Release {
             token,
@@ -562,6 +576,16 @@ impl Slot {
         })
         .await?;
         Ok(())
+    }
+
+    /// Whether a section may end at once: an `end = "after-effect"` run is over
+    /// and its deposition answered, so the rest of a holder's writes can show
+    /// nothing more (a run that ends at its `duration` lets every section finish:
+    /// a holder deposed late may still be writing).
+    fn answered_and_over(&self, stop: &watch::Receiver<bool>) -> bool {
+        *stop.borrow()
+            && self.shared.workload.end == End::AfterEffect
+            && self.shared.live.answered().is_some()
     }
 
     /// Before a write or an act: asks the adapter's library whether it still holds

@@ -824,6 +824,14 @@ impl AfterEffect {
         let waited = self.live.effect_seen()? + self.wait;
         Some(self.live.answered().map_or(waited, |a| a.min(waited)))
     }
+
+    /// Why the run ended at [`AfterEffect::due`], for the log.
+    fn why(&self) -> &'static str {
+        match self.live.answered() {
+            Some(_) => "its first deposition was answered",
+            None => "one lease had passed since its fault's effect",
+        }
+    }
 }
 
 /// Lets the run go for `duration`, or until `after_effect` is due (the first task
@@ -852,6 +860,8 @@ async fn supervise(
             _ = look.tick(), if after_effect.is_some() => {
                 let due = after_effect.as_ref().and_then(AfterEffect::due);
                 if due.is_some_and(|t| t <= std::time::Instant::now()) {
+                    let why = after_effect.as_ref().map_or("", AfterEffect::why);
+                    tracing::info!("the run ends early: {why}");
                     break;
                 }
             }
