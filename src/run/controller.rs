@@ -533,6 +533,9 @@ impl Slot {
             Renew::Background => None,
         };
         for _ in 0..s.writes {
+            if self.answered_and_over(stop) {
+                break;
+            }
             if renew_every.is_some_and(|r| granted.elapsed() >= r) {
                 let renewed = self.call(Command::Renew { token }).await?;
                 if self.process != process || !self.alive {
@@ -565,10 +568,9 @@ impl Slot {
                 _ = tokio::time::sleep_until(next) => {}
                 _ = stopped(stop) => {}
             }
-            if self.answered_and_over(stop) {
-                break;
+            if !self.answered_and_over(stop) {
+                tokio::time::sleep_until(next).await;
             }
-            tokio::time::sleep_until(next).await;
         }
         self.call(Command::Release {
             token,
