@@ -176,6 +176,34 @@ fn missing_field(message: &str) -> Option<&str> {
     message.strip_prefix("missing field `")?.strip_suffix('`')
 }
 
+/// The top-level field of object `map` to blame for `error`, which reading it as
+/// a `T` gave: the one missing here, or the one whose value does not read (a
+/// field missing further in included). For files other than verdict.json (the
+/// audit's scorecard) that name, level by level, where they do not read.
+pub fn field_to_blame<T: DeserializeOwned>(
+    map: &Map<String, Value>,
+    error: &serde_json::Error,
+) -> Option<String> {
+    let message = error.to_string();
+    if let Some(field) = missing_field(&message).filter(|f| !map.contains_key(*f)) {
+        // serde names a field missing in a value within as it names one missing
+        // here: it is here when giving it changes what reading says.
+        let mut with = map.clone();
+        with.insert(field.into(), Value::Null);
+        let here = match serde_json::from_value::<T>(Value::Object(with)) {
+            Ok(_) => true,
+            Err(e) => {
+                let again = e.to_string();
+                again != message && !again.starts_with(&format!("unknown field `{field}`"))
+            }
+        };
+        if here {
+            return Some(field.into());
+        }
+    }
+    culprit::<T>(map)
+}
+
 /// The top-level field whose value stops `map` reading as a `T`: the one without
 /// which it reads, or fails only for that field's absence. serde's messages do
 /// not name the field whose value has the wrong type (a value's errors come

@@ -170,3 +170,24 @@ fn a_directory_without_a_run_record_is_no_run() {
     let e = read_run(dir.path()).unwrap_err().to_string();
     assert!(e.contains("`workload`"), "{e}");
 }
+
+/// A field missing from the object itself is named; one missing further in is
+/// blamed on the field that holds it, as is a value of the wrong type.
+#[test]
+fn the_field_to_blame_is_the_one_at_this_level() {
+    let blame = |value: Value| {
+        let map = value.as_object().unwrap().clone();
+        let error = serde_json::from_value::<RunReport>(value).unwrap_err();
+        field_to_blame::<RunReport>(&map, &error)
+    };
+    let whole = serde_json::to_value(full()).unwrap();
+    let mut v = whole.clone();
+    v.as_object_mut().unwrap().remove("seed");
+    assert_eq!(blame(v).as_deref(), Some("seed"));
+    let mut v = whole.clone();
+    v["figures"].as_object_mut().unwrap().remove("run_time_s");
+    assert_eq!(blame(v).as_deref(), Some("figures"));
+    let mut v = whole;
+    v["seed"] = "seven".into();
+    assert_eq!(blame(v).as_deref(), Some("seed"));
+}
