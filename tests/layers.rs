@@ -47,7 +47,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "audit",
         &[
-            "exit", "check", "backend", "cluster", "fault", "resource", "report", "run",
+            "exit", "check", "rundir", "backend", "cluster", "fault", "resource", "report", "run",
         ],
     ),
     (

@@ -11,8 +11,11 @@ use super::pace::Level;
 use super::provenance::{present, Provenance, FORMAT};
 use super::shard::{PartPhase, Shards};
 use crate::exit::{self, Exit};
+use crate::rundir::field_to_blame;
 use anyhow::Result;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use std::path::{Path, PathBuf};
 
 /// One recipe's stale writes accepted under each fencing mode it ran in.
@@ -294,12 +297,94 @@ pub fn read(path: &Path) -> Result<Scorecard> {
             )))
         }
     }
-    let card =
-        Scorecard::deserialize(value).map_err(|e| malformed(format!("not a scorecard: {e}")))?;
+    let card = Scorecard::deserialize(&value).map_err(|e| {
+        malformed(match field_at_fault(&value) {
+            Some(field) => format!("not a scorecard: field {field}: {e}"),
+            None => format!("not a scorecard: {e}"),
+        })
+    })?;
     card.provenance
         .check()
         .map_err(|e| malformed(format!("{e:#}")))?;
     Ok(card)
+}
+
+/// The parts of a scorecard, each an object of its own type: where it does not
+/// read, the field to blame is found part by part, from the top down.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Scorecard,
+    Provenance,
+    Machine,
+    Load,
+    Shards,
+    Card,
+    Run,
+}
+
+impl Part {
+    /// The field of `value` that keeps it from reading as this part, if any.
+    fn to_blame(self, value: &Value) -> Option<String> {
+        fn blame<T: DeserializeOwned>(map: &Map<String, Value>) -> Option<String> {
+            let error = serde_json::from_value::<T>(Value::Object(map.clone())).err()?;
+            field_to_blame::<T>(map, &error)
+        }
+        let map = value.as_object()?;
+        match self {
+            Part::Scorecard => blame::<Scorecard>(map),
+            Part::Provenance => blame::<Provenance>(map),
+            Part::Machine => blame::<super::provenance::Machine>(map),
+            Part::Load => blame::<super::provenance::Load>(map),
+            Part::Shards => blame::<Shards>(map),
+            Part::Card => blame::<ScenarioCard>(map),
+            Part::Run => blame::<super::execute::RunRecord>(map),
+        }
+    }
+
+    /// The part field `key` of this one holds, and whether as a list of them.
+    fn within(self, key: &str) -> Option<(Part, bool)> {
+        match (self, key) {
+            (Part::Scorecard, "provenance") => Some((Part::Provenance, false)),
+            (Part::Scorecard, "shards") => Some((Part::Shards, false)),
+            (Part::Scorecard, "scenarios") => Some((Part::Card, true)),
+            (Part::Provenance, "machine") => Some((Part::Machine, false)),
+            (Part::Machine, "load_start" | "load_end") => Some((Part::Load, false)),
+            (Part::Card, "runs") => Some((Part::Run, true)),
+            _ => None,
+        }
+    }
+}
+
+/// Where scorecard `value` does not read: `scenarios[2].runs[0].outcome`, or
+/// `provenance.machine` for a field missing there. serde's message alone names
+/// a field missing but not where, and a value of the wrong type not at all.
+fn field_at_fault(value: &Value) -> Option<String> {
+    let (mut part, mut at) = (Part::Scorecard, value);
+    let mut path: Vec<String> = Vec::new();
+    while let Some(key) = part.to_blame(at) {
+        let inner = at.as_object().and_then(|o| o.get(&key));
+        path.push(key.clone());
+        let (Some(inner), Some((next, listed))) = (inner, part.within(&key)) else {
+            break;
+        };
+        at = inner;
+        if listed {
+            let Some((i, item)) = inner.as_array().and_then(|items| {
+                items
+                    .iter()
+                    .enumerate()
+                    .find(|(_, x)| next.to_blame(x).is_some())
+            }) else {
+                break;
+            };
+            path.last_mut()
+                .expect("just pushed")
+                .push_str(&format!("[{i}]"));
+            at = item;
+        }
+        part = next;
+    }
+    (!path.is_empty()).then(|| path.join("."))
 }
 
 /// Each recipe's stale writes accepted, by fencing mode, over its counted runs.
@@ -411,6 +496,46 @@ mod tests {
             let (m, code) = refusal(&without(value(), pointer, key));
             assert_eq!(code, exit::MALFORMED, "{key}: {m}");
             assert!(m.contains(&format!("missing field `{key}`")), "{key}: {m}");
+            let field = format!("{pointer}/{key}").replace('/', ".");
+            assert!(
+                m.contains(&format!("field {}: ", &field[1..])),
+                "{key}: {m}"
+            );
+        }
+        // In a scenario's card, and in one of its runs.
+        let (m, _) = refusal(&without(value(), "/scenarios/2", "stopped"));
+        assert!(
+            m.contains("field scenarios[2].stopped: missing field `stopped`"),
+            "{m}"
+        );
+        let (m, _) = refusal(&without(value(), "/scenarios/1/runs/0", "seed"));
+        assert!(
+            m.contains("field scenarios[1].runs[0].seed: missing"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_by_where_it_is() {
+        for (pointer, wrong, field) in [
+            ("/jobs", "many", "jobs"),
+            (
+                "/provenance/machine/cores",
+                "eight",
+                "provenance.machine.cores",
+            ),
+            ("/scenarios/3/fencing", "sometimes", "scenarios[3].fencing"),
+            (
+                "/scenarios/0/runs/0/outcome",
+                "fine",
+                "scenarios[0].runs[0].outcome",
+            ),
+        ] {
+            let mut v = value();
+            *v.pointer_mut(pointer).expect("the field is there") = wrong.into();
+            let (m, code) = refusal(&v.to_string());
+            assert_eq!(code, exit::MALFORMED, "{m}");
+            assert!(m.contains(&format!("field {field}: ")), "{field}: {m}");
         }
     }
 
