@@ -111,6 +111,16 @@ impl Failure {
         }
     }
 
+    /// As audit.json writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Failure::TokenDurability => "token-durability",
+            Failure::StaleWriteAccepted => "stale-write-accepted",
+            Failure::InterleavedWrites => "interleaved-writes",
+            Failure::Other => "other",
+        }
+    }
+
     pub fn sentence(self) -> &'static str {
         match self {
             Failure::TokenDurability => "tokens were reissued or went backwards: the token source lost what it had handed out",
@@ -618,6 +628,18 @@ mod tests {
             floor: 20,
             runs: 10,
             unavailable: vec![],
+        }
+    }
+
+    #[test]
+    fn a_failure_is_named_as_audit_json_writes_it() {
+        for f in [
+            Failure::TokenDurability,
+            Failure::StaleWriteAccepted,
+            Failure::InterleavedWrites,
+            Failure::Other,
+        ] {
+            assert_eq!(serde_json::to_value(f).unwrap(), f.name());
         }
     }
 

@@ -73,8 +73,7 @@ pub fn headline(card: &Scorecard) -> String {
     let failures: Vec<String> = card
         .failures
         .iter()
-        .filter_map(|f| serde_json::to_value(f).ok())
-        .filter_map(|v| v.as_str().map(|s| s.replace('-', " ")))
+        .map(|f| f.name().replace('-', " "))
         .collect();
     if !failures.is_empty() {
         parts.push(failures.join(", "));
