@@ -11,6 +11,8 @@
 //! - [`read`], [`read_run`]: a run directory's verdict.json, with an error that
 //!   names the file and the field. Verdicts of older versions read: fields added
 //!   since are optional or default.
+//! - [`field_to_blame`]: the field an object does not read at, for the audit's
+//!   scorecard, which names its fields the same way.
 
 mod faults;
 mod figures;
