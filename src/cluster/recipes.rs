@@ -3,22 +3,29 @@
 //! whether this machine has it).
 
 use super::recipe::{ClusterError, ServerBinary, ServerRecipe};
-use super::{etcd, mariadb, nats, patroni, postgres, redis, redis_sentinel, zookeeper};
 use crate::backend::BackendKind;
+use crate::backends::etcd::server::Etcd;
+use crate::backends::mariadb::server::Mariadb;
+use crate::backends::nats::server::Nats;
+use crate::backends::patroni::server::Patroni;
+use crate::backends::postgres::server::Postgres;
+use crate::backends::redis::server::sentinel::RedisSentinel;
+use crate::backends::redis::server::{REDIS, REDLOCK};
+use crate::backends::zookeeper::server::Zookeeper;
 use std::path::PathBuf;
 
 /// The registry: each backend's server recipe, one line per backend.
 pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
     match kind {
-        BackendKind::Redis => &redis::REDIS,
-        BackendKind::RedisSentinel => &redis_sentinel::RedisSentinel,
-        BackendKind::Redlock => &redis::REDLOCK,
-        BackendKind::Etcd => &etcd::Etcd,
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => &postgres::Postgres,
-        BackendKind::Nats => &nats::Nats,
-        BackendKind::Zookeeper => &zookeeper::Zookeeper,
-        BackendKind::Mariadb => &mariadb::Mariadb,
-        BackendKind::Patroni => &patroni::Patroni,
+        BackendKind::Redis => &REDIS,
+        BackendKind::RedisSentinel => &RedisSentinel,
+        BackendKind::Redlock => &REDLOCK,
+        BackendKind::Etcd => &Etcd,
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => &Postgres,
+        BackendKind::Nats => &Nats,
+        BackendKind::Zookeeper => &Zookeeper,
+        BackendKind::Mariadb => &Mariadb,
+        BackendKind::Patroni => &Patroni,
     }
 }
 
