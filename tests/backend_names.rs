@@ -40,6 +40,10 @@ const REGISTRY: &[(&str, &str)] = &[
         "the backends' kinds, each one's lock service (its client, options and presets)",
     ),
     ("src/cluster/recipes.rs", "each backend's server recipe"),
+    (
+        "src/backends/mod.rs",
+        "the backends' folders, each behind its cargo feature",
+    ),
 ];
 
 /// Files that name a backend for a reason of their own.

@@ -10,24 +10,43 @@
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
 
 pub mod adapter;
-pub(crate) mod client;
-pub(crate) mod options;
+pub mod client;
+pub mod options;
 pub mod preset;
-pub(crate) mod service;
+pub mod service;
 
 pub use client::{Grant, LockClient, LockConfig, LockError};
 pub use options::{NoOptions, OptionError, Options, OwnOptions, Why};
 pub use preset::LeasePreset;
 pub use service::{About, LockService};
 
+#[cfg(feature = "etcd")]
 use crate::backends::etcd::client::EtcdService;
+#[cfg(feature = "mariadb")]
 use crate::backends::mariadb::client::MariadbService;
+#[cfg(feature = "nats")]
 use crate::backends::nats::client::NatsService;
+#[cfg(feature = "patroni")]
 use crate::backends::patroni::client::PatroniService;
+#[cfg(feature = "postgres")]
 use crate::backends::postgres::client::{PostgresAdvisoryService, PostgresLeaseService};
+#[cfg(feature = "redis")]
 use crate::backends::redis::client::{RedisSentinelService, RedisService};
+#[cfg(feature = "redis")]
 use crate::backends::redis::redlock::RedlockService;
+#[cfg(feature = "zookeeper")]
 use crate::backends::zookeeper::client::ZookeeperService;
+
+#[cfg(not(any(
+    feature = "etcd",
+    feature = "mariadb",
+    feature = "nats",
+    feature = "patroni",
+    feature = "postgres",
+    feature = "redis",
+    feature = "zookeeper"
+)))]
+compile_error!("lockcheck is built with at least one backend's feature");
 
 use serde::{Deserialize, Serialize};
 
@@ -35,39 +54,72 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
+    #[cfg(feature = "redis")]
     Redis,
     /// Redis with Sentinel: a primary, two replicas, three Sentinels; clients find
     /// the primary through Sentinel.
+    #[cfg(feature = "redis")]
     RedisSentinel,
+    #[cfg(feature = "redis")]
     Redlock,
+    #[cfg(feature = "etcd")]
     Etcd,
     /// PostgreSQL session advisory lock (`pg_try_advisory_lock`).
+    #[cfg(feature = "postgres")]
     PostgresAdvisory,
     /// PostgreSQL lease row (`locked_until` + token, one conditional `UPDATE`).
+    #[cfg(feature = "postgres")]
     PostgresLease,
     /// NATS JetStream key-value lease (create if absent, the bucket's max age as TTL).
+    #[cfg(feature = "nats")]
     Nats,
     /// ZooKeeper lock recipe: ephemeral sequential znodes, lowest holds.
+    #[cfg(feature = "zookeeper")]
     Zookeeper,
     /// MariaDB `GET_LOCK` / `RELEASE_LOCK` (session-scoped).
+    #[cfg(feature = "mariadb")]
     Mariadb,
     /// PostgreSQL nodes managed by Patroni: the primary role is the lock.
+    #[cfg(feature = "patroni")]
     Patroni,
 }
 
+/// The backends this build has, in the registry's order: `BackendKind::ALL`.
+const BUILT: &[BackendKind] = &[
+    #[cfg(feature = "redis")]
+    BackendKind::Redis,
+    #[cfg(feature = "redis")]
+    BackendKind::RedisSentinel,
+    #[cfg(feature = "redis")]
+    BackendKind::Redlock,
+    #[cfg(feature = "etcd")]
+    BackendKind::Etcd,
+    #[cfg(feature = "postgres")]
+    BackendKind::PostgresAdvisory,
+    #[cfg(feature = "postgres")]
+    BackendKind::PostgresLease,
+    #[cfg(feature = "nats")]
+    BackendKind::Nats,
+    #[cfg(feature = "zookeeper")]
+    BackendKind::Zookeeper,
+    #[cfg(feature = "mariadb")]
+    BackendKind::Mariadb,
+    #[cfg(feature = "patroni")]
+    BackendKind::Patroni,
+];
+
 impl BackendKind {
-    pub const ALL: [BackendKind; 10] = [
-        BackendKind::Redis,
-        BackendKind::RedisSentinel,
-        BackendKind::Redlock,
-        BackendKind::Etcd,
-        BackendKind::PostgresAdvisory,
-        BackendKind::PostgresLease,
-        BackendKind::Nats,
-        BackendKind::Zookeeper,
-        BackendKind::Mariadb,
-        BackendKind::Patroni,
-    ];
+    /// Every backend this build has (each is a cargo feature, all by default),
+    /// in the registry's order.
+    pub const ALL: [BackendKind; BUILT.len()] = {
+        let mut all = [BUILT[0]; BUILT.len()];
+        let mut i = 1;
+        while i < BUILT.len() {
+            all[i] = BUILT[i];
+            i += 1;
+        }
+        all
+    };
 
     /// The backend as a workload's `backend.kind` names it (`postgres-lease`):
     /// what every message calls it.
@@ -185,15 +237,25 @@ impl BackendKind {
     /// backend.
     pub fn service(self) -> &'static dyn LockService {
         match self {
+            #[cfg(feature = "redis")]
             BackendKind::Redis => &RedisService,
+            #[cfg(feature = "redis")]
             BackendKind::RedisSentinel => &RedisSentinelService,
+            #[cfg(feature = "redis")]
             BackendKind::Redlock => &RedlockService,
+            #[cfg(feature = "etcd")]
             BackendKind::Etcd => &EtcdService,
+            #[cfg(feature = "postgres")]
             BackendKind::PostgresAdvisory => &PostgresAdvisoryService,
+            #[cfg(feature = "postgres")]
             BackendKind::PostgresLease => &PostgresLeaseService,
+            #[cfg(feature = "nats")]
             BackendKind::Nats => &NatsService,
+            #[cfg(feature = "zookeeper")]
             BackendKind::Zookeeper => &ZookeeperService,
+            #[cfg(feature = "mariadb")]
             BackendKind::Mariadb => &MariadbService,
+            #[cfg(feature = "patroni")]
             BackendKind::Patroni => &PatroniService,
         }
     }
@@ -249,11 +311,16 @@ pub async fn connect(
 
 /// The backends a workload with `mode = "election"` can campaign on, each with its
 /// community's leader-election recipe.
-pub const ELECTION_BACKENDS: [BackendKind; 5] = [
+pub const ELECTION_BACKENDS: &[BackendKind] = &[
+    #[cfg(feature = "etcd")]
     BackendKind::Etcd,
+    #[cfg(feature = "zookeeper")]
     BackendKind::Zookeeper,
+    #[cfg(feature = "redis")]
     BackendKind::Redis,
+    #[cfg(feature = "nats")]
     BackendKind::Nats,
+    #[cfg(feature = "patroni")]
     BackendKind::Patroni,
 ];
 

@@ -8,6 +8,10 @@
 //! `cluster`'s layer, every other file in `backend`'s (tests/layers.rs), so a
 //! client knows no server process, fault or check.
 //!
+//! Each folder is a cargo feature of its own (all by default), with its client
+//! library: a build with `--no-default-features --features redis` has Redis's
+//! backends and no other, and compiles no other client.
+//!
 //! | backend | recipe | token | known break |
 //! |---|---|---|---|
 //! | [`redis`] | `SET key holder NX PX ttl` on one server | `INCR` of a counter in the same script, or none | a holder paused past its TTL wakes up still "holding" while another holds |
@@ -21,10 +25,17 @@
 //! | [`patroni`] | no lock: the primary role Patroni's agents hand out through a leader key with a TTL in etcd; a client leads while its own node accepts writes | the node's PostgreSQL timeline | the primary's Patroni paused past the leader key's TTL: a replica is promoted while the old primary still commits writes |
 //! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision; the bucket on every node of a cluster | the key's revision at create | a holder paused past the max age; on a cluster before nats-server 2.9.21, two concurrent creates both win |
 
+#[cfg(feature = "etcd")]
 pub mod etcd;
+#[cfg(feature = "mariadb")]
 pub mod mariadb;
+#[cfg(feature = "nats")]
 pub mod nats;
+#[cfg(feature = "patroni")]
 pub mod patroni;
+#[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "zookeeper")]
 pub mod zookeeper;

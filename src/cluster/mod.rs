@@ -23,7 +23,7 @@ pub mod plan;
 pub mod recipe;
 mod recipes;
 pub mod running;
-pub(crate) mod setup;
+pub mod setup;
 pub mod ssh;
 mod template;
 pub mod timens;

@@ -219,7 +219,7 @@ impl Ports {
 
 /// Sends `request` to `addr` and reads until the reply holds `healthy` (or the
 /// server closes): the readiness probe of servers with a plain-text answer.
-pub(crate) async fn answers(addr: SocketAddr, request: &[u8], healthy: &str) -> bool {
+pub async fn answers(addr: SocketAddr, request: &[u8], healthy: &str) -> bool {
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
         s.write_all(request).await.ok()?;

@@ -6,9 +6,11 @@
 //!
 //! - lockcheck's own small TCP server in the controller ([`own`], the default),
 //!   which applies the fence itself;
-//! - a real PostgreSQL ([`postgres`]), started privately for the run, that workers
+//! - a real PostgreSQL (`postgres`), started privately for the run, that workers
 //!   update with the conditional `UPDATE` users write; there the fence is the
-//!   `WHERE` clause the client sends, as in production.
+//!   `WHERE` clause the client sends, as in production. It comes with the
+//!   PostgreSQL backends (the cargo feature `postgres`), whose server recipe and
+//!   connection string it takes.
 //!
 //! Either way the fence is a comparison of the write's token with the highest token
 //! applied ([`Fence`]: `<=`, `<` or none), a write it rejects completes `fail` with
@@ -18,6 +20,7 @@
 
 mod fence;
 pub mod own;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 
 pub use fence::{Fence, Mode, Stats, StatsHandle, WriteOutcome};
@@ -35,6 +38,7 @@ pub enum Kind {
     #[default]
     Lockcheck,
     /// A private PostgreSQL server, written with a conditional `UPDATE`.
+    #[cfg(feature = "postgres")]
     Postgres,
 }
 
@@ -51,6 +55,7 @@ impl Kind {
     pub fn server(self) -> Option<crate::cluster::ServerBinary> {
         match self {
             Kind::Lockcheck => None,
+            #[cfg(feature = "postgres")]
             Kind::Postgres => Some(postgres::server()),
         }
     }
@@ -64,7 +69,9 @@ impl Spec {
             (Kind::Lockcheck, Fence::NotBelow) => "fenced".into(),
             (Kind::Lockcheck, Fence::Off) => "unfenced".into(),
             (Kind::Lockcheck, Fence::Above) => "fenced (<)".into(),
+            #[cfg(feature = "postgres")]
             (Kind::Postgres, Fence::Off) => "postgres, unfenced".into(),
+            #[cfg(feature = "postgres")]
             (Kind::Postgres, f) => format!("postgres, token {} $2", f.name()),
         }
     }
@@ -79,6 +86,7 @@ pub enum Endpoint {
     /// lockcheck's own server, which applies the fence itself.
     Lockcheck { addr: SocketAddr },
     /// PostgreSQL: the fence goes into the worker's own `UPDATE`.
+    #[cfg(feature = "postgres")]
     Postgres { addr: SocketAddr, fence: Fence },
 }
 
@@ -86,7 +94,9 @@ impl Endpoint {
     /// Where the resource listens.
     pub fn addr(&self) -> SocketAddr {
         match self {
-            Endpoint::Lockcheck { addr } | Endpoint::Postgres { addr, .. } => *addr,
+            Endpoint::Lockcheck { addr } => *addr,
+            #[cfg(feature = "postgres")]
+            Endpoint::Postgres { addr, .. } => *addr,
         }
     }
 
@@ -94,6 +104,7 @@ impl Endpoint {
     pub fn at(&self, addr: SocketAddr) -> Endpoint {
         match self {
             Endpoint::Lockcheck { .. } => Endpoint::Lockcheck { addr },
+            #[cfg(feature = "postgres")]
             Endpoint::Postgres { fence, .. } => Endpoint::Postgres {
                 addr,
                 fence: *fence,
@@ -106,6 +117,7 @@ impl Endpoint {
 pub enum Running {
     Own(own::Server),
     /// Boxed: the server's guard and its log's state are much larger than a handle.
+    #[cfg(feature = "postgres")]
     Postgres(Box<postgres::Resource>),
 }
 
@@ -116,6 +128,7 @@ impl Running {
         let log = run_dir.join("resource.jsonl");
         Ok(match spec.kind {
             Kind::Lockcheck => Running::Own(own::Server::start(spec.fence, &log).await?),
+            #[cfg(feature = "postgres")]
             Kind::Postgres => Running::Postgres(Box::new(
                 postgres::Resource::start(spec.fence, run_dir).await?,
             )),
@@ -125,6 +138,7 @@ impl Running {
     pub fn endpoint(&self) -> Endpoint {
         match self {
             Running::Own(s) => Endpoint::Lockcheck { addr: s.addr() },
+            #[cfg(feature = "postgres")]
             Running::Postgres(p) => Endpoint::Postgres {
                 addr: p.addr(),
                 fence: p.fence(),
@@ -135,6 +149,7 @@ impl Running {
     pub fn stats_handle(&self) -> StatsHandle {
         match self {
             Running::Own(s) => s.stats_handle(),
+            #[cfg(feature = "postgres")]
             Running::Postgres(p) => p.stats_handle(),
         }
     }
@@ -144,6 +159,7 @@ impl Running {
     pub async fn finish(self) -> Result<()> {
         match self {
             Running::Own(_) => Ok(()),
+            #[cfg(feature = "postgres")]
             Running::Postgres(p) => (*p).finish().await,
         }
     }
@@ -152,6 +168,7 @@ impl Running {
 /// A worker's connection to the resource.
 pub enum Client {
     Own(own::Client),
+    #[cfg(feature = "postgres")]
     Postgres(postgres::Client),
 }
 
@@ -159,6 +176,7 @@ impl Client {
     pub async fn connect(endpoint: &Endpoint) -> Result<Client> {
         Ok(match endpoint {
             Endpoint::Lockcheck { addr } => Client::Own(own::Client::connect(*addr).await?),
+            #[cfg(feature = "postgres")]
             Endpoint::Postgres { addr, fence } => {
                 Client::Postgres(postgres::Client::connect(*addr, *fence).await?)
             }
@@ -175,6 +193,7 @@ impl Client {
     ) -> Result<WriteOutcome> {
         match self {
             Client::Own(c) => c.write(process, token, data).await,
+            #[cfg(feature = "postgres")]
             Client::Postgres(c) => c.write(process, token, data).await,
         }
     }
@@ -183,6 +202,7 @@ impl Client {
     pub async fn read(&mut self) -> Result<(u64, Option<String>)> {
         match self {
             Client::Own(c) => c.read().await,
+            #[cfg(feature = "postgres")]
             Client::Postgres(c) => c.read().await,
         }
     }
