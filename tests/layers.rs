@@ -6,11 +6,13 @@
 //! reaches: `crate::x` anywhere (a path, a `use`, a doc link), every item of a
 //! `use crate::{..}` group, a `super::` that climbs out of its top-level module, and
 //! `lockcheck::x` in the binaries. Any edge the table does not allow fails the test
-//! with its file and line. docs/architecture.md prints the same table, and the test
-//! holds the two equal. The history and the checker are crates of their own
-//! (crates/), named as modules by src/lib.rs: Cargo holds them to their layers (a
-//! crate names only its dependencies), and their files are read here for loops and
-//! lengths as src/'s are.
+//! with its file and line. The backends' folders (src/backends/) are no module of
+//! the table: their files are placed one by one, each in `backend`'s layer or, a
+//! server recipe, in `cluster`'s ([`FOLDERS`]). docs/architecture.md prints the
+//! same table, and the test holds the two equal. The history and the checker are
+//! crates of their own (crates/), named as modules by src/lib.rs: Cargo holds them
+//! to their layers (a crate names only its dependencies), and their files are read
+//! here for loops and lengths as src/'s are.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -64,13 +66,14 @@ const ALLOWED: &[(&str, &[&str])] = &[
 /// The backends' folders (src/backends/<backend>/) are no layer of their own:
 /// each of their files is in one of two layers by what it is. A backend's server
 /// recipe (its file `server.rs`, or its folder `server/`) is in [`SERVER_SIDE`];
-/// every other file of the folder (its lock client, options, presets, and the
-/// folders' `mod.rs`, which only declare their files) in [`CLIENT_SIDE`]. So a
-/// backend's client may use only what `backend` may, its server recipe only what
-/// `cluster` may, and no other module may use the one or the other beyond what it
-/// may use of those two. A path into a folder names the file it uses
-/// (`crate::backends::redis::client::..`), never the folder alone, whose side the
-/// test could not tell. docs/architecture.md prints the same rule.
+/// every other file of the folder (its lock client, options, presets) in
+/// [`CLIENT_SIDE`]. So a backend's client may use only what `backend` may, its
+/// server recipe only what `cluster` may, and no other module may use the one or
+/// the other beyond what it may use of those two. A folder's `mod.rs`
+/// (src/backends/mod.rs, src/backends/<backend>/mod.rs) only declares its files,
+/// whose sides differ: it names nothing, and a path into a folder names the file
+/// it uses (`crate::backends::redis::client::..`), never the folder alone, whose
+/// side the test could not tell. docs/architecture.md prints the same rule.
 const FOLDERS: &str = "backends";
 const SERVER_SIDE: &str = "cluster";
 const CLIENT_SIDE: &str = "backend";
@@ -487,12 +490,11 @@ fn folder_edges(src: &Path) -> String {
             let (Some(a), Some(b)) = (layer_of(&from), layer_of(&target)) else {
                 // A folder's mod.rs only declares its files, whose sides differ:
                 // it names nothing, and a path names the file it uses.
-                let why = match layer_of(&from) {
-                    None => "a folder's mod.rs only declares its files and names none",
-                    Some(_) => {
-                        "a path names the file it uses (`client`, `server`, ...), \
-                                whose layer the test then knows, not its folder"
-                    }
+                let why = if layer_of(&from).is_none() {
+                    "a folder's mod.rs only declares its files and names none"
+                } else {
+                    "a path names the file it uses (`client`, `server`, ...), whose layer \
+                     the test then knows, not its folder"
                 };
                 writeln!(
                     wrong,
