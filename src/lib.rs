@@ -14,10 +14,13 @@
 //! - `rundir`: what a run directory's verdict.json records (the verdict, the run's
 //!   figures and settings), written by `run` and read by everything above through
 //!   the same types (depends only on `check`; the crate `lockcheck-rundir`);
-//! - `backend`: one file per lock service (Redis, Redlock, etcd, ...): the lock
-//!   clients, which know no server process, fault or checker;
+//! - `backend`: what every lock client is, and the registry of lock services: the
+//!   lock clients know no server process, fault or checker;
 //! - `cluster`: starting and stopping the servers (local processes, docker); knows
 //!   no fault;
+//! - `backends`: one folder per lock service (Redis, etcd, ...), its lock client and
+//!   its server recipe: no layer of its own, each file is in `backend`'s layer or,
+//!   the server recipe, in `cluster`'s;
 //! - `fault`: what lockcheck breaks (pause, kill, clock, partition, latency);
 //! - `resource`: the protected resource, fenced or not;
 //! - `recover`: undoing what the journal says is still in effect (above `cluster`
@@ -42,6 +45,7 @@ pub use lockcheck_rundir as rundir;
 
 pub mod audit;
 pub mod backend;
+pub mod backends;
 pub mod cli;
 pub mod cluster;
 pub mod exit;

@@ -6,7 +6,7 @@
 //! **What names a backend** (in code; comments are prose and are not read):
 //! - a token that is a backend's name as workloads write it (`redis`,
 //!   `postgres-lease`) or as its module is named (`redis_sentinel`, `postgres`): a
-//!   `kind = "redis"` in a message, a path `backend::etcd::...`, a word in a
+//!   `kind = "redis"` in a message, a path `backends::etcd::...`, a word in a
 //!   script. Tokens are split at every character that is not a letter, a digit,
 //!   `_` or `-`, so `redis-server` (a program) and `tokio_postgres` (a crate) are
 //!   other words;
@@ -21,10 +21,9 @@
 //! test-module files named tests.rs), whose workloads must name some backend;
 //! `mod x;` declarations, which are the module tree, not code.
 //!
-//! **The backend's own files**: `src/backend/<name>.rs` and `src/cluster/<name>.rs`
-//! (or folders of that name), where `<name>` is a backend's module name or starts
-//! with it and `_` (`redis_instance.rs` is Redis's). **The registry** and the files
-//! it is written from are [`REGISTRY`]; a few files name a backend for another
+//! **The backend's own files**: its folder, `src/backends/<name>/`, where `<name>`
+//! is a backend's module name (`redis` holds Redis's, Sentinel's and Redlock's).
+//! **The registry** is [`REGISTRY`]; a few files name a backend for another
 //! reason, each said in [`ELSEWHERE`].
 
 mod names_support;
@@ -38,17 +37,22 @@ use std::path::Path;
 const REGISTRY: &[(&str, &str)] = &[
     (
         "src/backend/mod.rs",
-        "the backends' kinds, what is said of each, their clients, options and presets",
+        "the backends' kinds, each one's lock service (its client, options and presets)",
     ),
     ("src/cluster/recipes.rs", "each backend's server recipe"),
     (
-        "scripts/packages.txt",
-        "each backend's Debian packages, as its server recipe declares them (tests/packages.rs)",
+        "src/backends/mod.rs",
+        "the backends' folders, each behind its cargo feature",
     ),
 ];
 
 /// Files that name a backend for a reason of their own.
 const ELSEWHERE: &[(&str, &str)] = &[
+    (
+        "scripts/packages.txt",
+        "the client adapters' packages: the Redis and etcd client libraries of Debian's \
+         Python and Go, by the paths that say they are installed",
+    ),
     (
         "src/run/workload/keys.rs",
         "the workload-key reference (docs/workload-keys.md): its examples and words quote \
@@ -95,18 +99,12 @@ fn variants() -> BTreeSet<String> {
         .collect()
 }
 
-/// Whether `rel` (relative to the crate) is one backend's own file.
+/// Whether `rel` (relative to the crate) is one backend's own file: a file of
+/// its folder.
 fn own(rel: &str, names: &BTreeSet<String>) -> bool {
-    ["src/backend/", "src/cluster/"].iter().any(|dir| {
-        let Some(rest) = rel.strip_prefix(dir) else {
-            return false;
-        };
-        let stem = rest.split('/').next().unwrap().trim_end_matches(".rs");
-        names
-            .iter()
-            .filter(|n| !n.contains('-'))
-            .any(|n| stem == n || stem.starts_with(&format!("{n}_")))
-    })
+    rel.strip_prefix("src/backends/")
+        .and_then(|rest| rest.split_once('/'))
+        .is_some_and(|(folder, _)| names.contains(folder))
 }
 
 /// Each backend named on each line of `code`: (line, the name).
@@ -189,10 +187,7 @@ fn a_backend_is_named_in_code_not_in_prose() {
             .collect()
     };
     assert_eq!(hits("if kind == BackendKind::Patroni {"), ["Patroni"]);
-    assert_eq!(
-        hits("crate::backend::redis_sentinel::SERVERS"),
-        ["redis_sentinel"]
-    );
+    assert_eq!(hits("crate::backends::redis::sentinel::SERVERS"), ["redis"]);
     assert_eq!(hits(r#"bail!("only for kind = \"etcd\"")"#), ["etcd"]);
     assert_eq!(hits("  \"nats-server:nats-server\""), Vec::<String>::new());
     assert_eq!(hits("use tokio_postgres::Client;"), Vec::<String>::new());
@@ -209,7 +204,9 @@ fn a_backend_is_named_in_code_not_in_prose() {
         script_code("x=1 # redis\n# etcd\necho a#b"),
         "x=1 \n\necho a#b"
     );
-    assert!(own("src/backend/redis_instance.rs", &names));
-    assert!(own("src/cluster/postgres.rs", &names));
+    assert!(own("src/backends/redis/instance.rs", &names));
+    assert!(own("src/backends/redis/server/sentinel.rs", &names));
+    assert!(own("src/backends/postgres/packages.txt", &names));
+    assert!(!own("src/backends/mod.rs", &names));
     assert!(!own("src/backend/adapter.rs", &names));
 }

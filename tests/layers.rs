@@ -6,11 +6,13 @@
 //! reaches: `crate::x` anywhere (a path, a `use`, a doc link), every item of a
 //! `use crate::{..}` group, a `super::` that climbs out of its top-level module, and
 //! `lockcheck::x` in the binaries. Any edge the table does not allow fails the test
-//! with its file and line. docs/architecture.md prints the same table, and the test
-//! holds the two equal. The history and the checker are crates of their own
-//! (crates/), named as modules by src/lib.rs: Cargo holds them to their layers (a
-//! crate names only its dependencies), and their files are read here for loops and
-//! lengths as src/'s are.
+//! with its file and line. The backends' folders (src/backends/) are no module of
+//! the table: their files are placed one by one, each in `backend`'s layer or, a
+//! server recipe, in `cluster`'s ([`FOLDERS`]). docs/architecture.md prints the
+//! same table, and the test holds the two equal. The history and the checker are
+//! crates of their own (crates/), named as modules by src/lib.rs: Cargo holds them
+//! to their layers (a crate names only its dependencies), and their files are read
+//! here for loops and lengths as src/'s are.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -65,6 +67,36 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The backends' folders (src/backends/<backend>/) are no layer of their own:
+/// each of their files is in one of two layers by what it is. A backend's server
+/// recipe (its file `server.rs`, or its folder `server/`) is in [`SERVER_SIDE`];
+/// every other file of the folder (its lock client, options, presets) in
+/// [`CLIENT_SIDE`]. So a backend's client may use only what `backend` may, its
+/// server recipe only what `cluster` may, and no other module may use the one or
+/// the other beyond what it may use of those two. A folder's `mod.rs`
+/// (src/backends/mod.rs, src/backends/<backend>/mod.rs) only declares its files,
+/// whose sides differ: it names nothing, and a path into a folder names the file
+/// it uses (`crate::backends::redis::client::..`), never the folder alone, whose
+/// side the test could not tell. docs/architecture.md prints the same rule.
+const FOLDERS: &str = "backends";
+const SERVER_SIDE: &str = "cluster";
+const CLIENT_SIDE: &str = "backend";
+
+/// The layer of a module of the library (a path below the crate root): its
+/// top-level module's, or in the backends' folders, its side's; `None` for a
+/// folder's `mod.rs` (`backends`, `backends::redis`), which is no side, and for
+/// a module the table lacks.
+fn layer_of(module: &[String]) -> Option<&'static str> {
+    match module {
+        [] => Some(TOP),
+        // A module the table lacks is refused by the module-level check already.
+        [top, ..] if top != FOLDERS => ALLOWED.iter().map(|(m, _)| *m).find(|m| m == top),
+        [_] | [_, _] => None,
+        [_, _, file, ..] if file == "server" => Some(SERVER_SIDE),
+        _ => Some(CLIENT_SIDE),
+    }
+}
+
 /// Edges against the table that work in flight removes, tolerated while they
 /// last (none now: the exit codes moved to `exit`, which `run` and `cli` both
 /// use). The test fails once one of them is gone, so that its line goes too.
@@ -101,6 +133,13 @@ fn place(src: &Path, file: &Path) -> (String, usize, bool) {
         parts.len()
     };
     let top = parts[0].trim_end_matches(".rs").to_string();
+    if top == FOLDERS {
+        let side = match parts.get(2) {
+            Some(file) if file.trim_end_matches(".rs") == "server" => SERVER_SIDE,
+            _ => CLIENT_SIDE,
+        };
+        return (side.into(), depth, false);
+    }
     (top, depth, false)
 }
 
@@ -382,6 +421,10 @@ fn every_import_flows_down_the_layers() {
             count += 1;
             let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
             let at = lines.get(e.line - 1).map(|l| l.trim()).unwrap_or("");
+            if e.to == FOLDERS {
+                // Which side of a folder it uses, the file graph says (below).
+                continue;
+            }
             if !table.contains_key(e.to.as_str()) {
                 writeln!(
                     wrong,
@@ -408,6 +451,7 @@ fn every_import_flows_down_the_layers() {
             }
         }
     }
+    wrong.push_str(&folder_edges(&src));
     for (from, to) in PENDING {
         if !pending.contains(&(from.to_string(), to.to_string())) {
             writeln!(
@@ -425,6 +469,58 @@ fn every_import_flows_down_the_layers() {
         wrong.is_empty(),
         "imports against the layers (see docs/architecture.md):\n{wrong}"
     );
+}
+
+/// The imports into, out of and within the backends' folders, file by file, that
+/// the table does not allow between their layers ([`FOLDERS`]), each as a line of
+/// the test's failure.
+fn folder_edges(src: &Path) -> String {
+    let table = table();
+    let files = library_files(src);
+    let mut wrong = String::new();
+    for (from, to) in file_imports(src) {
+        for (target, line) in to {
+            let within = |m: &ModPath| m.first().is_some_and(|t| t == FOLDERS);
+            // The crate root stands for the crates named as modules
+            // (`crate::history::..`), which the module-level check places.
+            if (!within(&from) && !within(&target)) || target.is_empty() {
+                continue;
+            }
+            let shown = files[&from]
+                .strip_prefix(src.parent().unwrap())
+                .unwrap()
+                .display()
+                .to_string();
+            let (Some(a), Some(b)) = (layer_of(&from), layer_of(&target)) else {
+                // A folder's mod.rs only declares its files, whose sides differ:
+                // it names nothing, and a path names the file it uses.
+                let why = if layer_of(&from).is_none() {
+                    "a folder's mod.rs only declares its files and names none"
+                } else {
+                    "a path names the file it uses (`client`, `server`, ...), whose layer \
+                     the test then knows, not its folder"
+                };
+                writeln!(
+                    wrong,
+                    "{shown}:{line}: names `{}`: {why}",
+                    target.join("::")
+                )
+                .unwrap();
+                continue;
+            };
+            if a != TOP && a != b && !table[a].contains(b) {
+                writeln!(
+                    wrong,
+                    "{shown}:{line}: {a} -> {b} is not allowed: `{}` is in the layer \
+                     `{b}` ({a} may use: {})",
+                    target.join("::"),
+                    table[a].iter().copied().collect::<Vec<_>>().join(", ")
+                )
+                .unwrap();
+            }
+        }
+    }
+    wrong
 }
 
 #[test]
@@ -450,6 +546,11 @@ fn the_table_is_one_way_and_names_every_module_of_lib_rs() {
         .collect();
     let table = table();
     let listed: BTreeSet<&str> = table.keys().copied().collect();
+    assert!(
+        declared.contains(FOLDERS),
+        "src/lib.rs declares no {FOLDERS}"
+    );
+    let declared: BTreeSet<&str> = declared.into_iter().filter(|m| *m != FOLDERS).collect();
     assert_eq!(declared, listed, "src/lib.rs's modules against ALLOWED");
     // Bottom first: a module may use only modules listed above it, so the edges
     // can hold no cycle.
@@ -510,6 +611,43 @@ fn docs_architecture_prints_the_same_table() {
         "{}'s table against ALLOWED in tests/layers.rs",
         path.display()
     );
+}
+
+/// docs/architecture.md places the backends' files as [`layer_of`] does: a row
+/// for the server recipe's files, in [`SERVER_SIDE`], and one for every other
+/// file of a folder, in [`CLIENT_SIDE`].
+#[test]
+fn docs_architecture_places_the_backends_files_as_the_test_does() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
+    let doc = std::fs::read_to_string(&path).unwrap();
+    // Rows like: | src/backends/<backend>/server.rs, ... | `cluster` |
+    let rows: Vec<(bool, String)> = doc
+        .lines()
+        .filter(|l| l.starts_with(&format!("| src/{FOLDERS}/")))
+        .map(|l| {
+            let cells: Vec<&str> = l.split('|').map(str::trim).collect();
+            let layer = cells[2].trim_matches('`').to_string();
+            (cells[1].contains("/server"), layer)
+        })
+        .collect();
+    let want = vec![
+        (true, SERVER_SIDE.to_string()),
+        (false, CLIENT_SIDE.to_string()),
+    ];
+    assert_eq!(
+        rows,
+        want,
+        "{}'s rows for src/{FOLDERS}/ against layer_of in tests/layers.rs",
+        path.display()
+    );
+    let src: Vec<String> = ["backends", "redis", "server", "sentinel"]
+        .map(String::from)
+        .into();
+    assert_eq!(layer_of(&src), Some(SERVER_SIDE));
+    assert_eq!(layer_of(&src[..3]), Some(SERVER_SIDE));
+    let client: Vec<String> = ["backends", "etcd", "client"].map(String::from).into();
+    assert_eq!(layer_of(&client), Some(CLIENT_SIDE));
+    assert_eq!(layer_of(&client[..2]), None);
 }
 
 #[test]

@@ -59,13 +59,13 @@ impl LockConfig {
 
 /// A value that names one acquisition by one client, unlike any other in any process:
 /// the lock key holds it, and renew and release act only while it is still there.
-pub(super) fn holder_id() -> String {
+pub fn holder_id() -> String {
     format!("{}-{:032x}", std::process::id(), rand::random::<u128>())
 }
 
 /// A short random pause between two tries of a contended acquire, so that clients
 /// waiting for the same lock do not retry in lockstep; never past `deadline`.
-pub(super) async fn retry_pause(deadline: std::time::Instant) {
+pub async fn retry_pause(deadline: std::time::Instant) {
     use rand::Rng;
     let pause = Duration::from_millis(rand::thread_rng().gen_range(10..50));
     let left = deadline.saturating_duration_since(std::time::Instant::now());

@@ -1,42 +1,52 @@
-//! Lock services, one file each. A backend knows the lock recipe its own community
-//! uses and where its fencing token comes from; it never reaches into `check`,
-//! `fault` or `report`. (Owned by the backends work: redis.rs, redlock.rs, etcd.rs.)
-//!
-//! | backend | recipe | token | known break |
-//! |---|---|---|---|
-//! | [`redis`] | `SET key holder NX PX ttl` on one server | `INCR` of a counter in the same script, or none | a holder paused past its TTL wakes up still "holding" while another holds |
-//! | [`redis_sentinel`] | the same on the primary Sentinel names (asked at each acquire), optionally `WAIT` for replicas | the same `INCR`, on the primary | a primary cut off from its replicas and Sentinels goes on renewing while a promoted replica's copy of the key runs out |
-//! | [`redlock`] | the same on 5 independent servers, quorum 3, validity = TTL − elapsed − drift | none (Redlock has none) | the same pause; also a clock jump on a majority of servers |
-//! | [`etcd`] | lease + key created only if absent, kept alive while held | the key's create revision | a holder paused past its lease: the lease expires, the key goes |
-//! | [`postgres`] advisory | `pg_try_advisory_lock` in one session, retried | none | a holder paused past `idle_session_timeout`: its session ends, the lock with it |
-//! | [`postgres`] lease | one conditional `UPDATE` of a lease row (`locked_until`, token + 1) | the row's token | a holder paused past `locked_until` |
-//! | [`zookeeper`] | ephemeral sequential znode under the lock node; the lowest holds; the others watch their predecessor | the znode's czxid | a holder paused past its session timeout: its znode goes with the session |
-//! | [`mariadb`] | `GET_LOCK(name, timeout)` in one session, `RELEASE_LOCK` | none | a holder paused past `wait_timeout`: its session ends, the lock with it |
-//! | [`patroni`] | no lock: the primary role Patroni's agents hand out through a leader key with a TTL in etcd; a client leads while its own node accepts writes | the node's PostgreSQL timeline | the primary's Patroni paused past the leader key's TTL: a replica is promoted while the old primary still commits writes |
-//! | [`nats`] | JetStream KV: create the key only if absent (expected last sequence 0), TTL = the bucket's max age, renew/release by expected revision; the bucket on every node of a cluster | the key's revision at create | a holder paused past the max age; on a cluster before nats-server 2.9.21, two concurrent creates both win |
+//! The lock clients' common ground: what every lock client is ([`LockClient`]),
+//! what is said of each lock service and how a client of it connects
+//! ([`LockService`]), a backend's own options ([`OwnOptions`]) and lease presets
+//! ([`LeasePreset`]), the adapter that speaks the client protocol to a client of
+//! another language ([`adapter`]), and the registry: [`BackendKind`], one line per
+//! backend naming its service in its folder (`backends/<backend>/`). A backend's
+//! client never reaches into `check`, `fault` or `report`.
 //!
 //! Every request carries a timeout ([`LockConfig::request_timeout`]), so a paused or
 //! unreachable server gives [`LockError::Indeterminate`], never a hang.
 
 pub mod adapter;
-mod client;
-pub mod etcd;
-pub mod mariadb;
-pub mod nats;
-mod options;
-pub mod patroni;
-pub mod postgres;
+pub mod client;
+pub mod options;
 pub mod preset;
-pub mod redis;
-pub mod redis_instance;
-pub mod redis_sentinel;
-pub mod redlock;
-pub mod zookeeper;
+pub mod service;
 
 pub use client::{Grant, LockClient, LockConfig, LockError};
-use options::{reader, Reader};
 pub use options::{NoOptions, OptionError, Options, OwnOptions, Why};
 pub use preset::LeasePreset;
+pub use service::{About, LockService};
+
+#[cfg(feature = "etcd")]
+use crate::backends::etcd::client::EtcdService;
+#[cfg(feature = "mariadb")]
+use crate::backends::mariadb::client::MariadbService;
+#[cfg(feature = "nats")]
+use crate::backends::nats::client::NatsService;
+#[cfg(feature = "patroni")]
+use crate::backends::patroni::client::PatroniService;
+#[cfg(feature = "postgres")]
+use crate::backends::postgres::client::{PostgresAdvisoryService, PostgresLeaseService};
+#[cfg(feature = "redis")]
+use crate::backends::redis::client::{RedisSentinelService, RedisService};
+#[cfg(feature = "redis")]
+use crate::backends::redis::redlock::RedlockService;
+#[cfg(feature = "zookeeper")]
+use crate::backends::zookeeper::client::ZookeeperService;
+
+#[cfg(not(any(
+    feature = "etcd",
+    feature = "mariadb",
+    feature = "nats",
+    feature = "patroni",
+    feature = "postgres",
+    feature = "redis",
+    feature = "zookeeper"
+)))]
+compile_error!("lockcheck is built with at least one backend's feature");
 
 use serde::{Deserialize, Serialize};
 
@@ -44,39 +54,72 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendKind {
+    #[cfg(feature = "redis")]
     Redis,
     /// Redis with Sentinel: a primary, two replicas, three Sentinels; clients find
     /// the primary through Sentinel.
+    #[cfg(feature = "redis")]
     RedisSentinel,
+    #[cfg(feature = "redis")]
     Redlock,
+    #[cfg(feature = "etcd")]
     Etcd,
     /// PostgreSQL session advisory lock (`pg_try_advisory_lock`).
+    #[cfg(feature = "postgres")]
     PostgresAdvisory,
     /// PostgreSQL lease row (`locked_until` + token, one conditional `UPDATE`).
+    #[cfg(feature = "postgres")]
     PostgresLease,
     /// NATS JetStream key-value lease (create if absent, the bucket's max age as TTL).
+    #[cfg(feature = "nats")]
     Nats,
     /// ZooKeeper lock recipe: ephemeral sequential znodes, lowest holds.
+    #[cfg(feature = "zookeeper")]
     Zookeeper,
     /// MariaDB `GET_LOCK` / `RELEASE_LOCK` (session-scoped).
+    #[cfg(feature = "mariadb")]
     Mariadb,
     /// PostgreSQL nodes managed by Patroni: the primary role is the lock.
+    #[cfg(feature = "patroni")]
     Patroni,
 }
 
+/// The backends this build has, in the registry's order: `BackendKind::ALL`.
+const BUILT: &[BackendKind] = &[
+    #[cfg(feature = "redis")]
+    BackendKind::Redis,
+    #[cfg(feature = "redis")]
+    BackendKind::RedisSentinel,
+    #[cfg(feature = "redis")]
+    BackendKind::Redlock,
+    #[cfg(feature = "etcd")]
+    BackendKind::Etcd,
+    #[cfg(feature = "postgres")]
+    BackendKind::PostgresAdvisory,
+    #[cfg(feature = "postgres")]
+    BackendKind::PostgresLease,
+    #[cfg(feature = "nats")]
+    BackendKind::Nats,
+    #[cfg(feature = "zookeeper")]
+    BackendKind::Zookeeper,
+    #[cfg(feature = "mariadb")]
+    BackendKind::Mariadb,
+    #[cfg(feature = "patroni")]
+    BackendKind::Patroni,
+];
+
 impl BackendKind {
-    pub const ALL: [BackendKind; 10] = [
-        BackendKind::Redis,
-        BackendKind::RedisSentinel,
-        BackendKind::Redlock,
-        BackendKind::Etcd,
-        BackendKind::PostgresAdvisory,
-        BackendKind::PostgresLease,
-        BackendKind::Nats,
-        BackendKind::Zookeeper,
-        BackendKind::Mariadb,
-        BackendKind::Patroni,
-    ];
+    /// Every backend this build has (each is a cargo feature, all by default),
+    /// in the registry's order.
+    pub const ALL: [BackendKind; BUILT.len()] = {
+        let mut all = [BUILT[0]; BUILT.len()];
+        let mut i = 1;
+        while i < BUILT.len() {
+            all[i] = BUILT[i];
+            i += 1;
+        }
+        all
+    };
 
     /// The backend as a workload's `backend.kind` names it (`postgres-lease`):
     /// what every message calls it.
@@ -108,7 +151,7 @@ impl BackendKind {
     /// Whether clients take a lock of this service (a lock workload, an audit);
     /// patroni's only lead, while their node is the primary.
     pub fn has_lock(self) -> bool {
-        self != BackendKind::Patroni
+        self.service().has_lock()
     }
 
     /// Where the backend hands out no lock, how its clients lead instead.
@@ -119,7 +162,7 @@ impl BackendKind {
     /// Whether each client is one node's application (client `i` on node `i`, its
     /// own node first in its endpoints) rather than a client of the whole service.
     pub fn client_per_node(self) -> bool {
-        self == BackendKind::Patroni
+        self.service().client_per_node()
     }
 
     /// Reads the backend's own `[backend]` keys as the backend checks them. A key
@@ -159,10 +202,7 @@ impl BackendKind {
     /// them): the audit's `holder-node-isolated` runs with it, so that the
     /// holder has one node to cut off.
     pub fn pinned_option(self) -> Option<&'static str> {
-        match self {
-            BackendKind::Etcd => Some("client_endpoint = \"follower\""),
-            _ => None,
-        }
+        self.service().pinned_option()
     }
 
     /// Whether its lock client keeps the lease alive by itself while the lock is
@@ -171,7 +211,7 @@ impl BackendKind {
     /// lease is a TTL (Redis, the lease row) or an idle session (advisory locks,
     /// `GET_LOCK`) that only the holder's own renewals extend.
     pub fn keeps_lease_alive(self) -> bool {
-        matches!(self, BackendKind::Zookeeper | BackendKind::Etcd)
+        self.service().keeps_lease_alive()
     }
 
     /// The lease presets its own users run (beside [`preset::ANY`]).
@@ -188,117 +228,35 @@ impl BackendKind {
             .any(|p| p.name == preset.name)
     }
 
-    /// What is said of each backend: one entry per backend.
+    /// What is said of the backend.
     fn about(self) -> About {
+        self.service().about()
+    }
+
+    /// The registry: each backend's lock service, in its folder, one line per
+    /// backend.
+    pub fn service(self) -> &'static dyn LockService {
         match self {
-            BackendKind::Redis => About {
-                name: "redis",
-                token: Some("INCR of a counter key, in the same script as SET NX PX"),
-                known_break: "a holder paused past its TTL: the key expires, another client sets it",
-                shown_by: &["redis-pause-unfenced", "redis-kill-restart"],
-                fenced_by: Some("redis-pause-fenced"),
-                options: reader::<redis::Options>(),
-                presets: &[redis::REDIS_DOCS],
-                durable: Some("persistence = \"aof-always\""),
-            },
-            BackendKind::RedisSentinel => About {
-                name: "redis-sentinel",
-                token: Some("INCR of a counter key on the primary, replicated asynchronously like the key"),
-                known_break: "a primary cut off from its replicas and Sentinels goes on granting and renewing; \
-                     the Sentinels promote a replica the renewals never reached, its copy of the key runs out, \
-                     and another client acquires there (Redis's distributed-lock page)",
-                shown_by: &["incidents/redis-sentinel-failover"],
-                fenced_by: Some("incidents/redis-sentinel-failover-fenced"),
-                options: reader::<redis_sentinel::Options>(),
-                presets: &[redis::REDIS_DOCS],
-                durable: None,
-            },
-            BackendKind::Redlock => About {
-                name: "redlock",
-                token: None,
-                known_break: "a holder paused past its TTL: the key expires, another client sets it",
-                shown_by: &["redlock-pause-unfenced", "redlock-clock-jump"],
-                fenced_by: None,
-                options: reader::<NoOptions>(),
-                presets: &[redis::REDIS_DOCS],
-                durable: None,
-            },
-            BackendKind::Etcd => About {
-                name: "etcd",
-                token: Some("the lock key's create revision"),
-                known_break: "a holder paused past its lease: no keep-alive, the lease and the key go",
-                shown_by: &["etcd-pause-unfenced", "etcd-partition-leader"],
-                fenced_by: Some("etcd-pause-fenced"),
-                options: reader::<etcd::Options>(),
-                presets: &[etcd::SESSION],
-                durable: None,
-            },
-            BackendKind::PostgresAdvisory => About {
-                name: "postgres-advisory",
-                token: None,
-                known_break: "a holder paused past idle_session_timeout: the server ends its session, \
-                     which releases the lock",
-                shown_by: &["postgres-advisory-pause"],
-                fenced_by: None,
-                options: reader::<NoOptions>(),
-                presets: &[postgres::POSTGRES_KEEPALIVE, postgres::RDS_POSTGRES_KEEPALIVE],
-                durable: None,
-            },
-            BackendKind::PostgresLease => About {
-                name: "postgres-lease",
-                token: Some("the lease row's token column, +1 on every acquire"),
-                known_break: "a holder paused past locked_until: the next conditional UPDATE takes the row",
-                shown_by: &["postgres-lease-pause-unfenced"],
-                fenced_by: Some("postgres-lease-pause-fenced"),
-                options: reader::<NoOptions>(),
-                presets: &[postgres::PGLOCK],
-                durable: None,
-            },
-            BackendKind::Nats => About {
-                name: "nats",
-                token: Some("the key's revision when created (the stream sequence)"),
-                known_break: "a holder paused past the bucket's max age: the key ages out, another creates it; \
-                     on a cluster before nats-server 2.9.21, two creates in flight at once both win \
-                     (nats-server#4320)",
-                shown_by: &["nats-pause-unfenced", "nats-cluster-create-race"],
-                fenced_by: Some("nats-pause-fenced"),
-                options: reader::<NoOptions>(),
-                presets: &[nats::KV_LEADER_ELECT],
-                durable: None,
-            },
-            BackendKind::Zookeeper => About {
-                name: "zookeeper",
-                token: Some("the lock znode's czxid (the zxid that created it)"),
-                known_break: "a holder paused past its session timeout: the session expires, its ephemeral \
-                     znode goes, the next in line holds",
-                shown_by: &["zookeeper-pause-unfenced"],
-                fenced_by: Some("zookeeper-pause-fenced"),
-                options: reader::<NoOptions>(),
-                presets: &[zookeeper::CURATOR],
-                durable: None,
-            },
-            BackendKind::Mariadb => About {
-                name: "mariadb",
-                token: None,
-                known_break: "a holder paused past wait_timeout: the server ends its session, which \
-                     releases the lock",
-                shown_by: &["mariadb-pause"],
-                fenced_by: None,
-                options: reader::<NoOptions>(),
-                presets: &[mariadb::WAIT_TIMEOUT, mariadb::SKYSQL_WAIT_TIMEOUT, mariadb::GO_MYSQL_LOCK],
-                durable: None,
-            },
-            BackendKind::Patroni => About {
-                name: "patroni",
-                token: Some("the node's PostgreSQL timeline, which every promotion increments"),
-                known_break: "the primary's Patroni paused past the leader key's TTL: a replica is \
-                     promoted while the old primary's PostgreSQL still commits writes",
-                shown_by: &["incidents/patroni-split-brain"],
-                fenced_by: None,
-                options: reader::<patroni::Options>(),
-                presets: &[patroni::DEFAULTS],
-                durable: None,
-            },
+            #[cfg(feature = "redis")]
+            BackendKind::Redis => &RedisService,
+            #[cfg(feature = "redis")]
+            BackendKind::RedisSentinel => &RedisSentinelService,
+            #[cfg(feature = "redis")]
+            BackendKind::Redlock => &RedlockService,
+            #[cfg(feature = "etcd")]
+            BackendKind::Etcd => &EtcdService,
+            #[cfg(feature = "postgres")]
+            BackendKind::PostgresAdvisory => &PostgresAdvisoryService,
+            #[cfg(feature = "postgres")]
+            BackendKind::PostgresLease => &PostgresLeaseService,
+            #[cfg(feature = "nats")]
+            BackendKind::Nats => &NatsService,
+            #[cfg(feature = "zookeeper")]
+            BackendKind::Zookeeper => &ZookeeperService,
+            #[cfg(feature = "mariadb")]
+            BackendKind::Mariadb => &MariadbService,
+            #[cfg(feature = "patroni")]
+            BackendKind::Patroni => &PatroniService,
         }
     }
 }
@@ -307,22 +265,6 @@ impl std::fmt::Display for BackendKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// A backend's name, its fencing token's source, its known break and the
-/// shipped workloads that show it.
-struct About {
-    name: &'static str,
-    token: Option<&'static str>,
-    known_break: &'static str,
-    shown_by: &'static [&'static str],
-    fenced_by: Option<&'static str>,
-    /// Its own `[backend]` keys, read by its typed options.
-    options: Reader,
-    /// The lease presets its users run.
-    presets: &'static [LeasePreset],
-    /// Its option line that keeps every acknowledged write through a kill.
-    durable: Option<&'static str>,
 }
 
 /// Every lease preset, by name: those of no service, then each backend's.
@@ -364,44 +306,21 @@ pub async fn connect(
         !endpoints.is_empty(),
         "no endpoints given for the {kind} backend"
     );
-    Ok(match kind {
-        BackendKind::Redis => {
-            anyhow::ensure!(
-                endpoints.len() == 1,
-                "the redis backend is one server; got {} endpoints (use redlock for several)",
-                endpoints.len()
-            );
-            Box::new(self::redis::RedisLock::connect(&endpoints[0], cfg)?)
-        }
-        BackendKind::RedisSentinel => {
-            Box::new(self::redis::RedisLock::through_sentinels(endpoints, cfg)?)
-        }
-        BackendKind::Redlock => Box::new(self::redlock::Redlock::connect(endpoints, cfg)?),
-        BackendKind::Etcd => Box::new(self::etcd::EtcdLock::connect(endpoints, cfg).await?),
-        BackendKind::PostgresAdvisory => {
-            Box::new(self::postgres::AdvisoryLock::connect(single(kind, endpoints)?, cfg).await?)
-        }
-        BackendKind::PostgresLease => {
-            Box::new(self::postgres::LeaseRowLock::connect(single(kind, endpoints)?, cfg).await?)
-        }
-        BackendKind::Nats => Box::new(self::nats::KvLease::connect(endpoints, cfg).await?),
-        BackendKind::Zookeeper => Box::new(self::zookeeper::ZkLock::connect(endpoints, cfg).await?),
-        BackendKind::Mariadb => {
-            Box::new(self::mariadb::GetLock::connect(single(kind, endpoints)?, cfg).await?)
-        }
-        BackendKind::Patroni => anyhow::bail!(
-            "the patroni backend has no lock to take: its clients lead while their node is the primary (mode = \"election\")"
-        ),
-    })
+    kind.service().connect(endpoints, cfg).await
 }
 
 /// The backends a workload with `mode = "election"` can campaign on, each with its
 /// community's leader-election recipe.
-pub const ELECTION_BACKENDS: [BackendKind; 5] = [
+pub const ELECTION_BACKENDS: &[BackendKind] = &[
+    #[cfg(feature = "etcd")]
     BackendKind::Etcd,
+    #[cfg(feature = "zookeeper")]
     BackendKind::Zookeeper,
+    #[cfg(feature = "redis")]
     BackendKind::Redis,
+    #[cfg(feature = "nats")]
     BackendKind::Nats,
+    #[cfg(feature = "patroni")]
     BackendKind::Patroni,
 ];
 
@@ -422,29 +341,15 @@ pub async fn connect_election(
     endpoints: &[String],
     cfg: &LockConfig,
 ) -> anyhow::Result<Box<dyn LockClient>> {
-    match kind {
-        BackendKind::Etcd => Ok(Box::new(
-            self::etcd::EtcdLock::connect_election(endpoints, cfg).await?,
-        )),
-        BackendKind::Zookeeper | BackendKind::Redis | BackendKind::Nats => {
-            connect(kind, endpoints, cfg).await
-        }
-        BackendKind::Patroni => Ok(Box::new(
-            self::patroni::NodeLeadership::connect(endpoints, cfg).await?,
-        )),
-        _ => anyhow::bail!("the {kind} backend has no leader-election recipe"),
-    }
-}
-
-/// The one endpoint of a single-server backend.
-fn single(kind: BackendKind, endpoints: &[String]) -> anyhow::Result<&str> {
-    match endpoints {
-        [one] => Ok(one),
-        _ => anyhow::bail!(
-            "the {kind} backend is one server; got {} endpoints",
-            endpoints.len()
-        ),
-    }
+    anyhow::ensure!(
+        ELECTION_BACKENDS.contains(&kind),
+        "the {kind} backend has no leader-election recipe"
+    );
+    anyhow::ensure!(
+        !endpoints.is_empty(),
+        "no endpoints given for the {kind} backend"
+    );
+    kind.service().connect_election(endpoints, cfg).await
 }
 
 #[cfg(test)]
@@ -465,7 +370,7 @@ mod tests {
         let json = serde_json::to_string(&cfg).unwrap();
         let back: LockConfig = serde_json::from_str(&json).unwrap();
         assert_eq!(
-            redis_sentinel::Options::of(&back.options).replica_acks,
+            crate::backends::redis::sentinel::Options::of(&back.options).replica_acks,
             Some(2)
         );
         let none: LockConfig =

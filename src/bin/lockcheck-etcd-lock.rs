@@ -1,8 +1,9 @@
 //! lockcheck's adapter for etcd's own lock service (client.md v1, docs/clients.md):
 //! the v3lock `Lock`/`Unlock` RPCs that Jepsen's 2020 etcd analysis tested, through
-//! the etcd-client crate. It is not lockcheck's etcd recipe (src/backend/etcd.rs): the
-//! server runs the lock (etcd's `concurrency.Mutex` on a key `<name>/<lease>`, the
-//! lowest create revision holds, the others wait for the keys before theirs to go).
+//! the etcd-client crate. It is not lockcheck's etcd recipe
+//! (src/backends/etcd/client.rs): the server runs the lock (etcd's
+//! `concurrency.Mutex` on a key `<name>/<lease>`, the lowest create revision
+//! holds, the others wait for the keys before theirs to go).
 //!
 //! **Lease.** Each acquire grants a lease of the workload's TTL (etcd counts whole
 //! seconds) and keeps it alive from this process every TTL/3, as etcd's own sessions
@@ -20,7 +21,7 @@
 
 use anyhow::{bail, Context};
 use etcd_client::{Client, ConnectOptions, LeaseTimeToLiveOptions, LockOptions};
-use lockcheck::backend::etcd::{keep_alive, lease_not_found};
+use lockcheck::backends::etcd::client::{keep_alive, lease_not_found};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

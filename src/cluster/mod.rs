@@ -5,36 +5,28 @@
 //! ([`ssh`]), and servers someone else runs ([`external`]), which lockcheck only
 //! talks to.
 //!
-//! What differs between backends is one [`ServerRecipe`] per backend, in a file of
-//! its own (`redis.rs`, `etcd.rs`, `postgres.rs`, ...), found through `recipe`:
+//! What differs between backends is one [`ServerRecipe`] per backend, in its
+//! folder (`backends/<backend>/server.rs`), found through `recipe`:
 //! the server program and the Debian package that installs it (so that a missing
 //! server is an environment problem named precisely: the runner exits 5 with it,
 //! rather than a failed spawn), ports, command line, one-off setup, readiness,
 //! leader, image. The runtimes never name a backend.
 
 pub mod docker;
-mod etcd;
 pub mod external;
 pub mod freezer;
 pub mod home;
 pub mod local;
-mod mariadb;
-mod nats;
 pub mod netns;
 pub mod node;
-mod patroni;
 pub mod plan;
-mod postgres;
 pub mod recipe;
 mod recipes;
-mod redis;
-mod redis_sentinel;
 pub mod running;
-mod setup;
+pub mod setup;
 pub mod ssh;
 mod template;
 pub mod timens;
-mod zookeeper;
 
 pub use docker::DockerCluster;
 pub use external::ExternalCluster;

@@ -29,7 +29,8 @@ pub struct ServerBinary {
 
 /// A Debian package a backend's servers need on the machine that runs them, and
 /// the file (a path) or program (a name on `PATH`) whose presence says it is
-/// installed. scripts/packages.txt lists each backend's, as scripts/setup reads it.
+/// installed. Each backend's folder lists its own (`backends/<backend>/packages.txt`),
+/// as scripts/setup reads them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Package {
     pub check: &'static str,
@@ -38,15 +39,15 @@ pub struct Package {
 
 /// How one backend's servers are run: the program and its Debian package, how
 /// many nodes, which ports, the one-off setup of a node's data, its command line,
-/// when it serves, who leads, and what a container needs. One file per backend
-/// (`cluster/<backend>.rs`) implements it; `recipe` finds it. The runtimes
+/// when it serves, who leads, and what a container needs. Each backend's folder
+/// implements it (`backends/<backend>/server.rs`); `recipe` finds it. The runtimes
 /// (`local`, `docker`) ask the recipe and never name a backend.
 #[async_trait]
 pub trait ServerRecipe: Send + Sync {
     /// The server program, and where it comes from.
     fn binary(&self) -> ServerBinary;
-    /// Every Debian package its servers need (scripts/packages.txt holds them
-    /// for scripts/setup): by default the server program's.
+    /// Every Debian package its servers need (its folder's packages.txt holds
+    /// them for scripts/setup): by default the server program's.
     fn packages(&self) -> Vec<Package> {
         let binary = self.binary();
         vec![Package {
@@ -218,7 +219,7 @@ impl Ports {
 
 /// Sends `request` to `addr` and reads until the reply holds `healthy` (or the
 /// server closes): the readiness probe of servers with a plain-text answer.
-pub(super) async fn answers(addr: SocketAddr, request: &[u8], healthy: &str) -> bool {
+pub async fn answers(addr: SocketAddr, request: &[u8], healthy: &str) -> bool {
     let ask = async {
         let mut s = TcpStream::connect(addr).await.ok()?;
         s.write_all(request).await.ok()?;

@@ -3,22 +3,46 @@
 //! whether this machine has it).
 
 use super::recipe::{ClusterError, ServerBinary, ServerRecipe};
-use super::{etcd, mariadb, nats, patroni, postgres, redis, redis_sentinel, zookeeper};
 use crate::backend::BackendKind;
+#[cfg(feature = "etcd")]
+use crate::backends::etcd::server::Etcd;
+#[cfg(feature = "mariadb")]
+use crate::backends::mariadb::server::Mariadb;
+#[cfg(feature = "nats")]
+use crate::backends::nats::server::Nats;
+#[cfg(feature = "patroni")]
+use crate::backends::patroni::server::Patroni;
+#[cfg(feature = "postgres")]
+use crate::backends::postgres::server::Postgres;
+#[cfg(feature = "redis")]
+use crate::backends::redis::server::sentinel::RedisSentinel;
+#[cfg(feature = "redis")]
+use crate::backends::redis::server::{REDIS, REDLOCK};
+#[cfg(feature = "zookeeper")]
+use crate::backends::zookeeper::server::Zookeeper;
 use std::path::PathBuf;
 
 /// The registry: each backend's server recipe, one line per backend.
 pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
     match kind {
-        BackendKind::Redis => &redis::REDIS,
-        BackendKind::RedisSentinel => &redis_sentinel::RedisSentinel,
-        BackendKind::Redlock => &redis::REDLOCK,
-        BackendKind::Etcd => &etcd::Etcd,
-        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => &postgres::Postgres,
-        BackendKind::Nats => &nats::Nats,
-        BackendKind::Zookeeper => &zookeeper::Zookeeper,
-        BackendKind::Mariadb => &mariadb::Mariadb,
-        BackendKind::Patroni => &patroni::Patroni,
+        #[cfg(feature = "redis")]
+        BackendKind::Redis => &REDIS,
+        #[cfg(feature = "redis")]
+        BackendKind::RedisSentinel => &RedisSentinel,
+        #[cfg(feature = "redis")]
+        BackendKind::Redlock => &REDLOCK,
+        #[cfg(feature = "etcd")]
+        BackendKind::Etcd => &Etcd,
+        #[cfg(feature = "postgres")]
+        BackendKind::PostgresAdvisory | BackendKind::PostgresLease => &Postgres,
+        #[cfg(feature = "nats")]
+        BackendKind::Nats => &Nats,
+        #[cfg(feature = "zookeeper")]
+        BackendKind::Zookeeper => &Zookeeper,
+        #[cfg(feature = "mariadb")]
+        BackendKind::Mariadb => &Mariadb,
+        #[cfg(feature = "patroni")]
+        BackendKind::Patroni => &Patroni,
     }
 }
 

@@ -48,7 +48,7 @@ pub(super) async fn run_to_end(mut cmd: Command, node: &NodeSpec, what: &str) ->
 /// The account a server that refuses root runs as: none when lockcheck is not root
 /// (the server runs as lockcheck's own user), else the first of `names` that exists
 /// (the account the server's Debian package creates, then `nobody`).
-pub(super) fn unprivileged_user(names: &[&str]) -> Result<Option<User>> {
+pub fn unprivileged_user(names: &[&str]) -> Result<Option<User>> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
@@ -67,7 +67,7 @@ pub(super) fn unprivileged_user(names: &[&str]) -> Result<Option<User>> {
 /// through (search only, not read) every directory from it up to `run_dir`, which
 /// lockcheck made; the directories above `run_dir` are the caller's: they are left
 /// alone, and one the server cannot pass through is an error that says so.
-pub(super) fn hand_over(data_dir: &Path, run_dir: &Path, user: &User) -> Result<()> {
+pub fn hand_over(data_dir: &Path, run_dir: &Path, user: &User) -> Result<()> {
     chown_tree(data_dir, user)?;
     let mut ours = true;
     for dir in data_dir.ancestors().skip(1) {
@@ -107,7 +107,7 @@ fn chown_tree(path: &Path, user: &User) -> Result<()> {
 }
 
 /// Makes `cmd` run as `user` (its uid, gid; std drops root's supplementary groups).
-pub(super) fn run_as(cmd: &mut Command, user: Option<&User>) {
+pub fn run_as(cmd: &mut Command, user: Option<&User>) {
     if let Some(u) = user {
         cmd.uid(u.uid.as_raw()).gid(u.gid.as_raw());
         if let Some(home) = Some(&u.dir).filter(|d| d.is_dir()) {

@@ -6,9 +6,11 @@
 //!
 //! - lockcheck's own small TCP server in the controller ([`own`], the default),
 //!   which applies the fence itself;
-//! - a real PostgreSQL ([`postgres`]), started privately for the run, that workers
+//! - a real PostgreSQL (`postgres`), started privately for the run, that workers
 //!   update with the conditional `UPDATE` users write; there the fence is the
-//!   `WHERE` clause the client sends, as in production.
+//!   `WHERE` clause the client sends, as in production. It comes with the
+//!   PostgreSQL backends (the cargo feature `postgres`), whose server recipe and
+//!   connection string it takes.
 //!
 //! Either way the fence is a comparison of the write's token with the highest token
 //! applied ([`Fence`]: `<=`, `<` or none), a write it rejects completes `fail` with
@@ -18,6 +20,7 @@
 
 mod fence;
 pub mod own;
+#[cfg(feature = "postgres")]
 pub mod postgres;
 
 pub use fence::{Fence, Mode, Stats, StatsHandle, WriteOutcome};
@@ -43,7 +46,11 @@ pub struct Spec {
 pub fn server(kind: Kind) -> Option<crate::cluster::ServerBinary> {
     match kind {
         Kind::Lockcheck => None,
+        #[cfg(feature = "postgres")]
         Kind::Postgres => Some(postgres::server()),
+        // A build without PostgreSQL refuses the resource when it starts it.
+        #[cfg(not(feature = "postgres"))]
+        Kind::Postgres => None,
     }
 }
 
@@ -55,8 +62,12 @@ impl Spec {
             (Kind::Lockcheck, Fence::NotBelow) => "fenced".into(),
             (Kind::Lockcheck, Fence::Off) => "unfenced".into(),
             (Kind::Lockcheck, Fence::Above) => "fenced (<)".into(),
+            #[cfg(feature = "postgres")]
             (Kind::Postgres, Fence::Off) => "postgres, unfenced".into(),
+            #[cfg(feature = "postgres")]
             (Kind::Postgres, f) => format!("postgres, token {} $2", f.name()),
+            #[cfg(not(feature = "postgres"))]
+            (Kind::Postgres, _) => "postgres (not in this build)".into(),
         }
     }
 }
@@ -70,6 +81,7 @@ pub enum Endpoint {
     /// lockcheck's own server, which applies the fence itself.
     Lockcheck { addr: SocketAddr },
     /// PostgreSQL: the fence goes into the worker's own `UPDATE`.
+    #[cfg(feature = "postgres")]
     Postgres { addr: SocketAddr, fence: Fence },
 }
 
@@ -77,7 +89,9 @@ impl Endpoint {
     /// Where the resource listens.
     pub fn addr(&self) -> SocketAddr {
         match self {
-            Endpoint::Lockcheck { addr } | Endpoint::Postgres { addr, .. } => *addr,
+            Endpoint::Lockcheck { addr } => *addr,
+            #[cfg(feature = "postgres")]
+            Endpoint::Postgres { addr, .. } => *addr,
         }
     }
 
@@ -85,6 +99,7 @@ impl Endpoint {
     pub fn at(&self, addr: SocketAddr) -> Endpoint {
         match self {
             Endpoint::Lockcheck { .. } => Endpoint::Lockcheck { addr },
+            #[cfg(feature = "postgres")]
             Endpoint::Postgres { fence, .. } => Endpoint::Postgres {
                 addr,
                 fence: *fence,
@@ -97,6 +112,7 @@ impl Endpoint {
 pub enum Running {
     Own(own::Server),
     /// Boxed: the server's guard and its log's state are much larger than a handle.
+    #[cfg(feature = "postgres")]
     Postgres(Box<postgres::Resource>),
 }
 
@@ -107,15 +123,21 @@ impl Running {
         let log = run_dir.join("resource.jsonl");
         Ok(match spec.kind {
             Kind::Lockcheck => Running::Own(own::Server::start(spec.fence, &log).await?),
+            #[cfg(feature = "postgres")]
             Kind::Postgres => Running::Postgres(Box::new(
                 postgres::Resource::start(spec.fence, run_dir).await?,
             )),
+            #[cfg(not(feature = "postgres"))]
+            Kind::Postgres => anyhow::bail!(
+                "resource kind \"postgres\": this lockcheck was built without its `postgres` feature"
+            ),
         })
     }
 
     pub fn endpoint(&self) -> Endpoint {
         match self {
             Running::Own(s) => Endpoint::Lockcheck { addr: s.addr() },
+            #[cfg(feature = "postgres")]
             Running::Postgres(p) => Endpoint::Postgres {
                 addr: p.addr(),
                 fence: p.fence(),
@@ -126,6 +148,7 @@ impl Running {
     pub fn stats_handle(&self) -> StatsHandle {
         match self {
             Running::Own(s) => s.stats_handle(),
+            #[cfg(feature = "postgres")]
             Running::Postgres(p) => p.stats_handle(),
         }
     }
@@ -135,6 +158,7 @@ impl Running {
     pub async fn finish(self) -> Result<()> {
         match self {
             Running::Own(_) => Ok(()),
+            #[cfg(feature = "postgres")]
             Running::Postgres(p) => (*p).finish().await,
         }
     }
@@ -143,6 +167,7 @@ impl Running {
 /// A worker's connection to the resource.
 pub enum Client {
     Own(own::Client),
+    #[cfg(feature = "postgres")]
     Postgres(postgres::Client),
 }
 
@@ -150,6 +175,7 @@ impl Client {
     pub async fn connect(endpoint: &Endpoint) -> Result<Client> {
         Ok(match endpoint {
             Endpoint::Lockcheck { addr } => Client::Own(own::Client::connect(*addr).await?),
+            #[cfg(feature = "postgres")]
             Endpoint::Postgres { addr, fence } => {
                 Client::Postgres(postgres::Client::connect(*addr, *fence).await?)
             }
@@ -166,6 +192,7 @@ impl Client {
     ) -> Result<WriteOutcome> {
         match self {
             Client::Own(c) => c.write(process, token, data).await,
+            #[cfg(feature = "postgres")]
             Client::Postgres(c) => c.write(process, token, data).await,
         }
     }
@@ -174,6 +201,7 @@ impl Client {
     pub async fn read(&mut self) -> Result<(u64, Option<String>)> {
         match self {
             Client::Own(c) => c.read().await,
+            #[cfg(feature = "postgres")]
             Client::Postgres(c) => c.read().await,
         }
     }

@@ -110,7 +110,7 @@ const END_SESSIONS_SQL: &str = "SELECT pg_terminate_backend(pid, 1000) FROM pg_s
 async fn connect(
     addr: SocketAddr,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let info = crate::backend::postgres::conninfo(&addr.to_string(), CONNECT_TIMEOUT)?;
+    let info = crate::backends::postgres::client::conninfo(&addr.to_string(), CONNECT_TIMEOUT)?;
     let (client, conn) =
         tokio::time::timeout(CONNECT_TIMEOUT, tokio_postgres::connect(&info, NoTls))
             .await

@@ -317,8 +317,8 @@ fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
 /// backend refuses and a key of another backend's in the owner's words.
 #[test]
 fn a_backends_own_keys_are_read_and_refused_by_the_backend() {
-    use crate::backend::redis::{Options, Persistence};
     use crate::backend::OwnOptions;
+    use crate::backends::redis::client::{Options, Persistence};
     let with = |kind: &str, line: &str| {
         parse(&GOOD.replace(
             "kind = \"redis\"\nlease = \"1500ms\"",
@@ -377,8 +377,8 @@ fn only_etcd_clients_are_pinned_to_a_follower() {
     use crate::backend::OwnOptions;
     let options = with("etcd").unwrap().backend.options;
     assert_eq!(
-        crate::backend::etcd::Options::of(&options).client_endpoint,
-        Some(crate::backend::etcd::ClientEndpoint::Follower)
+        crate::backends::etcd::client::Options::of(&options).client_endpoint,
+        Some(crate::backends::etcd::client::ClientEndpoint::Follower)
     );
     let e = format!("{:#}", with("redis").unwrap_err());
     assert!(
@@ -813,8 +813,8 @@ fn a_patroni_workload_is_an_election_one_client_per_node_on_an_unfenced_record()
     let w = parse(&text).unwrap();
     use crate::backend::OwnOptions;
     assert_eq!(
-        crate::backend::patroni::Options::of(&w.backend.options).primary_check,
-        crate::backend::patroni::PrimaryCheck::PatroniApi
+        crate::backends::patroni::client::Options::of(&w.backend.options).primary_check,
+        crate::backends::patroni::client::PrimaryCheck::PatroniApi
     );
     let refused =
         |from: &str, to: &str| format!("{:#}", parse(&text.replace(from, to)).unwrap_err());

@@ -2,7 +2,7 @@
 //! compare-and-delete), with the mapping of its errors to the history's two words:
 //! what the single-instance lock, Redlock and the Sentinel client share.
 
-use super::client::LockError;
+use crate::backend::client::LockError;
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::{FromRedisValue, RedisError, Script, ScriptInvocation};
 use anyhow::Context;

@@ -28,9 +28,10 @@
 //! etcd rounds a lease up to whole seconds and to its minimum (1.5 × election
 //! timeout); the grant reports the TTL the server actually gave.
 
-use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use super::options::OwnOptions;
-use super::preset::LeasePreset;
+use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, OwnOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{About, LockService};
 use anyhow::Context;
 use async_trait::async_trait;
 use etcd_client::{
@@ -641,5 +642,51 @@ impl LockClient for EtcdLock {
                 .cloned()
                 .unwrap_or_else(|| format!("{id:x}")),
         )
+    }
+}
+
+/// etcd, as its clients see it.
+pub struct EtcdService;
+
+#[async_trait]
+impl LockService for EtcdService {
+    fn about(&self) -> About {
+        About {
+            name: "etcd",
+            token: Some("the lock key's create revision"),
+            known_break: "a holder paused past its lease: no keep-alive, the lease and the key go",
+            shown_by: &["etcd-pause-unfenced", "etcd-partition-leader"],
+            fenced_by: Some("etcd-pause-fenced"),
+            options: reader::<Options>(),
+            presets: &[SESSION],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(EtcdLock::connect(endpoints, cfg).await?))
+    }
+
+    async fn connect_election(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(EtcdLock::connect_election(endpoints, cfg).await?))
+    }
+
+    /// Its client balances over every member, and its lease keep-alives ride any
+    /// of them: pinned, the holder has one node to cut off.
+    fn pinned_option(&self) -> Option<&'static str> {
+        Some("client_endpoint = \"follower\"")
+    }
+
+    /// The lease keep-alive, sent by the client's own task while the lock is held.
+    fn keeps_lease_alive(&self) -> bool {
+        true
     }
 }

@@ -3,11 +3,13 @@
 //! as the Redis-docs setup the Redlock debate assumes; or, with redis's
 //! `persistence = "aof-always"`, with its append-only file fsynced at every write.
 
-use super::node::NodeSpec;
-use super::plan::ClusterPlan;
-use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
-use crate::backend::redis::{Options, Persistence};
+pub mod sentinel;
+
 use crate::backend::OwnOptions;
+use crate::backends::redis::client::{Options, Persistence};
+use crate::cluster::node::NodeSpec;
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{answers, Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
 use std::net::SocketAddr;
@@ -16,7 +18,7 @@ use std::process::Command;
 
 /// `redis-server` for one node, keeping what `persistence` says (no RDB snapshots
 /// either way); the Sentinel recipe adds its replication to it.
-pub(super) fn server_command(program: &Path, node: &NodeSpec, persistence: Persistence) -> Command {
+pub(crate) fn server_command(program: &Path, node: &NodeSpec, persistence: Persistence) -> Command {
     let mut cmd = Command::new(program);
     cmd.arg("--port")
         .arg(node.client_listen.port().to_string())
@@ -40,7 +42,7 @@ pub(super) fn server_command(program: &Path, node: &NodeSpec, persistence: Persi
 }
 
 /// What a killed Redis keeps, in the audit's words.
-pub(super) fn kept(persistence: Persistence) -> &'static str {
+pub(crate) fn kept(persistence: Persistence) -> &'static str {
     match persistence {
         Persistence::None => {
             "Redis with no AOF and no RDB snapshots (--save \"\" --appendonly no): a killed node restarts empty"
@@ -54,15 +56,15 @@ pub(super) fn kept(persistence: Persistence) -> &'static str {
 
 /// One recipe for both: they differ in how many instances run and whether one
 /// of them leads.
-pub(super) struct Redis {
+pub(crate) struct Redis {
     /// Redlock: five independent instances, none of which leads.
     redlock: bool,
 }
 
 /// One Redis: the server every client talks to leads.
-pub(super) const REDIS: Redis = Redis { redlock: false };
+pub(crate) const REDIS: Redis = Redis { redlock: false };
 /// Five independent Redis, quorum 3.
-pub(super) const REDLOCK: Redis = Redis { redlock: true };
+pub(crate) const REDLOCK: Redis = Redis { redlock: true };
 
 #[async_trait]
 impl ServerRecipe for Redis {

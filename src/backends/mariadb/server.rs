@@ -4,14 +4,14 @@
 //! PostgreSQL nodes does. As root, the server runs with `--user=root` (mariadbd
 //! refuses root otherwise).
 
-use super::plan::ClusterPlan;
-use super::recipe::{Init, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{Init, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;
 use std::process::Command;
 
-pub(super) struct Mariadb;
+pub(crate) struct Mariadb;
 
 #[async_trait]
 impl ServerRecipe for Mariadb {
@@ -50,7 +50,7 @@ impl ServerRecipe for Mariadb {
 
     /// The server's greeting packet carries its version, MariaDB's included.
     async fn ready(&self, addr: SocketAddr) -> bool {
-        super::recipe::answers(addr, b"", "MariaDB").await
+        crate::cluster::recipe::answers(addr, b"", "MariaDB").await
     }
 }
 

@@ -18,8 +18,10 @@
 //! request whose outcome is unknown closes the session, which deletes whatever
 //! ephemeral znode it may have created.
 
-use super::client::{Grant, LockClient, LockConfig, LockError};
-use super::preset::LeasePreset;
+use crate::backend::client::{Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, NoOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{About, LockService};
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;
@@ -277,6 +279,40 @@ impl LockClient for ZkLock {
             Err(e @ ZkError::SessionExpired) => Err(self.lost(Some(e))),
             Err(e) => Err(self.failed("release", e)),
         }
+    }
+}
+
+/// ZooKeeper, as its clients see it.
+pub struct ZookeeperService;
+
+#[async_trait]
+impl LockService for ZookeeperService {
+    fn about(&self) -> About {
+        About {
+            name: "zookeeper",
+            token: Some("the lock znode's czxid (the zxid that created it)"),
+            known_break:
+                "a holder paused past its session timeout: the session expires, its ephemeral \
+                 znode goes, the next in line holds",
+            shown_by: &["zookeeper-pause-unfenced"],
+            fenced_by: Some("zookeeper-pause-fenced"),
+            options: reader::<NoOptions>(),
+            presets: &[CURATOR],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(ZkLock::connect(endpoints, cfg).await?))
+    }
+
+    /// The session's heartbeats, sent by the client while it runs.
+    fn keeps_lease_alive(&self) -> bool {
+        true
     }
 }
 

@@ -24,10 +24,11 @@
 //! not answer, so its node gets no writes; a node whose agent does not name it the
 //! primary is left at once ([`NOT_PRIMARY`]).
 
-use super::client::{Grant, LockClient, LockConfig, LockError};
-use super::options::OwnOptions;
-use super::postgres::Conn;
-use super::preset::LeasePreset;
+use crate::backend::client::{Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, OwnOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{About, LockService};
+use crate::backends::postgres::client::Conn;
 use anyhow::Context;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -262,6 +263,54 @@ impl LockClient for NodeLeadership {
 
 /// Between two looks at a node that is not the primary yet.
 const POLL: Duration = Duration::from_millis(100);
+
+/// Patroni, as its nodes' applications see it.
+pub struct PatroniService;
+
+#[async_trait]
+impl LockService for PatroniService {
+    fn about(&self) -> About {
+        About {
+            name: "patroni",
+            token: Some("the node's PostgreSQL timeline, which every promotion increments"),
+            known_break: "the primary's Patroni paused past the leader key's TTL: a replica is \
+                 promoted while the old primary's PostgreSQL still commits writes",
+            shown_by: &["incidents/patroni-split-brain"],
+            fenced_by: None,
+            options: reader::<Options>(),
+            presets: &[DEFAULTS],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        _endpoints: &[String],
+        _cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        anyhow::bail!(
+            "the patroni backend has no lock to take: its clients lead while their node is the primary (mode = \"election\")"
+        )
+    }
+
+    async fn connect_election(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(NodeLeadership::connect(endpoints, cfg).await?))
+    }
+
+    /// The primary role is the lock: clients only lead.
+    fn has_lock(&self) -> bool {
+        false
+    }
+
+    /// Each client is its node's application, leading while its node accepts writes.
+    fn client_per_node(&self) -> bool {
+        true
+    }
+}
 
 #[cfg(test)]
 mod tests {

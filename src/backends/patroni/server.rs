@@ -21,12 +21,12 @@
 //! As root, Patroni and its PostgreSQL run as the `postgres` account, which is
 //! given the node's directory.
 
-use super::node::NodeSpec;
-use super::plan::ClusterPlan;
-use super::recipe::{answers, Detached, Init, Package, Ports, ServerBinary, ServerRecipe};
-use super::setup::{hand_over, run_as, unprivileged_user};
-use crate::backend::postgres::SUPERUSER;
 use crate::backend::BackendKind;
+use crate::backends::postgres::client::SUPERUSER;
+use crate::cluster::node::NodeSpec;
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{answers, Detached, Init, Package, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::setup::{hand_over, run_as, unprivileged_user};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;
@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-pub(super) struct Patroni;
+pub(crate) struct Patroni;
 
 /// Patroni's loop: how often each agent looks at the leader key (and the leader
 /// renews it).
@@ -120,7 +120,7 @@ impl ServerRecipe for Patroni {
 
     fn endpoint(&self, node: &NodeSpec) -> String {
         let api = node.peer_advertise.unwrap_or(node.client_advertise);
-        crate::backend::patroni::endpoint(&node.name, node.client_advertise, api)
+        crate::backends::patroni::client::endpoint(&node.name, node.client_advertise, api)
     }
 
     /// The node's directory goes to the account Patroni runs as, before its first
@@ -151,7 +151,9 @@ impl ServerRecipe for Patroni {
         let api = node.peer_listen.context("a patroni node has a REST API")?;
         let api_advertise = node.peer_advertise.unwrap_or(api);
         // PostgreSQL's programs, beside its server (`$LOCKCHECK_POSTGRES` too).
-        let postgres = super::postgres::Postgres.binary().resolve(None)?;
+        let postgres = crate::backends::postgres::server::Postgres
+            .binary()
+            .resolve(None)?;
         let bin = postgres.parent().context("PostgreSQL's programs")?;
         let config = format!(
             "scope: {scope}
@@ -212,7 +214,7 @@ postgresql:
     /// Its PostgreSQL accepts a login and answers a query (a replica too, once it
     /// has its copy).
     async fn ready(&self, addr: SocketAddr) -> bool {
-        super::postgres::ready(addr).await
+        crate::backends::postgres::server::ready(addr).await
     }
 
     /// The node whose Patroni answers `GET /primary` with 200 (it holds the

@@ -11,8 +11,10 @@
 //! lock with it, to the server; another session takes the lock; the first wakes up
 //! still believing it holds it (it learns otherwise only at its next statement).
 
-use super::client::{Grant, LockClient, LockConfig, LockError};
-use super::preset::LeasePreset;
+use crate::backend::client::{Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, NoOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{single, About, LockService};
 use anyhow::Context;
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
@@ -233,5 +235,35 @@ impl LockClient for GetLock {
 
     fn node(&self) -> Option<String> {
         Some("n1".into())
+    }
+}
+
+/// MariaDB's named locks, as their clients see them.
+pub struct MariadbService;
+
+#[async_trait]
+impl LockService for MariadbService {
+    fn about(&self) -> About {
+        About {
+            name: "mariadb",
+            token: None,
+            known_break: "a holder paused past wait_timeout: the server ends its session, which \
+                 releases the lock",
+            shown_by: &["mariadb-pause"],
+            fenced_by: None,
+            options: reader::<NoOptions>(),
+            presets: &[WAIT_TIMEOUT, SKYSQL_WAIT_TIMEOUT, GO_MYSQL_LOCK],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(
+            GetLock::connect(single(self.about().name, endpoints)?, cfg).await?,
+        ))
     }
 }

@@ -8,13 +8,13 @@
 //! serves, a replica's link to its primary is up, a Sentinel knows both replicas and
 //! both other Sentinels.
 
-use super::node::NodeSpec;
-use super::plan::ClusterPlan;
-use super::recipe::{Package, Ports, ServerBinary, ServerRecipe};
-use super::redis::{kept, server_command};
-use crate::backend::redis::Persistence;
-use crate::backend::redis_instance::Instance;
-use crate::backend::redis_sentinel::{primary_named_by, MASTER_NAME, SENTINELS, SERVERS};
+use super::{kept, server_command};
+use crate::backends::redis::client::Persistence;
+use crate::backends::redis::instance::Instance;
+use crate::backends::redis::sentinel::{primary_named_by, MASTER_NAME, SENTINELS, SERVERS};
+use crate::cluster::node::NodeSpec;
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{Package, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::fmt::Write as _;
@@ -29,7 +29,7 @@ const DOWN_AFTER_MS: u64 = 1000;
 /// How long a failover may take before another Sentinel tries again.
 const FAILOVER_TIMEOUT_MS: u64 = 3000;
 
-pub(super) struct RedisSentinel;
+pub(crate) struct RedisSentinel;
 
 /// Sentinel `i`'s id (`sentinel myid`), known to the others from the start.
 fn sentinel_id(i: usize) -> String {
@@ -137,7 +137,7 @@ impl ServerRecipe for RedisSentinel {
     /// Its servers are Redis's own; the Sentinels come in a package of theirs.
     fn packages(&self) -> Vec<Package> {
         let sentinel = self.binary();
-        let mut packages = super::redis::REDIS.packages();
+        let mut packages = super::REDIS.packages();
         packages.push(Package {
             check: sentinel.name,
             name: sentinel.package,
@@ -165,7 +165,7 @@ impl ServerRecipe for RedisSentinel {
     fn command(&self, plan: &ClusterPlan, i: usize, _rejoin: bool) -> Result<Command> {
         let node = &plan.nodes[i];
         if i < SERVERS {
-            let redis = super::redis::REDIS.binary().resolve(None)?;
+            let redis = super::REDIS.binary().resolve(None)?;
             let mut cmd = server_command(&redis, node, Persistence::None);
             // A replica's first sync at once, not after diskless sync's 5 s delay.
             cmd.args(["--repl-diskless-sync-delay", "0"]);

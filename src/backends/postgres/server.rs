@@ -12,10 +12,10 @@
 //! at every commit); only a machine crash would, and no fault here crashes the
 //! machine. It keeps initdb and commits fast on a shared machine.
 
-use super::plan::ClusterPlan;
-use super::recipe::{Init, Ports, ServerBinary, ServerRecipe};
-use super::setup::{hand_over, run_as, unprivileged_user};
-use crate::backend::postgres::{conninfo, SUPERUSER};
+use crate::backends::postgres::client::{conninfo, SUPERUSER};
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{Init, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::setup::{hand_over, run_as, unprivileged_user};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::io::Write;
@@ -24,7 +24,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Both PostgreSQL backends (advisory lock, lease row) run the same server.
-pub(super) struct Postgres;
+pub(crate) struct Postgres;
 
 #[async_trait]
 impl ServerRecipe for Postgres {
@@ -136,7 +136,7 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 
 /// Whether the node accepts a login and answers a query (not merely the TCP
 /// connection, which the postmaster accepts while it still starts up).
-pub(super) async fn ready(addr: SocketAddr) -> bool {
+pub(crate) async fn ready(addr: SocketAddr) -> bool {
     let Ok(info) = conninfo(&addr.to_string(), Duration::from_secs(1)) else {
         return false;
     };

@@ -19,13 +19,14 @@
 //! checks the token (rejects a lower one than it has seen) stops that write.
 //!
 //! `Instance` (one server, its scripts, error mapping) is shared with Redlock
-//! and Sentinel, in redis_instance.rs.
+//! and Sentinel, in instance.rs.
 
-use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use super::options::OwnOptions;
-use super::preset::LeasePreset;
-use super::redis_instance::{ttl_ms, Instance, SetOutcome};
-use super::redis_sentinel::Sentinels;
+use super::instance::{ttl_ms, Instance, SetOutcome};
+use super::sentinel::Sentinels;
+use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, OwnOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{About, LockService};
 use async_trait::async_trait;
 use serde::Deserialize;
 use std::time::{Duration, Instant};
@@ -122,7 +123,7 @@ impl RedisLock {
         let sentinels = Sentinels::new(
             endpoints,
             cfg.request_timeout(),
-            super::redis_sentinel::Options::of(&cfg.options).replica_acks,
+            super::sentinel::Options::of(&cfg.options).replica_acks,
         )?;
         Ok(Self::on(Primary::Sentinel(sentinels), cfg))
     }
@@ -249,5 +250,66 @@ impl LockClient for RedisLock {
             Primary::One(_) => Some("n1".into()),
             Primary::Sentinel(s) => s.node(),
         }
+    }
+}
+
+/// Redis on one server, as its clients see it.
+pub struct RedisService;
+
+#[async_trait]
+impl LockService for RedisService {
+    fn about(&self) -> About {
+        About {
+            name: "redis",
+            token: Some("INCR of a counter key, in the same script as SET NX PX"),
+            known_break: "a holder paused past its TTL: the key expires, another client sets it",
+            shown_by: &["redis-pause-unfenced", "redis-kill-restart"],
+            fenced_by: Some("redis-pause-fenced"),
+            options: reader::<Options>(),
+            presets: &[REDIS_DOCS],
+            durable: Some("persistence = \"aof-always\""),
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        anyhow::ensure!(
+            endpoints.len() == 1,
+            "the redis backend is one server; got {} endpoints (use redlock for several)",
+            endpoints.len()
+        );
+        Ok(Box::new(RedisLock::connect(&endpoints[0], cfg)?))
+    }
+}
+
+/// Redis with Sentinel, as its clients see it.
+pub struct RedisSentinelService;
+
+#[async_trait]
+impl LockService for RedisSentinelService {
+    fn about(&self) -> About {
+        About {
+            name: "redis-sentinel",
+            token: Some("INCR of a counter key on the primary, replicated asynchronously like the key"),
+            known_break: "a primary cut off from its replicas and Sentinels goes on granting and renewing; \
+                 the Sentinels promote a replica the renewals never reached, its copy of the key runs out, \
+                 and another client acquires there (Redis's distributed-lock page)",
+            shown_by: &["incidents/redis-sentinel-failover"],
+            fenced_by: Some("incidents/redis-sentinel-failover-fenced"),
+            options: reader::<super::sentinel::Options>(),
+            presets: &[REDIS_DOCS],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(RedisLock::through_sentinels(endpoints, cfg)?))
     }
 }

@@ -24,10 +24,10 @@
 //! Raft elections in nats-server take 4 to 9 s (its fixed election timeouts): a
 //! killed stream leader leaves the lock unavailable that long.
 
-use super::node::NodeSpec;
-use super::plan::ClusterPlan;
-use super::recipe::{Ports, ServerBinary, ServerRecipe};
-use crate::backend::nats::STREAM_PREFIX;
+use crate::backends::nats::client::STREAM_PREFIX;
+use crate::cluster::node::NodeSpec;
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;
@@ -36,7 +36,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub(super) struct Nats;
+pub(crate) struct Nats;
 
 #[async_trait]
 impl ServerRecipe for Nats {

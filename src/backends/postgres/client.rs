@@ -23,8 +23,10 @@
 //! (`info`). A session found closed before a statement is opened again: nothing was
 //! sent on it.
 
-use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use super::preset::LeasePreset;
+use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, NoOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{single, About, LockService};
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;
@@ -106,7 +108,7 @@ impl Drop for Session {
 }
 
 /// A lazily (re)opened session to one server, with the request timeout.
-pub(super) struct Conn {
+pub(crate) struct Conn {
     info: String,
     timeout: Duration,
     /// Statements run at the start of every session.
@@ -115,7 +117,7 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    pub(super) fn new(
+    pub(crate) fn new(
         endpoint: &str,
         cfg: &LockConfig,
         setup: Vec<String>,
@@ -176,7 +178,7 @@ impl Conn {
     /// Runs one statement under the request timeout. A statement whose fate is
     /// unknown also drops the session: whatever it did, the server undoes what a
     /// session holds when the session ends.
-    pub(super) async fn run<T, F, Fut>(&mut self, what: &str, statement: F) -> Result<T, LockError>
+    pub(crate) async fn run<T, F, Fut>(&mut self, what: &str, statement: F) -> Result<T, LockError>
     where
         F: FnOnce(Arc<Client>) -> Fut,
         Fut: Future<Output = Result<T, tokio_postgres::Error>>,
@@ -590,6 +592,66 @@ impl LockClient for LeaseRowLock {
 
     fn node(&self) -> Option<String> {
         Some("n1".into())
+    }
+}
+
+/// PostgreSQL's session advisory lock, as its clients see it.
+pub struct PostgresAdvisoryService;
+
+#[async_trait]
+impl LockService for PostgresAdvisoryService {
+    fn about(&self) -> About {
+        About {
+            name: "postgres-advisory",
+            token: None,
+            known_break: "a holder paused past idle_session_timeout: the server ends its session, \
+                 which releases the lock",
+            shown_by: &["postgres-advisory-pause"],
+            fenced_by: None,
+            options: reader::<NoOptions>(),
+            presets: &[POSTGRES_KEEPALIVE, RDS_POSTGRES_KEEPALIVE],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(
+            AdvisoryLock::connect(single(self.about().name, endpoints)?, cfg).await?,
+        ))
+    }
+}
+
+/// PostgreSQL's lease row, as its clients see it.
+pub struct PostgresLeaseService;
+
+#[async_trait]
+impl LockService for PostgresLeaseService {
+    fn about(&self) -> About {
+        About {
+            name: "postgres-lease",
+            token: Some("the lease row's token column, +1 on every acquire"),
+            known_break:
+                "a holder paused past locked_until: the next conditional UPDATE takes the row",
+            shown_by: &["postgres-lease-pause-unfenced"],
+            fenced_by: Some("postgres-lease-pause-fenced"),
+            options: reader::<NoOptions>(),
+            presets: &[PGLOCK],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(
+            LeaseRowLock::connect(single(self.about().name, endpoints)?, cfg).await?,
+        ))
     }
 }
 

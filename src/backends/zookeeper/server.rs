@@ -8,8 +8,8 @@
 //! client asks for is honoured from 2 ticks up to 2 minutes, so the workload's lease
 //! (the session timeout) is what the server applies.
 
-use super::plan::ClusterPlan;
-use super::recipe::{answers, ClusterError, Package, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{answers, ClusterError, Package, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::fmt::Write as _;
@@ -41,7 +41,7 @@ const TICK_MS: u64 = 100;
 /// `standalone`); a server without a quorum says it is "not currently serving".
 const SERVING: &str = "Mode: ";
 
-pub(super) struct Zookeeper;
+pub(crate) struct Zookeeper;
 
 #[async_trait]
 impl ServerRecipe for Zookeeper {

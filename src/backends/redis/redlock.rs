@@ -15,8 +15,11 @@
 //! holds the lock while another client holds a majority. A clock jump forward on a
 //! majority of servers expires the keys early, with the same result.
 
-use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use super::redis_instance::{ttl_ms, Instance, SetOutcome};
+use super::client::REDIS_DOCS;
+use super::instance::{ttl_ms, Instance, SetOutcome};
+use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, NoOptions};
+use crate::backend::service::{About, LockService};
 use async_trait::async_trait;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -207,5 +210,32 @@ impl LockClient for Redlock {
             self.held = Some(value);
         }
         judged
+    }
+}
+
+/// Redlock, as its clients see it.
+pub struct RedlockService;
+
+#[async_trait]
+impl LockService for RedlockService {
+    fn about(&self) -> About {
+        About {
+            name: "redlock",
+            token: None,
+            known_break: "a holder paused past its TTL: the key expires, another client sets it",
+            shown_by: &["redlock-pause-unfenced", "redlock-clock-jump"],
+            fenced_by: None,
+            options: reader::<NoOptions>(),
+            presets: &[REDIS_DOCS],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(Redlock::connect(endpoints, cfg)?))
     }
 }

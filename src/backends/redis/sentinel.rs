@@ -1,7 +1,7 @@
 //! Redis with Sentinel, as Redis's docs set it up for high availability: a primary
 //! (n1 at first), two replicas (n2, n3) and three Sentinels (n4 .. n6) that watch it
 //! and, once a majority of them find it down, promote a replica. The lock is the
-//! single-instance recipe of [`super::redis`] (`SET key holder NX PX ttl`, renew and
+//! single-instance recipe of [`super::client`] (`SET key holder NX PX ttl`, renew and
 //! release by compare-and-act scripts, the token an `INCR` in the same script) on the
 //! server the Sentinels name as primary (`SENTINEL get-master-addr-by-name`), asked
 //! afresh at every acquire, so that clients follow a failover. Renew and release go
@@ -25,9 +25,9 @@
 //! a primary cut off from its replicas takes a number the promoted replica never saw,
 //! and hands out again.
 
-use super::client::LockError;
-use super::options::{OptionError, OwnOptions};
-use super::redis_instance::Instance;
+use super::instance::Instance;
+use crate::backend::client::LockError;
+use crate::backend::options::{OptionError, OwnOptions};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::time::Duration;

@@ -5,16 +5,16 @@
 //!
 //! **Wiped members.** A member whose data was wiped cannot restart as itself
 //! (etcd refuses: "member has already been bootstrapped"): the running members
-//! forget it and take it back as a new member ([`readmit`]), with a new member
+//! forget it and take it back as a new member (`readmit`), with a new member
 //! id, which then joins the running cluster (`--initial-cluster-state existing`)
 //! and catches up from the leader.
 //!
 //! **Leader**: the member a quorum of the members names as leader, asked over
 //! each member's HTTP gateway.
 
-use super::node::NodeSpec;
-use super::plan::ClusterPlan;
-use super::recipe::{answers, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::node::NodeSpec;
+use crate::cluster::plan::ClusterPlan;
+use crate::cluster::recipe::{answers, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;
@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-pub(super) struct Etcd;
+pub(crate) struct Etcd;
 
 #[async_trait]
 impl ServerRecipe for Etcd {

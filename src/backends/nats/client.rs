@@ -35,8 +35,10 @@
 //! nats-server 2.9 reply; the stream is the one `create_key_value` would make
 //! (file storage, as `nats kv add` and the client libraries default to).
 
-use super::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use super::preset::LeasePreset;
+use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
+use crate::backend::options::{reader, NoOptions};
+use crate::backend::preset::LeasePreset;
+use crate::backend::service::{About, LockService};
 use anyhow::Context;
 use async_nats::jetstream::{
     self,
@@ -390,6 +392,36 @@ impl LockClient for KvLease {
         }
         let name = self.client.server_info().server_name;
         self.nodes.contains(&name).then_some(name)
+    }
+}
+
+/// NATS JetStream key-value, as its clients see it.
+pub struct NatsService;
+
+#[async_trait]
+impl LockService for NatsService {
+    fn about(&self) -> About {
+        About {
+            name: "nats",
+            token: Some("the key's revision when created (the stream sequence)"),
+            known_break:
+                "a holder paused past the bucket's max age: the key ages out, another creates it; \
+                 on a cluster before nats-server 2.9.21, two creates in flight at once both win \
+                 (nats-server#4320)",
+            shown_by: &["nats-pause-unfenced", "nats-cluster-create-race"],
+            fenced_by: Some("nats-pause-fenced"),
+            options: reader::<NoOptions>(),
+            presets: &[KV_LEADER_ELECT],
+            durable: None,
+        }
+    }
+
+    async fn connect(
+        &self,
+        endpoints: &[String],
+        cfg: &LockConfig,
+    ) -> anyhow::Result<Box<dyn LockClient>> {
+        Ok(Box::new(KvLease::connect(endpoints, cfg).await?))
     }
 }
 
