@@ -49,6 +49,14 @@ const REGISTRY: &[(&str, &str)] = &[
 /// Files that name a backend for a reason of their own.
 const ELSEWHERE: &[(&str, &str)] = &[
     (
+        "scripts/demo",
+        "the demo is a Redis lock's: it builds lockcheck with the Redis backend's feature alone",
+    ),
+    (
+        "scripts/test",
+        "clippy on the Redis-only build, the one the demo makes: the features must compile apart",
+    ),
+    (
         "scripts/packages.txt",
         "the client adapters' packages: the Redis and etcd client libraries of Debian's \
          Python and Go, by the paths that say they are installed",
