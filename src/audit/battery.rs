@@ -222,7 +222,9 @@ impl Recipe {
     /// for `kill-restart-durable` and `disk-full` (a server that writes nothing
     /// to its disk has nothing for a full one to refuse), the one that pins a
     /// client to one node for `holder-node-isolated` (a client balanced over
-    /// every node has no node of its own to cut off), none for the others.
+    /// every node has no node of its own to cut off, and one that moves its
+    /// session to another node when its own goes quiet keeps it), none for the
+    /// others.
     fn option_lines(self, facts: &Facts) -> Option<&'static str> {
         match self {
             Recipe::KillRestartDurable | Recipe::DiskFull => facts.durable,
@@ -1028,11 +1030,11 @@ mod tests {
     /// An etcd client balances over every member: only pinned to one does the
     /// holder have a node of its own to cut off, for longer than its lease.
     #[test]
-    fn the_holders_node_is_cut_off_past_its_lease_with_clients_pinned_where_they_balance() {
-        for (kind, pin) in [
-            (BackendKind::Etcd, Some("client_endpoint = \"follower\"")),
-            (BackendKind::Zookeeper, None),
-        ] {
+    fn the_holders_node_is_cut_off_past_its_lease_with_every_client_pinned_to_it() {
+        // An etcd client balances over every member; a ZooKeeper client moves its
+        // session to another server: either way the cut would miss the lease.
+        for kind in [BackendKind::Etcd, BackendKind::Zookeeper] {
+            let pin = Some("client_endpoint = \"follower\"");
             let facts = Facts::registered(kind, None, None);
             let b = battery(&facts, Some(&[Recipe::HolderNodeIsolated]));
             assert_eq!(names(&b).len(), 3, "{kind}: {:?}", names(&b));

@@ -13,6 +13,7 @@ pub mod adapter;
 pub mod client;
 pub mod options;
 pub mod preset;
+pub mod probe;
 pub mod service;
 
 pub use client::{Grant, LockClient, LockConfig, LockError};
@@ -167,7 +168,7 @@ impl BackendKind {
 
     /// Reads the backend's own `[backend]` keys as the backend checks them. A key
     /// the backend does not read, but another does, is refused in that backend's
-    /// words ("only etcd's clients are pinned to one member; redis has no such
+    /// words ("only etcd's and zookeeper's clients are pinned to one node; redis has no such
     /// option"); one no backend reads stays `unknown`.
     pub fn read_options(self, options: &Options) -> Result<(), OptionError> {
         (self.about().options.read)(options).map_err(|e| {

@@ -61,6 +61,34 @@ impl OwnOptions for NoOptions {
     const KEYS: &'static [(&'static str, &'static str)] = &[];
 }
 
+/// `backend.client_endpoint`: which node a client of a replicated service talks
+/// to, where it would otherwise talk to several (an etcd client balances over
+/// every member; a ZooKeeper client moves to another server of its connect string
+/// when its own stops serving, and its session with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientEndpoint {
+    /// The first node, in node order, that is not the leader when the client
+    /// connects: every client of the run picks the same one.
+    Follower,
+}
+
+/// The options of a backend whose one key of its own is `client_endpoint`
+/// (etcd's, ZooKeeper's).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointOptions {
+    /// The one node every client talks to (`"follower"`), instead of several.
+    pub client_endpoint: Option<ClientEndpoint>,
+}
+
+impl OwnOptions for EndpointOptions {
+    const KEYS: &'static [(&'static str, &'static str)] = &[(
+        "client_endpoint",
+        "only etcd's and zookeeper's clients are pinned to one node",
+    )];
+}
+
 /// A backend option refused: its key (`replica_acks`), what is wrong, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptionError {

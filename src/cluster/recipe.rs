@@ -12,8 +12,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// A server program a backend runs, and where it comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,29 +213,6 @@ impl Ports {
             election: None,
         }
     }
-}
-
-/// Sends `request` to `addr` and reads until the reply holds `healthy` (or the
-/// server closes): the readiness probe of servers with a plain-text answer.
-pub async fn answers(addr: SocketAddr, request: &[u8], healthy: &str) -> bool {
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        s.write_all(request).await.ok()?;
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 512];
-        loop {
-            let n = s.read(&mut buf).await.ok()?;
-            reply.extend_from_slice(&buf[..n]);
-            if n == 0 || String::from_utf8_lossy(&reply).contains(healthy) {
-                break;
-            }
-        }
-        Some(String::from_utf8_lossy(&reply).contains(healthy))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ask).await,
-        Ok(Some(true))
-    )
 }
 
 /// What can go wrong bringing a cluster up, in words that say what to do about it.

@@ -29,7 +29,7 @@
 //! timeout); the grant reports the TTL the server actually gave.
 
 use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use crate::backend::options::{reader, OwnOptions};
+use crate::backend::options::{reader, ClientEndpoint, EndpointOptions, OwnOptions};
 use crate::backend::preset::LeasePreset;
 use crate::backend::service::{About, LockService};
 use anyhow::Context;
@@ -38,7 +38,6 @@ use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, LeaderKey, PutOptions, ResignOptions,
     ResponseHeader, Txn, TxnOp,
 };
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -53,28 +52,7 @@ pub const SESSION: LeasePreset = LeasePreset {
 };
 
 /// etcd's own `[backend]` settings.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Options {
-    /// The one member every client talks to (`"follower"`), instead of all.
-    pub client_endpoint: Option<ClientEndpoint>,
-}
-
-impl OwnOptions for Options {
-    const KEYS: &'static [(&'static str, &'static str)] = &[(
-        "client_endpoint",
-        "only etcd's clients are pinned to one member",
-    )];
-}
-
-/// `backend.client_endpoint`: which member an etcd client talks to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ClientEndpoint {
-    /// The first member, in node order, that is not the leader when the client
-    /// connects: every client of the run picks the same one.
-    Follower,
-}
+pub type Options = EndpointOptions;
 
 /// What this client holds (or may hold, after a transaction with no reply).
 struct Hold {

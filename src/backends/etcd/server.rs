@@ -12,16 +12,15 @@
 //! **Leader**: the member a quorum of the members names as leader, asked over
 //! each member's HTTP gateway.
 
+use crate::backend::probe::{answers, http_body, whole_reply};
 use crate::cluster::node::NodeSpec;
 use crate::cluster::plan::ClusterPlan;
-use crate::cluster::recipe::{answers, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::recipe::{Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 pub(crate) struct Etcd;
 
@@ -243,25 +242,15 @@ async fn leader(running: &[(String, SocketAddr)], total: usize) -> Option<String
 /// both as etcd prints them (decimal strings); none if it does not answer in time or
 /// has no leader.
 async fn status(addr: SocketAddr) -> Option<(String, String)> {
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        let body = "{}";
-        let request = format!(
-            "POST /v3/maintenance/status HTTP/1.0\r\nHost: {addr}\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        s.write_all(request.as_bytes()).await.ok()?;
-        let mut reply = Vec::new();
-        s.read_to_end(&mut reply).await.ok()?;
-        let reply = String::from_utf8_lossy(&reply);
-        let json: serde_json::Value = serde_json::from_str(reply.split("\r\n\r\n").nth(1)?).ok()?;
-        let id = json["header"]["member_id"].as_str()?.to_string();
-        let leader = json["leader"].as_str().filter(|l| *l != "0")?.to_string();
-        Some((id, leader))
-    };
-    tokio::time::timeout(Duration::from_secs(1), ask)
-        .await
-        .ok()
-        .flatten()
+    let body = "{}";
+    let request = format!(
+        "POST /v3/maintenance/status HTTP/1.0\r\nHost: {addr}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let reply = whole_reply(addr, request.as_bytes(), Duration::from_secs(1)).await?;
+    let json: serde_json::Value = serde_json::from_str(http_body(&reply)?).ok()?;
+    let id = json["header"]["member_id"].as_str()?.to_string();
+    let leader = json["leader"].as_str().filter(|l| *l != "0")?.to_string();
+    Some((id, leader))
 }

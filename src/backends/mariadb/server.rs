@@ -50,7 +50,7 @@ impl ServerRecipe for Mariadb {
 
     /// The server's greeting packet carries its version, MariaDB's included.
     async fn ready(&self, addr: SocketAddr) -> bool {
-        crate::cluster::recipe::answers(addr, b"", "MariaDB").await
+        crate::backend::probe::answers(addr, b"", "MariaDB").await
     }
 }
 

@@ -24,6 +24,7 @@
 //! Raft elections in nats-server take 4 to 9 s (its fixed election timeouts): a
 //! killed stream leader leaves the lock unavailable that long.
 
+use crate::backend::probe;
 use crate::backends::nats::client::STREAM_PREFIX;
 use crate::cluster::node::NodeSpec;
 use crate::cluster::plan::ClusterPlan;
@@ -33,8 +34,6 @@ use async_trait::async_trait;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 pub(crate) struct Nats;
 
@@ -131,37 +130,21 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 /// runs every few milliseconds while a cluster starts.
 async fn ready(addr: SocketAddr) -> bool {
     const INBOX: &str = "_INBOX.lockcheck-ready";
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        // A zero-byte PUB still ends its (empty) payload with CRLF.
-        let request = format!(
-            "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true}}\r\n\
-             SUB {INBOX} 1\r\nPUB $JS.API.INFO {INBOX} 0\r\n\r\n"
-        );
-        s.write_all(request.as_bytes()).await.ok()?;
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 1024];
-        loop {
-            let n = s.read(&mut buf).await.ok()?;
-            if n == 0 {
-                return Some(false);
-            }
-            reply.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&reply);
-            if text.contains("account_info_response") {
-                // An error reply (no JetStream for this account) is not ready.
-                return Some(text.contains("\"jetstream\":true") && !text.contains("\"error\""));
-            }
-            // Headers only: "no responders" (503), JetStream is not up yet.
-            if text.contains("HMSG") {
-                return Some(false);
-            }
+    // A zero-byte PUB still ends its (empty) payload with CRLF.
+    let request = format!(
+        "CONNECT {{\"verbose\":false,\"pedantic\":false,\"headers\":true,\"no_responders\":true}}\r\n\
+         SUB {INBOX} 1\r\nPUB $JS.API.INFO {INBOX} 0\r\n\r\n"
+    );
+    let answer = |reply: &[u8], ended: bool| {
+        let text = String::from_utf8_lossy(reply);
+        if text.contains("account_info_response") {
+            // An error reply (no JetStream for this account) is not ready.
+            return Some(text.contains("\"jetstream\":true") && !text.contains("\"error\""));
         }
+        // Headers only: "no responders" (503), JetStream is not up yet.
+        (text.contains("HMSG") || ended).then_some(false)
     };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ask).await,
-        Ok(Some(true))
-    )
+    probe::ask(addr, request.as_bytes(), Duration::from_secs(1), answer).await == Some(true)
 }
 
 /// The node that leads the lock's stream, asking the running nodes (`running`:

@@ -27,6 +27,7 @@
 use crate::backend::client::{Grant, LockClient, LockConfig, LockError};
 use crate::backend::options::{reader, OwnOptions};
 use crate::backend::preset::LeasePreset;
+use crate::backend::probe;
 use crate::backend::service::{About, LockService};
 use crate::backends::postgres::client::Conn;
 use anyhow::Context;
@@ -34,7 +35,6 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub use crate::history::error::NOT_PRIMARY;
 
@@ -160,25 +160,18 @@ impl NodeLeadership {
     /// Whether the node's Patroni answers `GET /primary` with 200 within the
     /// request timeout.
     async fn agent_names_primary(&self) -> Result<(), String> {
-        let api = self.api;
-        let ask = async {
-            let mut s = tokio::net::TcpStream::connect(api).await.ok()?;
-            s.write_all(b"GET /primary HTTP/1.0\r\n\r\n").await.ok()?;
-            let mut head = [0u8; 12];
-            s.read_exact(&mut head).await.ok()?;
-            Some(String::from_utf8_lossy(&head).into_owned())
+        let within = self.cfg.request_timeout();
+        let head = |reply: &[u8], _| {
+            let head = reply.get(..12)?;
+            Some(String::from_utf8_lossy(head).into_owned())
         };
-        match tokio::time::timeout(self.cfg.request_timeout(), ask).await {
-            Ok(Some(head)) if head.ends_with(" 200") => Ok(()),
-            Ok(Some(head)) => Err(format!("{NOT_PRIMARY} ({} answered {head})", self.name)),
-            Ok(None) => Err(format!(
-                "{NOT_PRIMARY} ({}'s Patroni did not answer)",
-                self.name
-            )),
-            Err(_) => Err(format!(
+        match probe::ask(self.api, b"GET /primary HTTP/1.0\r\n\r\n", within, head).await {
+            Some(head) if head.ends_with(" 200") => Ok(()),
+            Some(head) => Err(format!("{NOT_PRIMARY} ({} answered {head})", self.name)),
+            None => Err(format!(
                 "{NOT_PRIMARY} ({}'s Patroni did not answer within {} ms)",
                 self.name,
-                self.cfg.request_timeout().as_millis()
+                within.as_millis()
             )),
         }
     }

@@ -21,11 +21,12 @@
 //! As root, Patroni and its PostgreSQL run as the `postgres` account, which is
 //! given the node's directory.
 
+use crate::backend::probe::answers;
 use crate::backend::BackendKind;
 use crate::backends::postgres::client::SUPERUSER;
 use crate::cluster::node::NodeSpec;
 use crate::cluster::plan::ClusterPlan;
-use crate::cluster::recipe::{answers, Detached, Init, Package, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::recipe::{Detached, Init, Package, Ports, ServerBinary, ServerRecipe};
 use crate::cluster::setup::{hand_over, run_as, unprivileged_user};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;

@@ -14,17 +14,24 @@
 //! wakes up still believing it holds it (until its client learns that its session
 //! expired). Fencing by czxid at the resource stops its stale writes.
 //!
+//! Clients connect to any server of the ensemble and move to another when theirs
+//! stops serving, session and all; with `client_endpoint = "follower"`, each
+//! connects to the first server that follows (`srvr` says `Mode: follower`) and
+//! to no other, so that a fault on that server reaches the holder's session.
+//!
 //! A session that expired is gone for good: the next acquire opens a new one. A
 //! request whose outcome is unknown closes the session, which deletes whatever
 //! ephemeral znode it may have created.
 
 use crate::backend::client::{Grant, LockClient, LockConfig, LockError};
-use crate::backend::options::{reader, NoOptions};
+use crate::backend::options::{reader, ClientEndpoint, EndpointOptions, OwnOptions};
 use crate::backend::preset::LeasePreset;
+use crate::backend::probe::whole_reply;
 use crate::backend::service::{About, LockService};
 use anyhow::Context;
 use async_trait::async_trait;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState};
 
@@ -35,6 +42,42 @@ pub const CURATOR: LeasePreset = LeasePreset {
     renew_every: None,
     source: "Apache Curator / ZooKeeper: session timeout 60 s",
 };
+
+/// ZooKeeper's own `[backend]` settings.
+pub type Options = EndpointOptions;
+
+/// What the server at `addr` says it is (`srvr`'s `Mode:` line: `leader`,
+/// `follower`, `standalone`); nothing from a server without a quorum, which is
+/// "not currently serving", or one that does not answer within a second.
+pub(crate) async fn mode(addr: SocketAddr) -> Option<String> {
+    let reply = whole_reply(addr, b"srvr", Duration::from_secs(1)).await?;
+    let mode = reply.lines().find_map(|l| l.strip_prefix("Mode: "))?;
+    Some(mode.trim().to_string())
+}
+
+/// The first of `endpoints` whose server follows the ensemble's leader now.
+async fn follower(endpoints: &[String]) -> anyhow::Result<String> {
+    let mut seen = Vec::new();
+    for endpoint in endpoints {
+        let addr = tokio::net::lookup_host(endpoint.as_str())
+            .await
+            .ok()
+            .and_then(|mut a| a.next());
+        let said = match addr {
+            Some(addr) => mode(addr).await,
+            None => None,
+        };
+        match said.as_deref() {
+            Some("follower") => return Ok(endpoint.clone()),
+            Some(other) => seen.push(format!("{endpoint}: {other}")),
+            None => seen.push(format!("{endpoint}: no answer to srvr")),
+        }
+    }
+    anyhow::bail!(
+        "client_endpoint = \"follower\": no server follows now ({})",
+        seen.join("; ")
+    )
+}
 
 /// Where lock nodes live.
 const ROOT: &str = "/lockcheck";
@@ -80,11 +123,16 @@ fn sequence(name: &str) -> Option<i64> {
 }
 
 impl ZkLock {
-    /// Connects to the ensemble (every member's `host:port`).
+    /// Connects to the ensemble (every member's `host:port`), or to one follower
+    /// with `client_endpoint = "follower"`.
     pub async fn connect(endpoints: &[String], cfg: &LockConfig) -> anyhow::Result<Self> {
         let name = cfg.name.replace('/', "_");
+        let cluster = match Options::of(&cfg.options).client_endpoint {
+            Some(ClientEndpoint::Follower) => follower(endpoints).await?,
+            None => endpoints.join(","),
+        };
         let mut lock = ZkLock {
-            cluster: endpoints.join(","),
+            cluster,
             cfg: cfg.clone(),
             timeout: cfg.request_timeout(),
             dir: format!("{ROOT}/{name}"),
@@ -296,7 +344,7 @@ impl LockService for ZookeeperService {
                  znode goes, the next in line holds",
             shown_by: &["zookeeper-pause-unfenced"],
             fenced_by: Some("zookeeper-pause-fenced"),
-            options: reader::<NoOptions>(),
+            options: reader::<Options>(),
             presets: &[CURATOR],
             durable: None,
         }
@@ -308,6 +356,11 @@ impl LockService for ZookeeperService {
         cfg: &LockConfig,
     ) -> anyhow::Result<Box<dyn LockClient>> {
         Ok(Box::new(ZkLock::connect(endpoints, cfg).await?))
+    }
+
+    /// One server for every client: a fault on it is a fault on the holder's session.
+    fn pinned_option(&self) -> Option<&'static str> {
+        Some("client_endpoint = \"follower\"")
     }
 
     /// The session's heartbeats, sent by the client while it runs.

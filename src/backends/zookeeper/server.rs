@@ -8,17 +8,16 @@
 //! client asks for is honoured from 2 ticks up to 2 minutes, so the workload's lease
 //! (the session timeout) is what the server applies.
 
+use crate::backend::probe::answers;
+use crate::backends::zookeeper::client::mode;
 use crate::cluster::plan::ClusterPlan;
-use crate::cluster::recipe::{answers, ClusterError, Package, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::recipe::{ClusterError, Package, Ports, ServerBinary, ServerRecipe};
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// The jars a server needs, and the Debian package of each: the jars' own, not
 /// `zookeeper` (its scripts and ZooInspector), which depends on a desktop JRE that
@@ -171,15 +170,5 @@ fn command(plan: &ClusterPlan, i: usize) -> Result<Command> {
 
 /// Whether the server at `addr` says it leads the ensemble (or runs alone).
 async fn leads(addr: SocketAddr) -> bool {
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        s.write_all(b"srvr").await.ok()?;
-        let mut reply = String::new();
-        s.read_to_string(&mut reply).await.ok()?;
-        Some(reply.contains("Mode: leader") || reply.contains("Mode: standalone"))
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(1), ask).await,
-        Ok(Some(true))
-    )
+    matches!(mode(addr).await.as_deref(), Some("leader" | "standalone"))
 }

@@ -367,7 +367,7 @@ fn a_backends_own_keys_are_read_and_refused_by_the_backend() {
 }
 
 #[test]
-fn only_etcd_clients_are_pinned_to_a_follower() {
+fn only_etcd_and_zookeeper_clients_are_pinned_to_a_follower() {
     let with = |kind: &str| {
         parse(&GOOD.replace(
             "kind = \"redis\"",
@@ -378,11 +378,16 @@ fn only_etcd_clients_are_pinned_to_a_follower() {
     let options = with("etcd").unwrap().backend.options;
     assert_eq!(
         crate::backends::etcd::client::Options::of(&options).client_endpoint,
-        Some(crate::backends::etcd::client::ClientEndpoint::Follower)
+        Some(crate::backend::options::ClientEndpoint::Follower)
+    );
+    let options = with("zookeeper").unwrap().backend.options;
+    assert_eq!(
+        crate::backends::zookeeper::client::Options::of(&options).client_endpoint,
+        Some(crate::backend::options::ClientEndpoint::Follower)
     );
     let e = format!("{:#}", with("redis").unwrap_err());
     assert!(
-        e.contains("backend.client_endpoint") && e.contains("only etcd"),
+        e.contains("backend.client_endpoint") && e.contains("only etcd's and zookeeper's"),
         "{e}"
     );
 }

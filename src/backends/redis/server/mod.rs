@@ -5,11 +5,12 @@
 
 pub mod sentinel;
 
+use crate::backend::probe::answers;
 use crate::backend::OwnOptions;
 use crate::backends::redis::client::{Options, Persistence};
 use crate::cluster::node::NodeSpec;
 use crate::cluster::plan::ClusterPlan;
-use crate::cluster::recipe::{answers, Ports, ServerBinary, ServerRecipe};
+use crate::cluster::recipe::{Ports, ServerBinary, ServerRecipe};
 use anyhow::Result;
 use async_trait::async_trait;
 use std::net::SocketAddr;

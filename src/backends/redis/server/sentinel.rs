@@ -9,6 +9,7 @@
 //! both other Sentinels.
 
 use super::{kept, server_command};
+use crate::backend::probe;
 use crate::backends::redis::client::Persistence;
 use crate::backends::redis::instance::Instance;
 use crate::backends::redis::sentinel::{primary_named_by, MASTER_NAME, SENTINELS, SERVERS};
@@ -21,8 +22,6 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// How long the Sentinels wait before they find an unanswering primary down.
 const DOWN_AFTER_MS: u64 = 1000;
@@ -88,25 +87,10 @@ fn sentinel_config(plan: &ClusterPlan, i: usize) -> String {
 /// at every Sentinel: 6 s of every start, measured, where the nodes were all
 /// playing their parts after 1.5 s.
 async fn info(addr: SocketAddr) -> Option<String> {
-    let ask = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        s.write_all(b"INFO\r\n").await.ok()?;
-        let mut reply = Vec::new();
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = s.read(&mut buf).await.ok()?;
-            if n == 0 {
-                return None;
-            }
-            reply.extend_from_slice(&buf[..n]);
-            if let Some(text) = bulk_string(&reply)? {
-                return Some(text);
-            }
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(1), ask)
+    // Done at the bulk string's end, or at once on another reply (an error).
+    let reply = |reply: &[u8], _| bulk_string(reply).map_or(Some(None), |text| text.map(Some));
+    probe::ask(addr, b"INFO\r\n", Duration::from_secs(1), reply)
         .await
-        .ok()
         .flatten()
 }
 
