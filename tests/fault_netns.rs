@@ -312,6 +312,57 @@ fn a_zookeeper_ensemble_rides_out_its_leader_cut_off() {
     one_leader_isolation_leaves_nothing_behind("zookeeper-partition-isolate-leader.toml");
 }
 
+/// A ZooKeeper client moves its session to another server when its own stops
+/// serving, so that cutting off the holder's server deposed nobody in 10 of 10
+/// audit runs (docs/faults.md). Pinned to one follower (`client_endpoint =
+/// "follower"`), it cannot: the session expires while the server is cut off for
+/// twice the lease, a successor is granted once it is back, and the holder, told
+/// nothing, writes on over it (the audit's holder-node-isolated, unfenced).
+#[test]
+fn a_zookeeper_holder_pinned_to_its_cut_off_server_loses_its_session_and_writes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write_workload(
+        dir.path(),
+        "zookeeper-holder-node-isolated.toml",
+        r#"
+duration = "20s"
+end = "after-effect"
+seed = 1
+resource = "unfenced"
+
+[backend]
+kind = "zookeeper"
+lease = "2s"
+fencing_token = true
+acquire_timeout = "1s"
+network = "namespaces"
+client_endpoint = "follower"
+
+[clients]
+count = 3
+
+[critical_section]
+hold = "10s"
+writes = 20
+think = "50ms"
+
+[[faults]]
+kind = "partition-nodes"
+shape = "isolate"
+nodes = "holders"
+cut = "blackhole"
+duration = "4s"
+after = "1s"
+interval = "6s"
+"#,
+    );
+    let r = run(&w, &[]);
+    r.assert_flagged(&["double-holder", "stale-write-accepted"]);
+    assert_eq!(r.json["provoked"]["class"], "provoked", "{}", r.json);
+    assert_network_gone(&netns::run_id(&r.run_dir()));
+    r.assert_nothing_left();
+}
+
 /// Starts `lockcheck run` on the etcd leader-isolation workload and returns once
 /// its first node partition is in force: the controller, and the run directory.
 fn run_until_nodes_are_cut(results: &Path) -> (std::process::Child, PathBuf) {
