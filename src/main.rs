@@ -54,6 +54,7 @@ enum Command {
     #[command(after_long_help = cli::exit_codes::RECOVER.help())]
     Recover(cli::recover::Args),
     /// Build the Docker image that runs this machine's own servers (lockcheck/host).
+    #[cfg(feature = "docker")]
     #[command(after_long_help = cli::exit_codes::IMAGE.help())]
     Image(cli::image::Args),
     /// Time the checker on the Porcupine and Knossos corpora (and a lock history).
@@ -92,6 +93,7 @@ fn main() -> ExitCode {
         Command::Audit(args) => cli::audit::main(args),
         Command::Doctor(args) => cli::doctor::main(args),
         Command::Recover(args) => cli::recover::main(args),
+        #[cfg(feature = "docker")]
         Command::Image(args) => cli::image::main(args),
         Command::Bench(args) => cli::bench::main(args),
         Command::Worker(args) => cli::worker::main(args),

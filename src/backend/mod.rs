@@ -168,20 +168,29 @@ impl BackendKind {
 
     /// Reads the backend's own `[backend]` keys as the backend checks them. A key
     /// the backend does not read, but another does, is refused in that backend's
-    /// words ("only etcd's and zookeeper's clients are pinned to one node; redis has no such
-    /// option"); one no backend reads stays `unknown`.
+    /// words ("only redis runs with a persistence setting of lockcheck's; etcd has no
+    /// such option"), or, one several backends read, naming them ("only etcd and
+    /// zookeeper read it: ..."); one no backend reads stays `unknown`.
     pub fn read_options(self, options: &Options) -> Result<(), OptionError> {
         (self.about().options.read)(options).map_err(|e| {
-            let owner = BackendKind::ALL
-                .into_iter()
-                .flat_map(|k| k.about().options.keys)
-                .find(|(key, _)| e.why == Why::Unknown && *key == e.key);
-            match owner {
-                Some((_, what)) => {
-                    OptionError::value(&e.key, format!("{what}; {self} has no such option"))
-                }
-                None => e,
+            if e.why != Why::Unknown {
+                return e;
             }
+            let owners: Vec<(BackendKind, &str)> = BackendKind::ALL
+                .into_iter()
+                .flat_map(|k| k.about().options.keys.iter().map(move |o| (k, o)))
+                .filter(|(_, (key, _))| *key == e.key)
+                .map(|(k, (_, what))| (k, *what))
+                .collect();
+            let what = match owners.as_slice() {
+                [] => return e,
+                [(_, what)] => what.to_string(),
+                [.., (_, what)] => {
+                    let names: Vec<&str> = owners.iter().map(|(k, _)| k.name()).collect();
+                    format!("only {} read it: {what}", names.join(" and "))
+                }
+            };
+            OptionError::value(&e.key, format!("{what}; {self} has no such option"))
         })
     }
 

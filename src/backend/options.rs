@@ -73,8 +73,7 @@ pub enum ClientEndpoint {
     Follower,
 }
 
-/// The options of a backend whose one key of its own is `client_endpoint`
-/// (etcd's, ZooKeeper's).
+/// The options of a backend whose one key of its own is `client_endpoint`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointOptions {
@@ -85,7 +84,7 @@ pub struct EndpointOptions {
 impl OwnOptions for EndpointOptions {
     const KEYS: &'static [(&'static str, &'static str)] = &[(
         "client_endpoint",
-        "only etcd's and zookeeper's clients are pinned to one node",
+        "each client pinned to one node, where it would talk to several",
     )];
 }
 

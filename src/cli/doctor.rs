@@ -189,13 +189,17 @@ fn local_processes() -> Item {
 }
 
 fn docker() -> Item {
+    #[cfg(feature = "docker")]
     let (ok, detail) = crate::cli::image::doctor_line();
+    #[cfg(not(feature = "docker"))]
+    let (ok, detail) = (false, crate::cluster::WITHOUT_DOCKER.to_string());
     Item {
         area: "runtime",
         name: "docker".into(),
         ok,
         detail,
-        install: (!ok).then_some("docker.io"),
+        // A build without the feature needs lockcheck built again, not a package.
+        install: (!ok && cfg!(feature = "docker")).then_some("docker.io"),
         ..Item::default()
     }
 }

@@ -9,6 +9,7 @@ pub mod bench;
 pub mod check;
 pub mod doctor;
 pub mod exit_codes;
+#[cfg(feature = "docker")]
 pub mod image;
 pub mod recover;
 pub mod report;

@@ -28,6 +28,7 @@ use super::node::log_tail;
 use super::plan::{ClusterPlan, ClusterSpec, Prepare, Runtime, DATA_DIR};
 use super::recipe::{ClusterError, Init};
 use super::recipes::recipe;
+pub use super::recipes::{default_image, HOST_IMAGE};
 use super::running::Cluster;
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal};
@@ -58,13 +59,6 @@ pub const MOUNTS_LABEL: &str = "lockcheck.host-mounts";
 /// This machine's users and groups, mounted read-only into the containers of an
 /// image that runs this machine's programs.
 const HOST_ACCOUNTS: [&str; 2] = ["/etc/passwd", "/etc/group"];
-/// The image `lockcheck image build` makes.
-pub const HOST_IMAGE: &str = "lockcheck/host:latest";
-
-/// The image a backend runs from unless the workload says otherwise: the image
-/// users pull (Redis, etcd), whose command lines are the servers' own; the host
-/// image for the others, whose command lines name this machine's files (the
-/// ZooKeeper jars, PostgreSQL's versioned directory, `mariadb-install-db`).
 /// Why the docker runtime cannot run `kind`'s servers, if it cannot: a backend
 /// whose nodes need another cluster running first (Patroni's etcd).
 pub fn refuses(kind: BackendKind) -> Option<String> {
@@ -75,10 +69,6 @@ pub fn refuses(kind: BackendKind) -> Option<String> {
             kind.name()
         )
     })
-}
-
-pub fn default_image(kind: BackendKind) -> &'static str {
-    recipe(kind).official_image().unwrap_or(HOST_IMAGE)
 }
 
 /// Whether a start failed because Docker could not publish a node's port.

@@ -12,6 +12,7 @@
 //! rather than a failed spawn), ports, command line, one-off setup, readiness,
 //! leader, image. The runtimes never name a backend.
 
+#[cfg(feature = "docker")]
 pub mod docker;
 pub mod external;
 pub mod freezer;
@@ -28,6 +29,7 @@ pub mod ssh;
 mod template;
 pub mod timens;
 
+#[cfg(feature = "docker")]
 pub use docker::DockerCluster;
 pub use external::ExternalCluster;
 pub use local::LocalCluster;
@@ -36,11 +38,19 @@ pub use plan::{ClusterPlan, ClusterSpec, NetworkKind, Prepare, PrepareFn, Runtim
 pub use recipe::{
     detached_pid, ClusterError, Detached, Init, Package, Ports, ServerBinary, ServerRecipe,
 };
-pub use recipes::{available_backends, default_nodes, recipe, server_binary, Availability};
+pub use recipes::{
+    available_backends, default_image, default_nodes, recipe, server_binary, Availability,
+    HOST_IMAGE,
+};
 pub use running::Cluster;
 pub use ssh::{SshCluster, SshSpec};
 
 use crate::backend::BackendKind;
+
+/// What a build without the `docker` feature says of the docker runtime.
+#[cfg(not(feature = "docker"))]
+pub const WITHOUT_DOCKER: &str = "backend.runtime = \"docker\": this lockcheck was built \
+     without its `docker` feature (cargo build --features docker)";
 use anyhow::Result;
 use async_trait::async_trait;
 use std::path::Path;

@@ -46,6 +46,18 @@ pub fn recipe(kind: BackendKind) -> &'static dyn ServerRecipe {
     }
 }
 
+/// The image `lockcheck image build` makes.
+pub const HOST_IMAGE: &str = "lockcheck/host:latest";
+
+/// The image a backend runs from under the docker runtime unless the workload
+/// says otherwise: the image users pull (Redis, etcd), whose command lines are the
+/// servers' own; the host image for the others, whose command lines name this
+/// machine's files (the ZooKeeper jars, PostgreSQL's versioned directory,
+/// `mariadb-install-db`).
+pub fn default_image(kind: BackendKind) -> &'static str {
+    recipe(kind).official_image().unwrap_or(HOST_IMAGE)
+}
+
 /// The server program behind each backend.
 pub fn server_binary(kind: BackendKind) -> ServerBinary {
     recipe(kind).binary()

@@ -12,8 +12,10 @@
 //! pid and start time, so one that ended (and whose pid the kernel reused) is
 //! "already gone", never signalled.
 
+#[cfg(feature = "docker")]
+use crate::cluster::docker;
 use crate::cluster::ssh::host::{Host, Unreachable};
-use crate::cluster::{detached_pid, docker, freezer, home, netns};
+use crate::cluster::{detached_pid, freezer, home, netns};
 use crate::fault::catalogue;
 use crate::journal::{pending, Effect, Journal, Pending};
 use anyhow::{bail, Context, Result};
@@ -126,6 +128,13 @@ pub fn undo(effect: &Effect) -> Result<String> {
             true => "thawed".into(),
             false => ALREADY_GONE.into(),
         },
+        #[cfg(not(feature = "docker"))]
+        Effect::Containers { run } => anyhow::bail!(
+            "the run's containers (label lockcheck.run={run}) need a lockcheck built with its \
+             `docker` feature; or remove them by hand: \
+             docker rm -f $(docker ps -aq --filter label=lockcheck.run={run})"
+        ),
+        #[cfg(feature = "docker")]
         Effect::Containers { run } => {
             let r = docker::remove_run_blocking(run)?;
             format!(

@@ -60,7 +60,7 @@ impl Prepared {
             .image
             .as_deref()
             .or(self.w.backend.image.as_deref())
-            .unwrap_or(cluster::docker::default_image(self.w.backend.kind))
+            .unwrap_or(cluster::default_image(self.w.backend.kind))
     }
 }
 

@@ -62,10 +62,14 @@ async fn start_cluster(run: &Prepared, spec: ClusterSpec) -> Result<Box<dyn Clus
     let w = &run.w;
     Ok(match w.runtime {
         Runtime::Local => Box::new(cluster::LocalCluster::start(spec).await?),
+        #[cfg(feature = "docker")]
         Runtime::Docker => {
             let image = run.docker_image();
             Box::new(cluster::DockerCluster::start(spec, image).await?)
         }
+        // Refused with the workload (`Workload::with_runtime`), before anything starts.
+        #[cfg(not(feature = "docker"))]
+        Runtime::Docker => anyhow::bail!(cluster::WITHOUT_DOCKER),
         Runtime::Ssh => {
             let mut ssh = w
                 .backend

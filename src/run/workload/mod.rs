@@ -618,6 +618,10 @@ impl Workload {
         let file = self.path.display();
         let rt = self.runtime.name();
         let endpoints = self.backend.endpoints.len();
+        #[cfg(not(feature = "docker"))]
+        if self.runtime == Runtime::Docker {
+            bail!("{file}: {}", crate::cluster::WITHOUT_DOCKER);
+        }
         match self.runtime {
             Runtime::External if endpoints == 0 => bail!(
                 "{file}: backend.endpoints: the external runtime needs the servers' addresses, like [\"127.0.0.1:6379\"]"

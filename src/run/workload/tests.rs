@@ -387,7 +387,7 @@ fn only_etcd_and_zookeeper_clients_are_pinned_to_a_follower() {
     );
     let e = format!("{:#}", with("redis").unwrap_err());
     assert!(
-        e.contains("backend.client_endpoint") && e.contains("only etcd's and zookeeper's"),
+        e.contains("backend.client_endpoint") && e.contains("only etcd and zookeeper read it"),
         "{e}"
     );
 }
