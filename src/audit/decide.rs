@@ -444,22 +444,31 @@ fn gaps(asked: &Asked<'_>, cards: &[ScenarioCard]) -> Vec<String> {
         ));
     }
     out.extend(asked.unavailable.iter().cloned());
+    let cut = asked
+        .cut
+        .clone()
+        .unwrap_or_else(|| "the budget ran out".into());
+    // One cut (a budget, a merge missing parts) stops many scenarios at once:
+    // its reason once, then each scenario with how far it got.
+    let cut_short = cards
+        .iter()
+        .filter(|c| c.stopped == Stopped::CutShort)
+        .count();
+    let each_cut = match cut_short {
+        0 | 1 => format!("cut short ({cut})"),
+        n => {
+            out.push(format!("cut short ({cut}): {n} scenarios"));
+            "cut short".to_string()
+        }
+    };
     for c in cards {
-        let cut = || {
-            asked
-                .cut
-                .clone()
-                .unwrap_or_else(|| "the budget ran out".into())
-        };
         let why = match (c.question, c.stopped) {
             // A scenario a run showed its fault cannot reach asks nothing of
             // the lock: the scorecard lists it as not applicable, with why.
             (_, Stopped::Broke | Stopped::BrokeUnprovoked | Stopped::OutOfReach) => None,
             (_, Stopped::CutShort) => Some(format!(
-                "cut short ({}) after {} runs, {} provoked",
-                cut(),
-                c.ran,
-                c.provoked
+                "{each_cut} after {} runs, {} provoked",
+                c.ran, c.provoked
             )),
             (Question::CanItBreak, _) if c.counted == 0 => {
                 Some(format!("no run checked of {} ran", c.ran))
@@ -1039,6 +1048,17 @@ mod tests {
         assert_eq!(
             d.missing,
             ["holder-pause-fenced: cut short (the budget (2m00s) ran out) after 24 runs, 20 provoked"]
+        );
+        // Several cut by it (a merge missing parts: a long reason): it once.
+        cut[0].stopped = Stopped::CutShort;
+        let d = decide(&a, &cut);
+        assert_eq!(
+            d.missing,
+            [
+                "cut short (the budget (2m00s) ran out): 2 scenarios",
+                "holder-pause-unfenced: cut short after 1 runs, 1 provoked",
+                "holder-pause-fenced: cut short after 24 runs, 20 provoked"
+            ]
         );
     }
 
