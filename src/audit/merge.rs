@@ -208,15 +208,7 @@ fn battery_of(first: &Read, dir: &Path) -> Result<Ran> {
     let field = |f: &str, why: String| {
         Exit::malformed(format!("{}: field {f}: {why}", first.path.display()))
     };
-    let kind = BackendKind::ALL
-        .into_iter()
-        .find(|k| k.name() == c.backend)
-        .ok_or_else(|| {
-            field(
-                "backend",
-                format!("{:?} is no backend of this lockcheck", c.backend),
-            )
-        })?;
+    let kind = BackendKind::named(&c.backend).map_err(|why| field("backend", why))?;
     let recipes = match &first.shards.scenarios {
         None => None,
         Some(names) => Some(

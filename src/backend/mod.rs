@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 
 /// Which lock service a workload tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[serde(rename_all = "kebab-case", try_from = "String")]
 pub enum BackendKind {
     #[cfg(feature = "redis")]
     Redis,
@@ -109,7 +109,63 @@ const BUILT: &[BackendKind] = &[
     BackendKind::Patroni,
 ];
 
+/// Every backend a build of lockcheck can have, by name, with the cargo feature
+/// that brings it: a name this build lacks is told apart from a typo.
+const FEATURES: [(&str, &str); 10] = [
+    ("redis", "redis"),
+    ("redis-sentinel", "redis"),
+    ("redlock", "redis"),
+    ("etcd", "etcd"),
+    ("postgres-advisory", "postgres"),
+    ("postgres-lease", "postgres"),
+    ("nats", "nats"),
+    ("zookeeper", "zookeeper"),
+    ("mariadb", "mariadb"),
+    ("patroni", "patroni"),
+];
+
+/// [`BackendKind::named`] in a build with the backends `built`.
+fn named_among(name: &str, built: &[BackendKind]) -> Result<BackendKind, String> {
+    if let Some(kind) = built.iter().find(|k| k.name() == name) {
+        return Ok(*kind);
+    }
+    match FEATURES.iter().find(|(n, _)| *n == name) {
+        Some((_, feature)) => Err(format!(
+            "`{name}`: this lockcheck was built without its `{feature}` feature \
+             (cargo build --features {feature})"
+        )),
+        None => {
+            let names: Vec<&str> = built.iter().map(|k| k.name()).collect();
+            Err(format!(
+                "unknown backend `{name}`, expected one of {}",
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+/// A backend's name as a workload, a scorecard or `--backend` gives it: one of
+/// this build's, or why not (a backend built without, or no backend at all).
+impl TryFrom<String> for BackendKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<BackendKind, String> {
+        BackendKind::named(&name)
+    }
+}
+
 impl BackendKind {
+    /// The backend called `name`; else, for a backend this build was made
+    /// without, the feature to build it with, or the names there are.
+    pub fn named(name: &str) -> Result<BackendKind, String> {
+        named_among(name, &BackendKind::ALL)
+    }
+
+    /// Whether some build of lockcheck has a backend called `name`.
+    pub fn buildable(name: &str) -> bool {
+        FEATURES.iter().any(|(n, _)| *n == name)
+    }
+
     /// Every backend this build has (each is a cargo feature, all by default),
     /// in the registry's order.
     pub const ALL: [BackendKind; BUILT.len()] = {
@@ -364,6 +420,29 @@ pub async fn connect_election(
 
 #[cfg(test)]
 mod tests {
+    /// A backend this build lacks is named with its feature; a typo gets the
+    /// names there are; every built name reads back, and every name of the
+    /// registry is one some build has.
+    #[test]
+    fn a_backend_is_named_or_told_apart_from_one_built_without() {
+        let redis_only = [super::BackendKind::Redis];
+        let e = super::named_among("etcd", &redis_only).unwrap_err();
+        assert!(e.contains("built without its `etcd` feature"), "{e}");
+        let e = super::named_among("etdc", &redis_only).unwrap_err();
+        assert_eq!(e, "unknown backend `etdc`, expected one of redis");
+        for kind in super::BackendKind::ALL {
+            assert_eq!(super::BackendKind::named(kind.name()), Ok(kind));
+            assert!(super::BackendKind::buildable(kind.name()), "{kind}");
+        }
+        #[derive(serde::Deserialize, Debug)]
+        struct Backend {
+            #[allow(dead_code)]
+            kind: super::BackendKind,
+        }
+        let e = toml::from_str::<Backend>("kind = \"etdc\"").unwrap_err();
+        assert!(e.to_string().contains("unknown backend `etdc`"), "{e}");
+    }
+
     use super::*;
 
     /// A backend's own keys reach its client as the workload wrote them, through

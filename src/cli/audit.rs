@@ -146,9 +146,9 @@ const NO_BUDGET: Duration = Duration::from_secs(365 * 24 * 3600);
 
 fn backend(s: &str) -> Result<BackendKind, String> {
     let lockable = || BackendKind::ALL.into_iter().filter(|k| k.has_lock());
-    match BackendKind::ALL.into_iter().find(|k| k.name() == s) {
-        Some(k) if k.has_lock() => Ok(k),
-        Some(k) => Err(format!(
+    match BackendKind::named(s) {
+        Ok(k) if k.has_lock() => Ok(k),
+        Ok(k) => Err(format!(
             "{k} hands out no lock to audit: {}; run {}",
             k.leads_instead().unwrap_or_default(),
             k.shown_by()
@@ -157,7 +157,9 @@ fn backend(s: &str) -> Result<BackendKind, String> {
                 .collect::<Vec<_>>()
                 .join(", ")
         )),
-        None => {
+        // Built without it: the feature to build it with.
+        Err(why) if BackendKind::buildable(s) => Err(why),
+        Err(_) => {
             let names: Vec<&str> = lockable().map(|k| k.name()).collect();
             Err(format!("expected one of {}", names.join(", ")))
         }
