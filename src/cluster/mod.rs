@@ -46,14 +46,14 @@ pub use running::Cluster;
 pub use ssh::{SshCluster, SshSpec};
 
 use crate::backend::BackendKind;
-
-/// What a build without the `docker` feature says of the docker runtime.
-#[cfg(not(feature = "docker"))]
-pub const WITHOUT_DOCKER: &str = "backend.runtime = \"docker\": this lockcheck was built \
-     without its `docker` feature (cargo build --features docker)";
 use anyhow::Result;
 use async_trait::async_trait;
 use std::path::Path;
+
+/// What a build without the `docker` feature says of the docker runtime.
+#[cfg(not(feature = "docker"))]
+pub const WITHOUT_DOCKER: &str = "runtime = \"docker\": this lockcheck was built \
+     without its `docker` feature (cargo build --features docker)";
 
 #[async_trait]
 impl Cluster for LocalCluster {
