@@ -29,7 +29,7 @@ use super::plan::{ClusterPlan, ClusterSpec, Prepare, Runtime, DATA_DIR};
 use super::recipe::{ClusterError, Init};
 use super::recipes::recipe;
 pub use super::recipes::{default_image, HOST_IMAGE};
-use super::running::Cluster;
+use super::running::{Cluster, Layout};
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
@@ -673,20 +673,8 @@ impl DockerCluster {
 
 #[async_trait]
 impl Cluster for DockerCluster {
-    fn kind(&self) -> BackendKind {
-        self.plan.spec.kind
-    }
-    fn runtime(&self) -> Runtime {
-        Runtime::Docker
-    }
-    fn node_names(&self) -> Vec<String> {
-        self.plan.node_names()
-    }
-    fn endpoints(&self) -> Vec<String> {
-        self.plan.advertised()
-    }
-    fn dir(&self) -> &Path {
-        &self.plan.spec.dir
+    fn layout(&self) -> Layout<'_> {
+        Layout::planned(&self.plan, Runtime::Docker)
     }
     /// This machine's program, when the image runs it from a mount.
     fn program(&self) -> Option<&Path> {

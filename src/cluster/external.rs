@@ -5,7 +5,7 @@
 //! by name before anything runs, and these methods refuse them again if called.
 
 use super::plan::Runtime;
-use super::running::Cluster;
+use super::running::{Cluster, Layout};
 use crate::backend::BackendKind;
 use anyhow::{bail, Result};
 use async_trait::async_trait;
@@ -45,22 +45,16 @@ impl ExternalCluster {
 
 #[async_trait]
 impl Cluster for ExternalCluster {
-    fn kind(&self) -> BackendKind {
-        self.kind
-    }
-    fn runtime(&self) -> Runtime {
-        Runtime::External
-    }
-    fn node_names(&self) -> Vec<String> {
-        (1..=self.endpoints.len())
-            .map(|i| format!("n{i}"))
-            .collect()
-    }
-    fn endpoints(&self) -> Vec<String> {
-        self.endpoints.clone()
-    }
-    fn dir(&self) -> &Path {
-        &self.dir
+    fn layout(&self) -> Layout<'_> {
+        Layout {
+            kind: self.kind,
+            runtime: Runtime::External,
+            dir: &self.dir,
+            node_names: (1..=self.endpoints.len())
+                .map(|i| format!("n{i}"))
+                .collect(),
+            endpoints: self.endpoints.clone(),
+        }
     }
     fn program(&self) -> Option<&Path> {
         None

@@ -42,10 +42,9 @@ pub use recipes::{
     available_backends, default_image, default_nodes, recipe, server_binary, Availability,
     HOST_IMAGE,
 };
-pub use running::Cluster;
+pub use running::{Cluster, Layout};
 pub use ssh::{SshCluster, SshSpec};
 
-use crate::backend::BackendKind;
 use anyhow::Result;
 use async_trait::async_trait;
 use std::path::Path;
@@ -57,20 +56,13 @@ pub const WITHOUT_DOCKER: &str = "runtime = \"docker\": this lockcheck was built
 
 #[async_trait]
 impl Cluster for LocalCluster {
-    fn kind(&self) -> BackendKind {
-        LocalCluster::kind(self)
-    }
-    fn runtime(&self) -> Runtime {
-        Runtime::Local
-    }
-    fn node_names(&self) -> Vec<String> {
-        self.nodes().iter().map(|n| n.name.clone()).collect()
-    }
-    fn endpoints(&self) -> Vec<String> {
-        LocalCluster::endpoints(self)
-    }
-    fn dir(&self) -> &Path {
-        &self.plan().spec.dir
+    /// Dialled on loopback, or where the backend's recipe says, rather than at
+    /// the addresses the nodes advertise to each other.
+    fn layout(&self) -> Layout<'_> {
+        Layout {
+            endpoints: LocalCluster::endpoints(self),
+            ..Layout::planned(self.plan(), Runtime::Local)
+        }
     }
     fn program(&self) -> Option<&Path> {
         Some(&self.plan().binary)
@@ -114,6 +106,7 @@ impl Cluster for LocalCluster {
 mod tests {
     use super::recipe::find_executable;
     use super::*;
+    use crate::backend::BackendKind;
     use std::path::Path;
 
     #[test]

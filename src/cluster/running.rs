@@ -2,7 +2,7 @@
 //! implements, through which node faults act.
 
 use super::netns;
-use super::plan::Runtime;
+use super::plan::{ClusterPlan, Runtime};
 use super::ssh::host::Host;
 use super::ssh::node::NodeHost;
 use crate::backend::BackendKind;
@@ -10,20 +10,60 @@ use anyhow::{Context, Result};
 use async_trait::async_trait;
 use std::path::Path;
 
+/// What a cluster is, whatever runs it: its backend and runtime, the run
+/// directory, and each node's name and client address, in node order. Each
+/// runtime says it once ([`Cluster::layout`]); the accessors of [`Cluster`] read it.
+pub struct Layout<'a> {
+    pub kind: BackendKind,
+    pub runtime: Runtime,
+    /// The run directory (nodes' data, logs, clock files).
+    pub dir: &'a Path,
+    /// n1..nN.
+    pub node_names: Vec<String>,
+    /// The addresses (`host:port`) clients dial, one per node: what
+    /// `backend::connect` takes.
+    pub endpoints: Vec<String>,
+}
+
+impl<'a> Layout<'a> {
+    /// The nodes lockcheck planned, each dialled at the address it advertises
+    /// (a container's, a host's).
+    pub fn planned(plan: &'a ClusterPlan, runtime: Runtime) -> Layout<'a> {
+        Layout {
+            kind: plan.spec.kind,
+            runtime,
+            dir: &plan.spec.dir,
+            node_names: plan.node_names(),
+            endpoints: plan.advertised(),
+        }
+    }
+}
+
 /// The running servers of one backend, whatever runs them. Node faults go through
 /// it: kill and restart a node, wipe its data, find the leader, signal its process.
 /// Dropping a cluster stops what it started.
 #[async_trait]
 pub trait Cluster: Send + Sync {
-    fn kind(&self) -> BackendKind;
-    fn runtime(&self) -> Runtime;
+    fn layout(&self) -> Layout<'_>;
+    fn kind(&self) -> BackendKind {
+        self.layout().kind
+    }
+    fn runtime(&self) -> Runtime {
+        self.layout().runtime
+    }
     /// The nodes' names, n1..nN, in node order.
-    fn node_names(&self) -> Vec<String>;
+    fn node_names(&self) -> Vec<String> {
+        self.layout().node_names
+    }
     /// The addresses (`host:port`) clients dial, one per node, in node order: what
     /// `backend::connect` takes.
-    fn endpoints(&self) -> Vec<String>;
+    fn endpoints(&self) -> Vec<String> {
+        self.layout().endpoints
+    }
     /// The run directory (nodes' data, logs, clock files).
-    fn dir(&self) -> &Path;
+    fn dir(&self) -> &Path {
+        self.layout().dir
+    }
     /// The server program as this machine sees it, where it is known (a clock fault
     /// asks whether its interposer can reach it).
     fn program(&self) -> Option<&Path>;

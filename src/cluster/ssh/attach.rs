@@ -21,9 +21,8 @@
 use super::changes::{Chain, Changes};
 use super::host::{quote, Host, Master};
 use super::{connect, placed, recipe, Connected, ControlDir, SshSpec};
-use crate::backend::BackendKind;
 use crate::cluster::plan::{ClusterPlan, ClusterSpec, Runtime};
-use crate::cluster::running::Cluster;
+use crate::cluster::running::{Cluster, Layout};
 use crate::journal::{Journal, Proc};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
@@ -263,20 +262,8 @@ async fn answers(plan: &ClusterPlan, i: usize) -> Result<()> {
 
 #[async_trait]
 impl Cluster for AttachedCluster {
-    fn kind(&self) -> BackendKind {
-        self.plan.spec.kind
-    }
-    fn runtime(&self) -> Runtime {
-        Runtime::Ssh
-    }
-    fn node_names(&self) -> Vec<String> {
-        self.plan.node_names()
-    }
-    fn endpoints(&self) -> Vec<String> {
-        self.plan.advertised()
-    }
-    fn dir(&self) -> &Path {
-        &self.plan.spec.dir
+    fn layout(&self) -> Layout<'_> {
+        Layout::planned(&self.plan, Runtime::Ssh)
     }
     fn program(&self) -> Option<&Path> {
         None

@@ -31,7 +31,7 @@ use super::node::log_tail;
 use super::plan::{ClusterPlan, ClusterSpec, NetworkKind, Runtime};
 use super::recipe::ClusterError;
 use super::recipes::recipe;
-use super::running::Cluster;
+use super::running::{Cluster, Layout};
 use crate::backend::BackendKind;
 use crate::journal::{Effect, Journal, Proc, RemoteHost};
 use anyhow::{bail, Context, Result};
@@ -583,20 +583,8 @@ impl Drop for ControlDir {
 
 #[async_trait]
 impl Cluster for SshCluster {
-    fn kind(&self) -> BackendKind {
-        self.plan.spec.kind
-    }
-    fn runtime(&self) -> Runtime {
-        Runtime::Ssh
-    }
-    fn node_names(&self) -> Vec<String> {
-        self.plan.node_names()
-    }
-    fn endpoints(&self) -> Vec<String> {
-        self.plan.advertised()
-    }
-    fn dir(&self) -> &Path {
-        &self.plan.spec.dir
+    fn layout(&self) -> Layout<'_> {
+        Layout::planned(&self.plan, Runtime::Ssh)
     }
     /// The program is on the hosts, not here.
     fn program(&self) -> Option<&Path> {
