@@ -4,6 +4,7 @@
 //! `backend`: it imports no sibling.
 
 use serde::Deserialize;
+use std::future::Future;
 
 /// A backend's own `[backend]` keys and their values, as the workload wrote them.
 /// Carried as written (to the workers, to the server recipe); read where used.
@@ -73,6 +74,27 @@ pub enum ClientEndpoint {
     Follower,
 }
 
+/// `client_endpoint = "follower"`: the first of `nodes` that `follows` says
+/// follows its leader now (`Err`: what the node is instead, or why it did not
+/// say); every node's answer in the error when none does.
+pub async fn first_follower<F, Fut>(nodes: &[String], follows: F) -> anyhow::Result<String>
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let mut seen = Vec::new();
+    for node in nodes {
+        match follows(node.clone()).await {
+            Ok(()) => return Ok(node.clone()),
+            Err(what) => seen.push(format!("{node}: {what}")),
+        }
+    }
+    anyhow::bail!(
+        "client_endpoint = \"follower\": no node follows its leader now ({})",
+        seen.join("; ")
+    )
+}
+
 /// The options of a backend whose one key of its own is `client_endpoint`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -136,4 +158,27 @@ pub const fn reader<T: OwnOptions>() -> Reader {
 
 fn read_with<T: OwnOptions>(options: &Options) -> Result<(), OptionError> {
     T::read(options).map(drop)
+}
+
+#[cfg(test)]
+mod follower_tests {
+    use super::first_follower;
+
+    #[tokio::test]
+    async fn the_first_node_that_follows_is_chosen_and_none_names_every_answer() {
+        let nodes = ["n1:1".to_string(), "n2:2".to_string(), "n3:3".to_string()];
+        let follows = |node: String| async move {
+            match node.as_str() {
+                "n1:1" => Err("the leader".to_string()),
+                _ => Ok(()),
+            }
+        };
+        assert_eq!(first_follower(&nodes, follows).await.unwrap(), "n2:2");
+        let none = |_: String| async { Err::<(), _>("no answer".to_string()) };
+        let e = format!("{:#}", first_follower(&nodes, none).await.unwrap_err());
+        assert!(
+            e.contains("n1:1: no answer; n2:2: no answer; n3:3: no answer"),
+            "{e}"
+        );
+    }
 }

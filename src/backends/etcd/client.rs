@@ -29,7 +29,9 @@
 //! timeout); the grant reports the TTL the server actually gave.
 
 use crate::backend::client::{holder_id, retry_pause, Grant, LockClient, LockConfig, LockError};
-use crate::backend::options::{reader, ClientEndpoint, EndpointOptions, OwnOptions};
+use crate::backend::options::{
+    first_follower, reader, ClientEndpoint, EndpointOptions, OwnOptions,
+};
 use crate::backend::preset::LeasePreset;
 use crate::backend::service::{About, LockService};
 use anyhow::Context;
@@ -95,10 +97,9 @@ async fn open(urls: &[String], timeout: Duration) -> anyhow::Result<Client> {
 
 /// The first of `urls` whose member is not the leader, as that member sees it now.
 async fn follower(urls: &[String], timeout: Duration) -> anyhow::Result<String> {
-    let mut seen = Vec::new();
-    for url in urls {
+    first_follower(urls, |url| async move {
         let status = async {
-            open(std::slice::from_ref(url), timeout)
+            open(std::slice::from_ref(&url), timeout)
                 .await?
                 .status()
                 .await
@@ -108,20 +109,14 @@ async fn follower(urls: &[String], timeout: Duration) -> anyhow::Result<String> 
             Ok(Ok(s))
                 if s.leader() != 0 && s.header().is_some_and(|h| h.member_id() != s.leader()) =>
             {
-                return Ok(url.clone())
+                Ok(())
             }
-            Ok(Ok(_)) => seen.push(format!("{url}: the leader or without one")),
-            Ok(Err(e)) => seen.push(format!("{url}: {e:#}")),
-            Err(_) => seen.push(format!(
-                "{url}: no status within {}ms",
-                (timeout * 4).as_millis()
-            )),
+            Ok(Ok(_)) => Err("the leader or without one".to_string()),
+            Ok(Err(e)) => Err(format!("{e:#}")),
+            Err(_) => Err(format!("no status within {}ms", (timeout * 4).as_millis())),
         }
-    }
-    anyhow::bail!(
-        "client_endpoint = \"follower\": no member is a follower now ({})",
-        seen.join("; ")
-    )
+    })
+    .await
 }
 
 /// A request that failed: in words, and whether etcd said the lease is gone (a

@@ -24,7 +24,9 @@
 //! ephemeral znode it may have created.
 
 use crate::backend::client::{Grant, LockClient, LockConfig, LockError};
-use crate::backend::options::{reader, ClientEndpoint, EndpointOptions, OwnOptions};
+use crate::backend::options::{
+    first_follower, reader, ClientEndpoint, EndpointOptions, OwnOptions,
+};
 use crate::backend::preset::LeasePreset;
 use crate::backend::probe::whole_reply;
 use crate::backend::service::{About, LockService};
@@ -57,8 +59,7 @@ pub(crate) async fn mode(addr: SocketAddr) -> Option<String> {
 
 /// The first of `endpoints` whose server follows the ensemble's leader now.
 async fn follower(endpoints: &[String]) -> anyhow::Result<String> {
-    let mut seen = Vec::new();
-    for endpoint in endpoints {
+    first_follower(endpoints, |endpoint| async move {
         let addr = tokio::net::lookup_host(endpoint.as_str())
             .await
             .ok()
@@ -68,15 +69,12 @@ async fn follower(endpoints: &[String]) -> anyhow::Result<String> {
             None => None,
         };
         match said.as_deref() {
-            Some("follower") => return Ok(endpoint.clone()),
-            Some(other) => seen.push(format!("{endpoint}: {other}")),
-            None => seen.push(format!("{endpoint}: no answer to srvr")),
+            Some("follower") => Ok(()),
+            Some(other) => Err(other.to_string()),
+            None => Err("no answer to srvr".to_string()),
         }
-    }
-    anyhow::bail!(
-        "client_endpoint = \"follower\": no server follows now ({})",
-        seen.join("; ")
-    )
+    })
+    .await
 }
 
 /// Where lock nodes live.
