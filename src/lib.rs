@@ -26,7 +26,7 @@
 //! - `recover`: undoing what the journal says is still in effect (above `cluster`
 //!   and `fault`, whose code the undos take);
 //! - `report`: what people and CI read, rebuilt from a run directory alone
-//!   (depends on `history` and `check`);
+//!   (depends on `history`, `check` and `rundir`; the crate `lockcheck-report`);
 //! - `run`: where they meet: workloads, workers, the controller;
 //! - `audit`: the battery of scenarios for one backend, run as `lockcheck run`
 //!   children and added up into a scorecard with a verdict;
@@ -38,9 +38,11 @@
 // user's test can take without the runner; under these names, the rest of
 // lockcheck reaches them as it did when they were modules here. The run
 // directory's records are one too, so that the report, below the runner, reads
-// verdict.json through the types the runner writes it with.
+// verdict.json through the types the runner writes it with; and so is the
+// report, which needs nothing of the runner.
 pub use lockcheck_check as check;
 pub use lockcheck_history as history;
+pub use lockcheck_report as report;
 pub use lockcheck_rundir as rundir;
 
 pub mod audit;
@@ -52,7 +54,6 @@ pub mod exit;
 pub mod fault;
 pub mod journal;
 pub mod recover;
-pub mod report;
 pub mod resource;
 pub mod run;
 pub mod shrink;

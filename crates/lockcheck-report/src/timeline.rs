@@ -2,8 +2,8 @@
 //! call, delta-encoded integers in microseconds) so that a million-op history stays
 //! a few megabytes and the page decodes it into typed arrays without one DOM node per op.
 
-use crate::check::calls::Calls;
-use crate::history::{fault_ops, FaultOps, History, Process};
+use lockcheck_check::calls::Calls;
+use lockcheck_history::{fault_ops, FaultOps, History, Process};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
@@ -320,7 +320,7 @@ pub fn build(history: &History, calls: &Calls, bands: &[FaultBand]) -> TimelineD
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::history::HistoryBuilder as H;
+    use lockcheck_history::HistoryBuilder as H;
 
     #[test]
     fn faults_pair_by_family_and_targets() {
@@ -347,8 +347,9 @@ mod tests {
     #[test]
     fn a_latency_and_a_partition_each_end_with_their_own_heal() {
         use serde_json::json;
-        let nemesis =
-            |h: H, ms, f: &str, value| h.op(ms, -1, crate::history::OpType::Info, f, value, None);
+        let nemesis = |h: H, ms, f: &str, value| {
+            h.op(ms, -1, lockcheck_history::OpType::Info, f, value, None)
+        };
         let h = H::default();
         let h = nemesis(
             h,
@@ -402,7 +403,7 @@ mod tests {
             .op(
                 9,
                 0,
-                crate::history::OpType::Info,
+                lockcheck_history::OpType::Info,
                 "write",
                 json!(null),
                 None,

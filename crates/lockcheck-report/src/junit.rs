@@ -10,7 +10,7 @@
 
 use super::input::MissedFaults;
 use super::text::escape;
-use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
+use lockcheck_check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 use std::fmt::Write;
 
 /// One test suite: a run or an audit.

@@ -11,8 +11,8 @@ use super::summary::{summarize, validity_word, Summary};
 use super::text::{count, escape};
 use super::timeline::{self, FaultBand};
 use super::zombies::Zombie;
-use crate::check::calls::Calls;
-use crate::check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
+use lockcheck_check::calls::Calls;
+use lockcheck_check::{secs, Anomaly, AnomalyKind, Validity, Verdict};
 use std::fmt::Write;
 
 /// Cards beyond this many are summarised in one line: verdict.json has them all.

@@ -9,8 +9,8 @@
 use super::answer::{Answer, Guidance};
 use super::text::{count, times};
 use super::zombies::{Zombie, ZombieWindows};
-use crate::check::calls::Calls;
-use crate::check::secs;
+use lockcheck_check::calls::Calls;
+use lockcheck_check::secs;
 use serde::{Deserialize, Serialize};
 
 /// The leaderships of a run and the acting of deposed leaders.

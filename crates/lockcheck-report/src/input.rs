@@ -4,10 +4,11 @@
 
 use super::analysis;
 use super::election;
-use crate::check::calls::Calls;
-use crate::check::Verdict;
-use crate::history::{AppliedWrite, History};
-use crate::rundir::{FaultAccount, Incident, RunReport};
+use lockcheck_check::calls::Calls;
+use lockcheck_check::{AnomalyKind, Verdict};
+use lockcheck_history::{AppliedWrite, History};
+use lockcheck_rundir::{FaultAccount, Incident, RunReport};
+use serde::Deserialize;
 
 /// What a report is made of. `run` is the runner's record (verdict.json as
 /// `lockcheck run` wrote it), `workload` the workload file's text; both optional
@@ -50,8 +51,7 @@ impl Input<'_> {
         if let Some(run) = self.run {
             return run.incident.clone();
         }
-        let w: toml::Table = self.workload?.parse().ok()?;
-        w.get("incident")?.clone().try_into().ok()
+        WorkloadNotes::parse(self.workload?).ok()?.incident
     }
 
     /// An election's `on_lease_loss`, as verdict.json records it.
@@ -152,9 +152,22 @@ impl MissedFaults {
     }
 }
 
-/// The first value under `key`, at the top of a TOML document or in any table below.
-pub(super) fn find_key<'a>(v: &'a toml::Value, key: &str) -> Option<&'a toml::Value> {
-    let t = v.as_table()?;
-    t.get(key)
-        .or_else(|| t.values().find_map(|child| find_key(child, key)))
+/// What the report reads of a run's workload file: its top-level `allow` and its
+/// `[incident]`, with the types the runner reads them with (`run::workload`);
+/// every other key is the runner's. A key of the same name in another table is
+/// not these (the report once took the first `allow` anywhere in the file).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct WorkloadNotes {
+    #[serde(default)]
+    pub allow: Vec<AnomalyKind>,
+    #[serde(default)]
+    pub incident: Option<Incident>,
+}
+
+impl WorkloadNotes {
+    /// A workload file's text, read for these keys; the error names the key and
+    /// the line.
+    pub fn parse(text: &str) -> Result<WorkloadNotes, toml::de::Error> {
+        toml::from_str(text)
+    }
 }

@@ -1,7 +1,8 @@
 //! What people and CI read: the HTML report, JUnit XML, and the analyses behind the
-//! summary. Depends on `history` and `check` only; everything is rebuilt from a run
-//! directory alone (history.jsonl, and where present resource.jsonl, verdict.json,
-//! workload.toml).
+//! summary. Depends on the history, the checker and the run directory's records
+//! (`lockcheck-history`, `lockcheck-check`, `lockcheck-rundir`) only: no server, no
+//! fault, no runner; everything is rebuilt from a run directory alone
+//! (history.jsonl, and where present resource.jsonl, verdict.json, workload.toml).
 
 pub mod analysis;
 mod answer;
@@ -17,18 +18,17 @@ pub mod timeline;
 mod zombies;
 
 pub use answer::{Answer, Guidance};
-use input::find_key;
-pub use input::{Input, MissedFaults};
+pub use input::{Input, MissedFaults, WorkloadNotes};
 pub use text::escape;
 pub use zombies::{Zombie, ZombieWindows};
 
 // The names of a run directory's files are the run directory's.
-pub use crate::rundir::{HISTORY_FILE, REPORT_FILE, RESOURCE_FILE, VERDICT_FILE, WORKLOAD_FILE};
+pub use lockcheck_rundir::{HISTORY_FILE, REPORT_FILE, RESOURCE_FILE, VERDICT_FILE, WORKLOAD_FILE};
 
-use crate::check::{lock, AnomalyKind, Limits, Verdict};
-use crate::history::{read_jsonl, AppliedWrite, History};
-use crate::rundir::{Recorded, RunReport, VerdictFile};
 use anyhow::{Context, Result};
+use lockcheck_check::{lock, AnomalyKind, Limits, Verdict};
+use lockcheck_history::{read_jsonl, AppliedWrite, History};
+use lockcheck_rundir::{Recorded, RunReport, VerdictFile};
 use std::path::{Path, PathBuf};
 
 /// A stored run directory, read back.
@@ -46,9 +46,9 @@ impl RunDir {
     pub fn load(dir: &Path) -> Result<RunDir> {
         let history = read_jsonl(&dir.join(HISTORY_FILE))?;
         let resource = optional(&dir.join(RESOURCE_FILE), |p| {
-            Ok(crate::history::read_resource(p)?)
+            Ok(lockcheck_history::read_resource(p)?)
         })?;
-        let stored = crate::rundir::read(dir)?;
+        let stored = lockcheck_rundir::read(dir)?;
         let workload = optional(&dir.join(WORKLOAD_FILE), |p| {
             Ok(std::fs::read_to_string(p)?)
         })?;
@@ -76,27 +76,14 @@ impl RunDir {
         MissedFaults::of(&self.run()?.faults)
     }
 
-    /// The kinds the workload allows (`allow = [...]`, at the top or in any table).
+    /// The kinds the workload allows (its top-level `allow = [...]`).
     pub fn workload_allow(&self) -> Result<Vec<AnomalyKind>> {
         let Some(text) = &self.workload else {
             return Ok(Vec::new());
         };
-        let w: toml::Table = text
-            .parse()
+        let notes = WorkloadNotes::parse(text)
             .with_context(|| format!("reading {}", self.dir.join(WORKLOAD_FILE).display()))?;
-        let w = toml::Value::Table(w);
-        let Some(toml::Value::Array(list)) = find_key(&w, "allow") else {
-            return Ok(Vec::new());
-        };
-        list.iter()
-            .map(|v| {
-                v.as_str()
-                    .unwrap_or_default()
-                    .parse::<AnomalyKind>()
-                    .map_err(anyhow::Error::msg)
-                    .context("workload.toml: allow")
-            })
-            .collect()
+        Ok(notes.allow)
     }
 
     /// Checks the stored history again with the lock checker (the `fenced-mutex`
@@ -196,7 +183,7 @@ fn optional<T>(path: &Path, read: impl FnOnce(&Path) -> Result<T>) -> Result<Opt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::Validity;
+    use lockcheck_check::Validity;
 
     #[test]
     fn the_report_reads_the_runs_record_and_only_its_incident_falls_back_to_the_workload() {
@@ -234,5 +221,22 @@ mod tests {
         assert_eq!(input.self_fencing_margin_ms(), None);
         assert!(!input.election());
         assert_eq!(input.incident().unwrap().source, "a page");
+    }
+
+    #[test]
+    fn the_workload_is_read_for_its_top_level_allow_and_incident_only() {
+        let notes = WorkloadNotes::parse(
+            "allow = [\"double-holder\"]\n[clients]\ncount = 2\n\
+             [incident]\nsource = \"a page\"\nrule = \"a rule\"\n",
+        )
+        .unwrap();
+        assert_eq!(notes.allow, vec![AnomalyKind::DoubleHolder]);
+        assert_eq!(notes.incident.unwrap().rule, "a rule");
+        // An `allow` in another table is not the workload's.
+        let nested = WorkloadNotes::parse("[clients]\nallow = [\"double-holder\"]\n").unwrap();
+        assert!(nested.allow.is_empty());
+        // A kind lockcheck does not know is an error that names the key.
+        let e = WorkloadNotes::parse("allow = [\"double-holders\"]\n").unwrap_err();
+        assert!(e.to_string().contains("allow"), "{e}");
     }
 }

@@ -4,8 +4,8 @@
 
 use super::text::{count, escape};
 use super::zombies::ZombieWindows;
-use crate::history::{f, History, OpType, Process};
-use crate::rundir::ClientInfo;
+use lockcheck_history::{f, History, OpType, Process};
+use lockcheck_rundir::ClientInfo;
 use serde::{Deserialize, Serialize};
 
 /// The library's view of the deposed holders of a run.

@@ -2,9 +2,9 @@
 
 use super::analysis::Analysis;
 use super::timeline::FaultBand;
-use crate::check::calls::{CallKind, Calls, Outcome};
-use crate::check::{secs, Validity};
-use crate::history::History;
+use lockcheck_check::calls::{CallKind, Calls, Outcome};
+use lockcheck_check::{secs, Validity};
+use lockcheck_history::History;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Summary {
@@ -84,8 +84,8 @@ pub fn analysis_text(a: &Analysis) -> String {
 mod tests {
     use super::super::analysis::analyze;
     use super::*;
-    use crate::history::error;
-    use crate::history::HistoryBuilder as H;
+    use lockcheck_history::error;
+    use lockcheck_history::HistoryBuilder as H;
     use serde_json::json;
 
     #[test]

@@ -3,8 +3,8 @@
 //! what it did meanwhile. The base the analyses, the election's and the library's
 //! panels read.
 
-use crate::check::calls::{Calls, Outcome};
-use crate::history::History;
+use lockcheck_check::calls::{Calls, Outcome};
+use lockcheck_history::History;
 use serde::{Deserialize, Serialize};
 
 /// One deposed holder: another process acquired while it still believed it held the lock.

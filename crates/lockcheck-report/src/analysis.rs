@@ -7,10 +7,10 @@ use super::election::Leaderships;
 use super::library::{self, LibraryBelief};
 use super::text::{count, times};
 pub use super::zombies::{zombie_windows, Zombie, ZombieWindows};
-use crate::check::calls::{Calls, Outcome};
-use crate::check::provoked::{of_run, Provoked};
-use crate::check::secs;
-use crate::history::{AppliedWrite, History};
+use lockcheck_check::calls::{Calls, Outcome};
+use lockcheck_check::provoked::{of_run, Provoked};
+use lockcheck_check::secs;
+use lockcheck_history::{AppliedWrite, History};
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
@@ -448,7 +448,7 @@ fn fencing_guidance(z: &ZombieWindows, f: &FencingReplay) -> String {
 mod tests {
     use super::super::zombies::percentile;
     use super::*;
-    use crate::history::HistoryBuilder as H;
+    use lockcheck_history::HistoryBuilder as H;
     use serde_json::json;
 
     /// Process 0 holds token 1, pauses; its lease runs out; process 1 acquires token 2
@@ -542,7 +542,7 @@ mod tests {
             .op(
                 510,
                 0,
-                crate::history::OpType::Info,
+                lockcheck_history::OpType::Info,
                 "write",
                 serde_json::Value::Null,
                 Some("timed out"),
@@ -631,7 +631,7 @@ mod tests {
             .op(
                 26,
                 0,
-                crate::history::OpType::Info,
+                lockcheck_history::OpType::Info,
                 "write",
                 json!(null),
                 None,
