@@ -213,6 +213,16 @@ fn budget_left(left: Duration) -> String {
     }
 }
 
+/// A run's progress line's end: ` | 14m52s left`, or nothing where the audit has
+/// no budget (a `--bound` given none), whose "no budget left" would read as a
+/// budget spent.
+fn time_left(left: Duration) -> String {
+    match left > NO_BUDGET / 2 {
+        true => String::new(),
+        false => format!(" | {} left", budget_left(left)),
+    }
+}
+
 /// `--resume DIR`: the flags the audit in DIR was started with, read back
 /// from its scorecard's command line, to go on with.
 fn resumed_args(dir: &std::path::Path) -> Result<Args> {
@@ -371,10 +381,10 @@ pub fn main(args: Args) -> Result<u8> {
             };
             let class = record.provoked.map_or("", |p| p.name());
             eprintln!(
-                "[{done:>3}] {scenario} run {}: {what} ({class}) in {:.1} s | flagged so far {flagged}/{counted}, {provoked} provoked | {} left",
+                "[{done:>3}] {scenario} run {}: {what} ({class}) in {:.1} s | flagged so far {flagged}/{counted}, {provoked} provoked{}",
                 slot.run,
                 record.wall_s,
-                budget_left(left)
+                time_left(left)
             );
         }
     }
