@@ -8,7 +8,8 @@
 //! - `exit`: the process's exit codes (depends on nothing of ours);
 //! - `history`: the operations of a run, the one currency (depends on nothing of
 //!   ours; the crate `lockcheck-history`);
-//! - `journal`: what a run changed outside itself, for `recover` (nothing of ours);
+//! - `journal`: what a run changed outside itself, for `recover` (nothing of ours;
+//!   the crate `lockcheck-journal`);
 //! - `check`: the checker, a pure function of a history (depends only on `history`;
 //!   the crate `lockcheck-check`);
 //! - `rundir`: what a run directory's verdict.json records (the verdict, the run's
@@ -39,9 +40,11 @@
 // lockcheck reaches them as it did when they were modules here. The run
 // directory's records are one too, so that the report, below the runner, reads
 // verdict.json through the types the runner writes it with; and so is the
-// report, which needs nothing of the runner.
+// report, which needs nothing of the runner; and the journal, at the runner's
+// bottom, which knows none of the changes it records but by name.
 pub use lockcheck_check as check;
 pub use lockcheck_history as history;
+pub use lockcheck_journal as journal;
 pub use lockcheck_report as report;
 pub use lockcheck_rundir as rundir;
 
@@ -52,7 +55,6 @@ pub mod cli;
 pub mod cluster;
 pub mod exit;
 pub mod fault;
-pub mod journal;
 pub mod recover;
 pub mod resource;
 pub mod run;
