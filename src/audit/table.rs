@@ -6,6 +6,7 @@
 use super::battery::Fencing;
 use super::decide::AuditVerdict;
 use super::scorecard::{self, Scorecard};
+use super::shard::PartPhase;
 use super::stats::minutes;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -169,12 +170,41 @@ pub fn table(cards: &[Published], audits: &str) -> String {
         out += &format!(
             "| {backend} | {verdict} | {} | {weakest} | {runs}, {} | {} | {} ({date}) | {links} |\n",
             headline(c).replace('|', "\\|"),
-            minutes(c.elapsed_s),
+            wall(c),
             exit_code(c),
             c.provenance.short_commit(),
         );
     }
     out
+}
+
+/// How long the audit took: its wall time, or for a merge of shards, the slowest
+/// part of each phase (what it would take on as many machines as shards, the
+/// phases one after the other), never a sum the table would pass off as one
+/// machine's.
+fn wall(c: &Scorecard) -> String {
+    let Some(shards) = c.shards.as_ref().filter(|s| !s.parts.is_empty()) else {
+        return minutes(c.elapsed_s);
+    };
+    let slowest = |phase: PartPhase| {
+        shards
+            .parts
+            .iter()
+            .filter(|p| p.phase == phase)
+            .map(|p| p.elapsed_s)
+            .fold(None, |most: Option<f64>, s| Some(most.map_or(s, |m| m.max(s))))
+    };
+    let phases: Vec<String> = [PartPhase::Breaks, PartPhase::Twins]
+        .into_iter()
+        .filter_map(slowest)
+        .map(minutes)
+        .collect();
+    format!(
+        "{} parts of {} shards, the slowest part of each phase {}",
+        shards.parts.len(),
+        shards.of,
+        phases.join(" + ")
+    )
 }
 
 /// `page` with the text between its [`BEGIN`] and [`END`] markers replaced by
@@ -233,6 +263,32 @@ mod tests {
     #[test]
     fn the_weakest_claim_is_the_loosest_bound_the_verdict_rests_on() {
         assert_eq!(row(&etcd())[3], "≤ 25.9%");
+    }
+
+    /// A merge's wall is no machine's: the table gives the slowest part of each
+    /// phase, read off the parts it added up.
+    #[test]
+    fn a_merge_says_the_slowest_part_of_each_phase_not_one_wall() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits");
+        let card = scorecard::read(&dir.join("etcd-bound-1.json")).unwrap();
+        let shards = card.shards.as_ref().unwrap();
+        let slowest = |phase| {
+            let most = shards
+                .parts
+                .iter()
+                .filter(|p| p.phase == phase)
+                .map(|p| p.elapsed_s)
+                .fold(0.0, f64::max);
+            minutes(most)
+        };
+        let want = format!(
+            "40 parts of 20 shards, the slowest part of each phase {} + {}",
+            slowest(PartPhase::Breaks),
+            slowest(PartPhase::Twins)
+        );
+        assert_eq!(wall(&card), want);
+        assert_ne!(slowest(PartPhase::Breaks), slowest(PartPhase::Twins));
+        assert_eq!(wall(&etcd().card), minutes(etcd().card.elapsed_s));
     }
 
     #[test]
