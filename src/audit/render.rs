@@ -4,6 +4,7 @@
 
 use super::card::{ScenarioCard, Stopped};
 use super::scorecard::Scorecard;
+use super::shard::PartPhase;
 pub use super::stats::minutes;
 use crate::report::escape;
 use std::fmt::Write;
@@ -93,6 +94,37 @@ fn budget(card: &Scorecard) -> String {
     }
 }
 
+/// How long the audit took: its wall time, or for a merge of shards, the slowest
+/// part of each phase (what it would take on as many machines as shards, the
+/// phases one after the other), never a sum the table would pass off as one
+/// machine's.
+pub fn wall(c: &Scorecard) -> String {
+    let Some(shards) = c.shards.as_ref().filter(|s| !s.parts.is_empty()) else {
+        return minutes(c.elapsed_s);
+    };
+    let slowest = |phase: PartPhase| {
+        shards
+            .parts
+            .iter()
+            .filter(|p| p.phase == phase)
+            .map(|p| p.elapsed_s)
+            .fold(None, |most: Option<f64>, s| {
+                Some(most.map_or(s, |m| m.max(s)))
+            })
+    };
+    let phases: Vec<String> = [PartPhase::Breaks, PartPhase::Twins]
+        .into_iter()
+        .filter_map(slowest)
+        .map(minutes)
+        .collect();
+    format!(
+        "{} parts of {} shards, the slowest part of each phase {}",
+        shards.parts.len(),
+        shards.of,
+        phases.join(" + ")
+    )
+}
+
 /// `2`, or `2 → 4` where the audit paced itself up.
 fn at_once(card: &Scorecard) -> String {
     match card.levels.iter().map(|l| l.jobs).max() {
@@ -154,7 +186,7 @@ pub fn table(card: &Scorecard) -> String {
         exploratory(card),
         card.twin_runs,
         at_once(card),
-        minutes(card.elapsed_s),
+        wall(card),
         budget(card)
     );
     let head = [
@@ -424,7 +456,7 @@ pub fn html(card: &Scorecard) -> String {
         exploratory(card),
         card.twin_runs,
         at_once(card),
-        minutes(card.elapsed_s),
+        wall(card),
         budget(card),
         card.client
             .as_ref()

@@ -5,9 +5,8 @@
 
 use super::battery::Fencing;
 use super::decide::AuditVerdict;
+use super::render::wall;
 use super::scorecard::{self, Scorecard};
-use super::shard::PartPhase;
-use super::stats::minutes;
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use std::path::Path;
@@ -178,35 +177,6 @@ pub fn table(cards: &[Published], audits: &str) -> String {
     out
 }
 
-/// How long the audit took: its wall time, or for a merge of shards, the slowest
-/// part of each phase (what it would take on as many machines as shards, the
-/// phases one after the other), never a sum the table would pass off as one
-/// machine's.
-fn wall(c: &Scorecard) -> String {
-    let Some(shards) = c.shards.as_ref().filter(|s| !s.parts.is_empty()) else {
-        return minutes(c.elapsed_s);
-    };
-    let slowest = |phase: PartPhase| {
-        shards
-            .parts
-            .iter()
-            .filter(|p| p.phase == phase)
-            .map(|p| p.elapsed_s)
-            .fold(None, |most: Option<f64>, s| Some(most.map_or(s, |m| m.max(s))))
-    };
-    let phases: Vec<String> = [PartPhase::Breaks, PartPhase::Twins]
-        .into_iter()
-        .filter_map(slowest)
-        .map(minutes)
-        .collect();
-    format!(
-        "{} parts of {} shards, the slowest part of each phase {}",
-        shards.parts.len(),
-        shards.of,
-        phases.join(" + ")
-    )
-}
-
 /// `page` with the text between its [`BEGIN`] and [`END`] markers replaced by
 /// `block`; `None` when the page has no markers.
 pub fn replace_block(page: &str, block: &str) -> Option<String> {
@@ -269,6 +239,8 @@ mod tests {
     /// phase, read off the parts it added up.
     #[test]
     fn a_merge_says_the_slowest_part_of_each_phase_not_one_wall() {
+        use crate::audit::shard::PartPhase;
+        use crate::audit::stats::minutes;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits");
         let card = scorecard::read(&dir.join("etcd-bound-1.json")).unwrap();
         let shards = card.shards.as_ref().unwrap();
