@@ -108,9 +108,7 @@ pub fn wall(c: &Scorecard) -> String {
             .iter()
             .filter(|p| p.phase == phase)
             .map(|p| p.elapsed_s)
-            .fold(None, |most: Option<f64>, s| {
-                Some(most.map_or(s, |m| m.max(s)))
-            })
+            .reduce(f64::max)
     };
     let phases: Vec<String> = [PartPhase::Breaks, PartPhase::Twins]
         .into_iter()

@@ -205,21 +205,26 @@ fn plan_figures(args: &Args) -> (u32, u32, Duration) {
     (n, n, args.budget.unwrap_or(NO_BUDGET))
 }
 
+/// Whether an audit's time left is no budget's: a `--bound` given no `--budget`
+/// runs under a year's.
+fn unbounded(left: Duration) -> bool {
+    left > NO_BUDGET / 2
+}
+
 /// `14m52s`, or `no budget` for a `--bound` given none.
 fn budget_left(left: Duration) -> String {
-    match left > NO_BUDGET / 2 {
+    match unbounded(left) {
         true => "no budget".into(),
         false => render::minutes(left.as_secs_f64()),
     }
 }
 
 /// A run's progress line's end: ` | 14m52s left`, or nothing where the audit has
-/// no budget (a `--bound` given none), whose "no budget left" would read as a
-/// budget spent.
+/// no budget, whose "no budget left" would read as a budget spent.
 fn time_left(left: Duration) -> String {
-    match left > NO_BUDGET / 2 {
+    match unbounded(left) {
         true => String::new(),
-        false => format!(" | {} left", budget_left(left)),
+        false => format!(" | {} left", render::minutes(left.as_secs_f64())),
     }
 }
 
