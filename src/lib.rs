@@ -41,18 +41,20 @@
 // directory's records are one too, so that the report, below the runner, reads
 // verdict.json through the types the runner writes it with; and so is the
 // report, which needs nothing of the runner; and the journal, at the runner's
-// bottom, which knows none of the changes it records but by name.
+// bottom, which knows none of the changes it records but by name; and the lock
+// services (`backend`, `cluster`, `backends`), which know no fault, resource or
+// run.
 pub use lockcheck_check as check;
 pub use lockcheck_history as history;
 pub use lockcheck_journal as journal;
 pub use lockcheck_report as report;
 pub use lockcheck_rundir as rundir;
+// The lock services, their clients and their servers: the crate
+// `lockcheck-servers`, whose modules keep their names here.
+pub use lockcheck_servers::{backend, backends, cluster};
 
 pub mod audit;
-pub mod backend;
-pub mod backends;
 pub mod cli;
-pub mod cluster;
 pub mod exit;
 pub mod fault;
 pub mod recover;

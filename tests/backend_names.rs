@@ -21,7 +21,7 @@
 //! test-module files named tests.rs), whose workloads must name some backend;
 //! `mod x;` declarations, which are the module tree, not code.
 //!
-//! **The backend's own files**: its folder, `src/backends/<name>/`, where `<name>`
+//! **The backend's own files**: its folder, `crates/lockcheck-servers/src/backends/<name>/`, where `<name>`
 //! is a backend's module name (`redis` holds Redis's, Sentinel's and Redlock's).
 //! **The registry** is [`REGISTRY`]; a few files name a backend for another
 //! reason, each said in [`ELSEWHERE`].
@@ -36,13 +36,20 @@ use std::path::Path;
 /// The registry: the one place that lists every backend.
 const REGISTRY: &[(&str, &str)] = &[
     (
-        "src/backend/mod.rs",
+        "crates/lockcheck-servers/src/backend/mod.rs",
         "the backends' kinds, each one's lock service (its client, options and presets)",
     ),
-    ("src/cluster/recipes.rs", "each backend's server recipe"),
     (
-        "src/backends/mod.rs",
+        "crates/lockcheck-servers/src/cluster/recipes.rs",
+        "each backend's server recipe",
+    ),
+    (
+        "crates/lockcheck-servers/src/backends/mod.rs",
         "the backends' folders, each behind its cargo feature",
+    ),
+    (
+        "crates/lockcheck-servers/Cargo.toml",
+        "each backend's cargo feature, with its client library",
     ),
 ];
 
@@ -110,7 +117,7 @@ fn variants() -> BTreeSet<String> {
 /// Whether `rel` (relative to the crate) is one backend's own file: a file of
 /// its folder.
 fn own(rel: &str, names: &BTreeSet<String>) -> bool {
-    rel.strip_prefix("src/backends/")
+    rel.strip_prefix("crates/lockcheck-servers/src/backends/")
         .and_then(|rest| rest.split_once('/'))
         .is_some_and(|(folder, _)| names.contains(folder))
 }
@@ -212,9 +219,21 @@ fn a_backend_is_named_in_code_not_in_prose() {
         script_code("x=1 # redis\n# etcd\necho a#b"),
         "x=1 \n\necho a#b"
     );
-    assert!(own("src/backends/redis/instance.rs", &names));
-    assert!(own("src/backends/redis/server/sentinel.rs", &names));
-    assert!(own("src/backends/postgres/packages.txt", &names));
-    assert!(!own("src/backends/mod.rs", &names));
-    assert!(!own("src/backend/adapter.rs", &names));
+    assert!(own(
+        "crates/lockcheck-servers/src/backends/redis/instance.rs",
+        &names
+    ));
+    assert!(own(
+        "crates/lockcheck-servers/src/backends/redis/server/sentinel.rs",
+        &names
+    ));
+    assert!(own(
+        "crates/lockcheck-servers/src/backends/postgres/packages.txt",
+        &names
+    ));
+    assert!(!own("crates/lockcheck-servers/src/backends/mod.rs", &names));
+    assert!(!own(
+        "crates/lockcheck-servers/src/backend/adapter.rs",
+        &names
+    ));
 }

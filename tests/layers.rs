@@ -2,11 +2,13 @@
 //! edges of [`ALLOWED`], so there is no cycle among them and each layer can be read
 //! (and tested) knowing only the layers under it.
 //!
-//! The test reads every file under src/ and names each top-level module it
+//! The test reads every file of the library (src/, and the crates whose modules
+//! src/lib.rs re-exports by name, as crates/lockcheck-servers's `backend`,
+//! `cluster` and `backends`, read as if they were src/'s) and names each top-level module it
 //! reaches: `crate::x` anywhere (a path, a `use`, a doc link), every item of a
 //! `use crate::{..}` group, a `super::` that climbs out of its top-level module, and
 //! `lockcheck::x` in the binaries. Any edge the table does not allow fails the test
-//! with its file and line. The backends' folders (src/backends/) are no module of
+//! with its file and line. The backends' folders ([`FOLDERS_DIR`]) are no module of
 //! the table: their files are placed one by one, each in `backend`'s layer or, a
 //! server recipe, in `cluster`'s ([`FOLDERS`]). docs/architecture.md prints the
 //! same table, and the test holds the two equal. The history and the checker are
@@ -67,18 +69,20 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The backends' folders (src/backends/<backend>/) are no layer of their own:
+/// The backends' folders ([`FOLDERS_DIR`]/<backend>/) are no layer of their own:
 /// each of their files is in one of two layers by what it is. A backend's server
 /// recipe (its file `server.rs`, or its folder `server/`) is in [`SERVER_SIDE`];
 /// every other file of the folder (its lock client, options, presets) in
 /// [`CLIENT_SIDE`]. So a backend's client may use only what `backend` may, its
 /// server recipe only what `cluster` may, and no other module may use the one or
 /// the other beyond what it may use of those two. A folder's `mod.rs`
-/// (src/backends/mod.rs, src/backends/<backend>/mod.rs) only declares its files,
+/// (backends/mod.rs, backends/<backend>/mod.rs) only declares its files,
 /// whose sides differ: it names nothing, and a path into a folder names the file
 /// it uses (`crate::backends::redis::client::..`), never the folder alone, whose
 /// side the test could not tell. docs/architecture.md prints the same rule.
 const FOLDERS: &str = "backends";
+/// Where the backends' folders are, from the repository's root.
+const FOLDERS_DIR: &str = "crates/lockcheck-servers/src/backends";
 const SERVER_SIDE: &str = "cluster";
 const CLIENT_SIDE: &str = "backend";
 
@@ -352,6 +356,19 @@ fn edges(text: &str, depth: usize, bin: bool) -> Vec<Edge> {
         match tok {
             "crate" if !bin && next(1) == "::" => heads(&t, k + 2, &mut out),
             "lockcheck" if bin && next(1) == "::" => heads(&t, k + 2, &mut out),
+            // A crate of the workspace by its own name (`lockcheck_journal::Journal`
+            // in crates/lockcheck-servers, which has no `crate::journal`): the
+            // module src/lib.rs gives it; the servers crate gives its modules
+            // under their own names.
+            _ if !bin && next(1) == "::" && tok.starts_with("lockcheck_") => {
+                match &tok["lockcheck_".len()..] {
+                    "servers" => heads(&t, k + 2, &mut out),
+                    module => out.push(Edge {
+                        line: t[k].1,
+                        to: module.to_string(),
+                    }),
+                }
+            }
             "super" if !bin => {
                 let mut climbs = 0;
                 while t.get(k + 2 * climbs).map(|x| x.0.as_str()) == Some("super")
@@ -396,6 +413,46 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The library's sources: src/, and the crates whose modules src/lib.rs re-exports
+/// under their own names (`pub use lockcheck_servers::{backend, backends, cluster};`):
+/// their files stand where they would in src/
+/// (crates/lockcheck-servers/src/cluster/local.rs is `cluster::local`), and their
+/// crate roots, which only declare those modules, stand apart.
+fn library_roots(root: &Path) -> Vec<PathBuf> {
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
+    let mut roots = vec![root.join("src")];
+    for (krate, _) in grouped_re_exports(&lib) {
+        roots.push(root.join(format!("crates/lockcheck-{krate}/src")));
+    }
+    roots
+}
+
+/// src/lib.rs's lines `pub use lockcheck_X::{a, b};`: each crate (`X`, as its
+/// folder under crates/ names it) with the modules it gives.
+fn grouped_re_exports(lib: &str) -> Vec<(String, Vec<String>)> {
+    lib.lines()
+        .filter_map(|l| {
+            let rest = l.trim().strip_prefix("pub use lockcheck_")?;
+            let (krate, group) = rest.split_once("::{")?;
+            let group = group.strip_suffix("};")?;
+            let modules = group.split(',').map(|m| m.trim().to_string());
+            Some((krate.replace('_', "-"), modules.collect()))
+        })
+        .collect()
+}
+
+/// Every file of the library's sources, each with the root it is under.
+fn library_sources(roots: &[PathBuf]) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    for root in roots {
+        let mut files = Vec::new();
+        rust_files(root, &mut files);
+        out.extend(files.into_iter().map(|f| (root.clone(), f)));
+    }
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
+}
+
 fn table() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     ALLOWED
         .iter()
@@ -405,21 +462,19 @@ fn table() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
 
 #[test]
 fn every_import_flows_down_the_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let roots = library_roots(root);
     let table = table();
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
     let mut wrong = String::new();
     let mut pending = BTreeSet::new();
     let mut count = 0;
-    for file in &files {
+    for (src, file) in &library_sources(&roots) {
         let text = std::fs::read_to_string(file).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let (from, depth, bin) = place(&src, file);
+        let (from, depth, bin) = place(src, file);
         for e in edges(&text, depth, bin) {
             count += 1;
-            let shown = file.strip_prefix(src.parent().unwrap()).unwrap().display();
+            let shown = file.strip_prefix(root).unwrap().display();
             let at = lines.get(e.line - 1).map(|l| l.trim()).unwrap_or("");
             if e.to == FOLDERS {
                 // Which side of a folder it uses, the file graph says (below).
@@ -451,7 +506,7 @@ fn every_import_flows_down_the_layers() {
             }
         }
     }
-    wrong.push_str(&folder_edges(&src));
+    wrong.push_str(&folder_edges(root, &roots));
     for (from, to) in PENDING {
         if !pending.contains(&(from.to_string(), to.to_string())) {
             writeln!(
@@ -474,11 +529,11 @@ fn every_import_flows_down_the_layers() {
 /// The imports into, out of and within the backends' folders, file by file, that
 /// the table does not allow between their layers ([`FOLDERS`]), each as a line of
 /// the test's failure.
-fn folder_edges(src: &Path) -> String {
+fn folder_edges(root: &Path, roots: &[PathBuf]) -> String {
     let table = table();
-    let files = library_files(src);
+    let files = library_files(roots);
     let mut wrong = String::new();
-    for (from, to) in file_imports(src) {
+    for (from, to) in file_imports(roots) {
         for (target, line) in to {
             let within = |m: &ModPath| m.first().is_some_and(|t| t == FOLDERS);
             // The crate root stands for the crates named as modules
@@ -487,7 +542,7 @@ fn folder_edges(src: &Path) -> String {
                 continue;
             }
             let shown = files[&from]
-                .strip_prefix(src.parent().unwrap())
+                .strip_prefix(root)
                 .unwrap()
                 .display()
                 .to_string();
@@ -543,6 +598,17 @@ fn the_table_is_one_way_and_names_every_module_of_lib_rs() {
                 })
         })
         .map(|l| l.trim_end_matches(';').trim())
+        .collect();
+    // And the crates that give several modules under their own names
+    // (`pub use lockcheck_servers::{backend, backends, cluster};`).
+    let grouped = grouped_re_exports(&lib);
+    let declared: BTreeSet<&str> = declared
+        .into_iter()
+        .chain(
+            grouped
+                .iter()
+                .flat_map(|(_, ms)| ms.iter().map(String::as_str)),
+        )
         .collect();
     let table = table();
     let listed: BTreeSet<&str> = table.keys().copied().collect();
@@ -620,10 +686,10 @@ fn docs_architecture_prints_the_same_table() {
 fn docs_architecture_places_the_backends_files_as_the_test_does() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md");
     let doc = std::fs::read_to_string(&path).unwrap();
-    // Rows like: | src/backends/<backend>/server.rs, ... | `cluster` |
+    // Rows like: | crates/lockcheck-servers/src/backends/<backend>/server.rs, ... | `cluster` |
     let rows: Vec<(bool, String)> = doc
         .lines()
-        .filter(|l| l.starts_with(&format!("| src/{FOLDERS}/")))
+        .filter(|l| l.starts_with(&format!("| {FOLDERS_DIR}/")))
         .map(|l| {
             let cells: Vec<&str> = l.split('|').map(str::trim).collect();
             let layer = cells[2].trim_matches('`').to_string();
@@ -637,7 +703,7 @@ fn docs_architecture_places_the_backends_files_as_the_test_does() {
     assert_eq!(
         rows,
         want,
-        "{}'s rows for src/{FOLDERS}/ against layer_of in tests/layers.rs",
+        "{}'s rows for {FOLDERS_DIR}/ against layer_of in tests/layers.rs",
         path.display()
     );
     let src: Vec<String> = ["backends", "redis", "server", "sentinel"]
@@ -681,6 +747,8 @@ mod tests {
 /// After a continued string, see [`crate::run`]'s line.
 fn after() {
     let _ = super::super::recover::undo;
+    let _ = lockcheck_journal::Journal::for_run(d);
+    let _ = lockcheck_servers::{cluster::Runtime, backend};
 }
 "##;
     // As src/fault/node.rs: two modules below the crate root.
@@ -697,6 +765,9 @@ fn after() {
         (22, "journal"),
         (27, "run"),
         (29, "recover"),
+        (30, "journal"),
+        (31, "cluster"),
+        (31, "backend"),
     ]
     .into_iter()
     .map(|(l, m)| (l, m.to_string()))
@@ -714,27 +785,36 @@ type ModPath = Vec<String>;
 
 /// Every file of the library (the binaries stand apart: they are crates of their
 /// own) by the module it is: src/cluster/local.rs is `cluster::local`,
-/// src/cluster/mod.rs is `cluster`, src/lib.rs the root.
-fn library_files(src: &Path) -> BTreeMap<ModPath, PathBuf> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
+/// src/cluster/mod.rs is `cluster`, src/lib.rs the root; under each of `roots`
+/// ([`library_roots`]), whose first is src/ and whose crate roots give way to it.
+fn library_files(roots: &[PathBuf]) -> BTreeMap<ModPath, PathBuf> {
+    let mut files = BTreeMap::new();
+    for (src, f) in library_sources(roots) {
+        let Some((module, f)) = library_file(&src, f) else {
+            continue;
+        };
+        if module.is_empty() && src != roots[0] {
+            continue;
+        }
+        files.insert(module, f);
+    }
     files
-        .into_iter()
-        .filter_map(|f| {
-            let rel = f.strip_prefix(src).unwrap().to_path_buf();
-            let mut parts: Vec<String> = rel
-                .iter()
-                .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
-                .collect();
-            if parts[0] == "bin" || parts == ["main"] {
-                return None;
-            }
-            if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
-                parts.pop();
-            }
-            Some((parts, f))
-        })
-        .collect()
+}
+
+/// The module a file of `src` is, if it is the library's.
+fn library_file(src: &Path, f: PathBuf) -> Option<(ModPath, PathBuf)> {
+    let rel = f.strip_prefix(src).unwrap().to_path_buf();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts[0] == "bin" || parts == ["main"] {
+        return None;
+    }
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+        parts.pop();
+    }
+    Some((parts, f))
 }
 
 /// One use tree (or one path of code) from token `k` on, each of its leaves pushed
@@ -851,8 +931,8 @@ fn file_of<'a>(files: &'a BTreeMap<ModPath, PathBuf>, path: &[String]) -> Option
 }
 
 /// Each file's imports of other files: to the file, the first line that names it.
-fn file_imports(src: &Path) -> BTreeMap<ModPath, BTreeMap<ModPath, usize>> {
-    let files = library_files(src);
+fn file_imports(roots: &[PathBuf]) -> BTreeMap<ModPath, BTreeMap<ModPath, usize>> {
+    let files = library_files(roots);
     let mut graph = BTreeMap::new();
     for (module, file) in &files {
         let children: BTreeSet<String> = files
@@ -949,16 +1029,26 @@ const PENDING_CYCLES: &[&[&str]] = &[];
 #[test]
 fn no_file_imports_itself_around_a_loop() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut graph = file_imports(&root.join("src"));
-    // The workspace's crates, each under the module name src/lib.rs gives it
-    // (crates/lockcheck-check is `check`): a crate's files import each other
+    let roots = library_roots(root);
+    let mut graph = file_imports(&roots);
+    // The workspace's other crates, each under the module name src/lib.rs gives
+    // it (crates/lockcheck-check is `check`): a crate's files import each other
     // as a module's do; between crates, Cargo allows no loop.
     for entry in std::fs::read_dir(root.join("crates")).unwrap() {
-        let dir = entry.unwrap().path();
-        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let dir = entry.unwrap().path().join("src");
+        if roots.contains(&dir) {
+            continue;
+        }
+        let name = dir
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let module = name.trim_start_matches("lockcheck-").to_string();
         let under = |m: ModPath| -> ModPath { std::iter::once(module.clone()).chain(m).collect() };
-        for (from, to) in file_imports(&dir.join("src")) {
+        for (from, to) in file_imports(std::slice::from_ref(&dir)) {
             let to = to.into_iter().map(|(t, line)| (under(t), line)).collect();
             graph.insert(under(from), to);
         }

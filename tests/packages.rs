@@ -1,5 +1,5 @@
 //! Each backend's folder holds its servers' Debian packages,
-//! src/backends/<backend>/packages.txt, which scripts/setup reads on a fresh
+//! crates/lockcheck-servers/src/backends/<backend>/packages.txt, which scripts/setup reads on a fresh
 //! machine (before any build), as its server recipe declares them
 //! (`ServerRecipe::packages`). The test fails naming every line that differs; with
 //! `LOCKCHECK_BLESS=1` it writes each folder's lines again instead.
@@ -24,7 +24,7 @@ fn declared(kind: BackendKind) -> Vec<String> {
 
 /// Every backend folder's packages.txt, by path.
 fn folder_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backends");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/lockcheck-servers/src/backends");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path().join("packages.txt"))
@@ -91,7 +91,7 @@ fn each_folder_holds_what_its_server_recipes_declare() {
         match found.iter().filter(|k| **k == kind).count() {
             1 => {}
             0 => wrong.push(format!(
-                "no src/backends/*/packages.txt names {kind}: add a line `{kind} CHECK PACKAGE` \
+                "no crates/lockcheck-servers/src/backends/*/packages.txt names {kind}: add a line `{kind} CHECK PACKAGE` \
                  to its folder's, and write them again"
             )),
             n => wrong.push(format!("{n} folders' packages.txt name {kind}: one may")),

@@ -1,7 +1,7 @@
 //! lockcheck's adapter for etcd's own lock service (client.md v1, docs/clients.md):
 //! the v3lock `Lock`/`Unlock` RPCs that Jepsen's 2020 etcd analysis tested, through
 //! the etcd-client crate. It is not lockcheck's etcd recipe
-//! (src/backends/etcd/client.rs): the server runs the lock (etcd's
+//! (crates/lockcheck-servers/src/backends/etcd/client.rs): the server runs the lock (etcd's
 //! `concurrency.Mutex` on a key `<name>/<lease>`, the lowest create revision
 //! holds, the others wait for the keys before theirs to go).
 //!

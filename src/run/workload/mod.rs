@@ -59,7 +59,7 @@
 //!                               #   `latency-nodes` slow them)
 //! # replica_acks = 2            # optional: a backend's own keys, which the
 //!                               #   backend reads and checks itself (its
-//!                               #   Options in src/backends/<kind>/;
+//!                               #   Options in crates/lockcheck-servers/src/backends/<kind>/;
 //!                               #   docs/backends.md): replica_acks,
 //!                               #   client_endpoint, primary_check, persistence
 //! monotonic_offset = "+600s"    # optional, local runtime: every node starts in a

@@ -6,9 +6,9 @@
 
 use super::host::{quote, Host};
 use crate::cluster::node::NodeSpec;
-use crate::journal::RemoteHost;
 use anyhow::{bail, Context, Result};
 use base64::Engine;
+use lockcheck_journal::RemoteHost;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;

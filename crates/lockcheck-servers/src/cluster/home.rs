@@ -13,8 +13,8 @@
 //! as it would elsewhere, less the data, and `lockcheck recover` removes them
 //! after a controller killed with -9.
 
-use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::{Effect, Journal};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

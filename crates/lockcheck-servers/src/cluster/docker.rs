@@ -31,7 +31,6 @@ use super::recipes::recipe;
 pub use super::recipes::{default_image, HOST_IMAGE};
 use super::running::{Cluster, Layout};
 use crate::backend::BackendKind;
-use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use bollard::models::{
@@ -45,6 +44,7 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use futures_util::StreamExt;
+use lockcheck_journal::{Effect, Journal};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};

@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-pub use crate::history::error::NOT_PRIMARY;
+pub use lockcheck_history::error::NOT_PRIMARY;
 
 // Patroni's documentation, "Dynamic Configuration Settings": ttl 30 (the
 // leader key's TTL), loop_wait 10 (how often the leader renews it); Patroni

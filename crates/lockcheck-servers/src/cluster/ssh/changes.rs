@@ -5,8 +5,8 @@
 //! ([`super::SshCluster`]) and those it finds running ([`super::attach`]).
 
 use super::host::Host;
-use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::{Effect, Journal, Proc};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -15,8 +15,8 @@
 //! An exit status of 255 is ssh's own: the host could not be reached (or would
 //! not let us in); the error says so and names the host.
 
-use crate::journal::{Effect, Journal, Proc, RemoteHost};
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::{Effect, Journal, Proc, RemoteHost};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

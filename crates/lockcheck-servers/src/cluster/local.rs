@@ -35,8 +35,8 @@ use super::plan::{ClusterPlan, ClusterSpec, NetworkKind, Prepare, DATA_DIR};
 use super::recipe::{detached_pid, ClusterError, Init, ServerRecipe};
 use super::recipes::recipe;
 use crate::backend::BackendKind;
-use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::{Effect, Journal, Proc};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::HashSet;
@@ -373,9 +373,9 @@ impl LocalCluster {
             return Ok(());
         }
         let root = child.id() as i32;
-        let journal = crate::journal::Journal::for_run(&self.plan.spec.dir)?;
+        let journal = lockcheck_journal::Journal::for_run(&self.plan.spec.dir)?;
         let cgroup = super::freezer::cgroup_for(node)?;
-        let id = journal.record(crate::journal::Effect::Frozen {
+        let id = journal.record(lockcheck_journal::Effect::Frozen {
             node: node.to_string(),
             cgroup: cgroup.clone(),
         })?;
@@ -789,7 +789,7 @@ fn thaw_frozen(
     frozen
         .thaw()
         .with_context(|| format!("thawing node {name}"))?;
-    crate::journal::Journal::for_run(run_dir)?.undone(id)
+    lockcheck_journal::Journal::for_run(run_dir)?.undone(id)
 }
 
 /// Kills processes the servers left behind (once the servers are gone) and waits,

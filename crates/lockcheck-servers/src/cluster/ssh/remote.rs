@@ -6,8 +6,8 @@
 //! `ProxyJump`): the channel is the only path it needs.
 
 use super::host::{quote, Host, Unreachable, PRELUDE};
-use crate::journal::Proc;
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::Proc;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
