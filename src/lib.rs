@@ -43,8 +43,9 @@
 // report, which needs nothing of the runner; and the journal, at the runner's
 // bottom, which knows none of the changes it records but by name; and the lock
 // services (`backend`, `cluster`, `backends`), which know no fault, resource or
-// run.
+// run; and the faults, which know the servers they hit but not when (the run's).
 pub use lockcheck_check as check;
+pub use lockcheck_fault as fault;
 pub use lockcheck_history as history;
 pub use lockcheck_journal as journal;
 pub use lockcheck_report as report;
@@ -56,7 +57,6 @@ pub use lockcheck_servers::{backend, backends, cluster};
 pub mod audit;
 pub mod cli;
 pub mod exit;
-pub mod fault;
 pub mod recover;
 pub mod resource;
 pub mod run;

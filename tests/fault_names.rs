@@ -14,7 +14,7 @@
 //! **Not read**: comments, test code (a file's `#[cfg(test)]` module and files
 //! named tests.rs), `mod x;` declarations (the module tree).
 //!
-//! **The kind's own files**: `src/fault/<module>.rs` or `src/fault/<module>/`.
+//! **The kind's own files**: `crates/lockcheck-fault/src/<module>.rs` or `crates/lockcheck-fault/src/<module>/`.
 //! **The registry** is [`REGISTRY`]; a few files name a kind for a reason of their
 //! own, each said in [`ELSEWHERE`]; the ones that should not, and do since before
 //! this test, are [`PENDING`], each failing once it no longer names one.
@@ -28,8 +28,14 @@ use std::path::Path;
 
 /// The registry: the one place that lists every kind.
 const REGISTRY: &[(&str, &str)] = &[
-    ("src/fault/catalogue.rs", "every kind, in one table"),
-    ("src/fault/mod.rs", "the module tree of the kinds' files"),
+    (
+        "crates/lockcheck-fault/src/catalogue.rs",
+        "every kind, in one table",
+    ),
+    (
+        "crates/lockcheck-fault/src/lib.rs",
+        "the module tree of the kinds' files",
+    ),
 ];
 
 /// Files that name a kind for a reason of their own.
@@ -84,7 +90,7 @@ fn short_names() -> BTreeSet<String> {
 
 /// Whether `rel` (relative to the crate) is one kind's own file.
 fn own(rel: &str) -> bool {
-    let Some(rest) = rel.strip_prefix("src/fault/") else {
+    let Some(rest) = rel.strip_prefix("crates/lockcheck-fault/src/") else {
         return false;
     };
     let stem = rest.split('/').next().unwrap().trim_end_matches(".rs");
@@ -180,7 +186,7 @@ fn a_fault_kind_is_named_as_a_kind_not_as_a_word() {
     );
     assert_eq!(hits(r#"f: "pause".into(),"#), Vec::<String>::new());
     assert_eq!(hits("pub mod pause_node;"), Vec::<String>::new());
-    assert!(own("src/fault/pause_node.rs"));
-    assert!(own("src/fault/clock/page.rs"));
-    assert!(!own("src/fault/node.rs"));
+    assert!(own("crates/lockcheck-fault/src/pause_node.rs"));
+    assert!(own("crates/lockcheck-fault/src/clock/page.rs"));
+    assert!(!own("crates/lockcheck-fault/src/node.rs"));
 }

@@ -100,7 +100,7 @@ pub fn redis_cmd(addr: SocketAddr, args: &[&str], timeout: Duration) -> Result<S
 /// Leaves the clock page at `path` as a controller killed with -9 in the middle
 /// of a change does: the sequence odd (its first store done, not its second),
 /// and the first field of the new skew, an offset of `new_offset`, written.
-/// The layout is `struct lc_page` (native/clockshim.c): magic, seq, offset_ns.
+/// The layout is `struct lc_page` (crates/lockcheck-fault/native/clockshim.c): magic, seq, offset_ns.
 pub fn tear(path: &Path, new_offset: i64) {
     use std::os::unix::fs::FileExt;
     let f = std::fs::OpenOptions::new()

@@ -17,11 +17,11 @@
 use super::node::{self, pick, targets, NodeTarget, TIMED};
 use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::{Fault, Scene, Target};
-use crate::cluster::{NodeSpec, Prepare, Runtime, DATA_DIR};
-use crate::history::fault_ops;
-use crate::journal::{ended, Effect, FaultEffect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
+use lockcheck_history::fault_ops;
+use lockcheck_journal::{ended, Effect, FaultEffect, Journal};
+use lockcheck_servers::cluster::{NodeSpec, Prepare, Runtime, DATA_DIR};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use serde_json::{json, Value};
 use std::fs;

@@ -11,10 +11,10 @@
 //! run's, read by the workload around the kind's own keys.
 
 use super::{Fault, Target};
-use crate::cluster::{ClusterSpec, NetworkKind, Prepare, Runtime};
-use crate::history::FaultOps;
-use crate::journal::{Effect, FaultEffect};
 use anyhow::Result;
+use lockcheck_history::FaultOps;
+use lockcheck_journal::{Effect, FaultEffect};
+use lockcheck_servers::cluster::{ClusterSpec, NetworkKind, Prepare, Runtime};
 use serde::de::DeserializeOwned;
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};

@@ -9,8 +9,8 @@
 //! this module picks whom.
 
 use super::{Scene, Target};
-use crate::journal::{is_stopped, Effect, Journal, Proc};
 use anyhow::{bail, Result};
+use lockcheck_journal::{is_stopped, Effect, Journal, Proc};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use rand::seq::SliceRandom;

@@ -2,8 +2,8 @@
 //! [`SkewUpdate`]), and a clock it can skew ([`SkewClock`]): on this machine's
 //! page or on a node's host. The base of `clock`: it imports no sibling.
 
-use crate::journal::Effect;
 use anyhow::{bail, Result};
+use lockcheck_journal::Effect;
 use std::time::Duration;
 
 /// The fields of a skew a change sets (a jump: the offset, and no strobe); the

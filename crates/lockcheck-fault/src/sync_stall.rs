@@ -8,8 +8,8 @@
 //! (SIGTERM at the fault's end, SIGKILL by `lockcheck recover`) detaches it and
 //! lets the delayed syscalls proceed; no process is left traced or stopped.
 
-use crate::journal::{Effect, Journal, Proc};
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::{Effect, Journal, Proc};
 use nix::sys::signal::Signal;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;

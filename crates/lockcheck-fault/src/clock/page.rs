@@ -12,8 +12,8 @@
 
 use super::shim::{child_env, install_shim, SHIM_NAME};
 use super::skew::{ClockChange, SkewClock, SkewUpdate};
-use crate::journal::Effect;
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::Effect;
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};

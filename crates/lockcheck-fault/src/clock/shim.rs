@@ -106,7 +106,7 @@ pub(super) fn reach_head(name: String, bytes: &[u8]) -> Reach {
 /// its own timers run on real time. A process gone meanwhile is skipped.
 pub fn group_out_of_reach(leader: i32) -> Vec<(i32, Unreachable)> {
     let mut out = Vec::new();
-    for pid in crate::journal::group_members(leader) {
+    for pid in lockcheck_journal::group_members(leader) {
         if pid == leader {
             continue;
         }

@@ -33,7 +33,7 @@ mod shim;
 mod skew;
 mod start;
 
-pub use crate::cluster::timens::{monotonic_hook, time_namespace};
+pub use lockcheck_servers::cluster::timens::{monotonic_hook, time_namespace};
 pub use page::{clock_file, read_file, reset_file, ClockControl, Skew, TORN_AFTER};
 pub use remote::{host_hook, reset_remote, OutOfReach, RemoteClock};
 pub use shim::{group_out_of_reach, install_shim, reach, Reach, Unreachable, CLOCK_FILE_ENV};
@@ -44,13 +44,13 @@ use super::duration::{Dur, SignedDur};
 use super::node::{self, NodeTarget};
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Setup, Spec};
 use super::{ClientProc, Fault, Place, Scene, Target};
-use crate::cluster::ssh::host::Host;
-use crate::cluster::Runtime;
-use crate::history::fault_ops;
-use crate::journal::{Effect, Journal};
 use anyhow::{bail, Context, Result};
 use async_trait::async_trait;
 use futures_util::future::join_all;
+use lockcheck_history::fault_ops;
+use lockcheck_journal::{Effect, Journal};
+use lockcheck_servers::cluster::ssh::host::Host;
+use lockcheck_servers::cluster::Runtime;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -12,9 +12,9 @@
 
 use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::{ClientProc, Fault, Place, Scene, Target};
-use crate::history::fault_ops;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
+use lockcheck_history::fault_ops;
 use nix::sys::signal::{killpg, Signal};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -186,7 +186,7 @@ async fn stopped_here(pid: nix::unistd::Pid, name: &str) -> Result<bool> {
 
 /// A process's state letter from /proc (`R`, `S`, `T`, `Z`...); None once gone.
 fn proc_state(pid: nix::unistd::Pid) -> Option<char> {
-    crate::journal::stat_fields(pid.as_raw())?.chars().next()
+    lockcheck_journal::stat_fields(pid.as_raw())?.chars().next()
 }
 
 /// Resumes every process in `paused`, emptying it; the first error is returned

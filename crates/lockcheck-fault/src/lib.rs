@@ -28,9 +28,9 @@ pub mod shape;
 pub mod spec;
 pub mod sync_stall;
 
-use crate::cluster::Cluster;
 use anyhow::Result;
 use async_trait::async_trait;
+use lockcheck_servers::cluster::Cluster;
 use nix::unistd::Pid;
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Deserializer};
@@ -93,8 +93,8 @@ pub enum Place {
     /// On a host of the ssh runtime (`clients_on = "hosts"`): that very
     /// process there, signalled over the run's connection.
     Host {
-        host: crate::cluster::ssh::host::Host,
-        proc: crate::journal::Proc,
+        host: lockcheck_servers::cluster::ssh::host::Host,
+        proc: lockcheck_journal::Proc,
     },
 }
 
@@ -163,7 +163,7 @@ impl<'de> Deserialize<'de> for Target {
 }
 
 /// The file a command name runs (looked up on PATH unless it is a path).
-pub(crate) fn which(program: &std::ffi::OsStr) -> Result<std::path::PathBuf> {
+pub fn which(program: &std::ffi::OsStr) -> Result<std::path::PathBuf> {
     use anyhow::Context;
     let p = std::path::Path::new(program);
     if p.components().count() > 1 {

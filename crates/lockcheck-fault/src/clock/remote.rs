@@ -26,11 +26,11 @@
 
 use super::shim::{reach_head, Reach, CLOCK_FILE_ENV, HEAD_LEN, SHIM, SHIM_NAME};
 use super::skew::{ClockChange, SkewClock, SkewUpdate};
-use crate::cluster::ssh::host::{quote, Host};
-use crate::cluster::ssh::{HostPrepare, NodeHost};
-use crate::cluster::NodeSpec;
-use crate::journal::Effect;
 use anyhow::{bail, Context, Result};
+use lockcheck_journal::Effect;
+use lockcheck_servers::cluster::ssh::host::{quote, Host};
+use lockcheck_servers::cluster::ssh::{HostPrepare, NodeHost};
+use lockcheck_servers::cluster::NodeSpec;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};

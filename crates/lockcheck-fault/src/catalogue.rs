@@ -31,7 +31,7 @@ pub fn kind(name: &str) -> Option<&'static Kind> {
 
 /// Undoes `effect`, one of the journal's own variants, through the kind that
 /// writes it ([`Kind::undo_journaled`]); `None` when no kind claims it.
-pub fn undo_journaled(effect: &crate::journal::Effect) -> Option<Result<String>> {
+pub fn undo_journaled(effect: &lockcheck_journal::Effect) -> Option<Result<String>> {
     CATALOGUE
         .iter()
         .filter_map(|k| k.undo_journaled)

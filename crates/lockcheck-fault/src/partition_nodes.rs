@@ -10,9 +10,9 @@ use super::node;
 use super::shape::Cut;
 use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::Fault;
-use crate::cluster::Runtime;
-use crate::history::fault_ops;
 use anyhow::Result;
+use lockcheck_history::fault_ops;
+use lockcheck_servers::cluster::Runtime;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ pub const KIND: Kind = Kind {
 
 /// The nodes' links are cut in their network namespaces, with ip and iptables.
 fn requires() -> Vec<Requirement> {
-    let (ok, detail, install) = match crate::cluster::netns::available() {
+    let (ok, detail, install) = match lockcheck_servers::cluster::netns::available() {
         Ok(()) => (
             true,
             "cuts links between server nodes in their network namespaces (iptables)".into(),

@@ -4,9 +4,9 @@
 use super::page::{clock_file, ensure_file};
 use super::remote::host_hook;
 use super::shim::{child_env, install_shim, reach, Reach};
-use crate::cluster::{NodeSpec, Prepare, Runtime};
-use crate::fault::spec::Setup;
+use crate::spec::Setup;
 use anyhow::Result;
+use lockcheck_servers::cluster::{NodeSpec, Prepare, Runtime};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,7 +37,7 @@ pub(super) fn prepare_run(of_nodes: bool, setup: &mut Setup<'_>) {
 pub fn prepare_hook(run_dir: PathBuf) -> Prepare {
     Prepare(Arc::new(
         move |node: &NodeSpec, cmd: &mut std::process::Command| {
-            let binary = crate::fault::which(cmd.get_program())?;
+            let binary = crate::which(cmd.get_program())?;
             if reach(&binary)? != Reach::Live {
                 return Ok(());
             }

@@ -9,9 +9,9 @@ use super::netns::{self, NodeLatency, NodeShape, ShapeKind};
 use super::node;
 use super::spec::{Entry, Kind, Refusal, Setting, Setup, Spec};
 use super::Fault;
-use crate::cluster::Runtime;
-use crate::history::fault_ops;
 use anyhow::Result;
+use lockcheck_history::fault_ops;
+use lockcheck_servers::cluster::Runtime;
 use std::sync::Arc;
 use std::time::Duration;
 

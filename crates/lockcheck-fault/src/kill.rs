@@ -4,10 +4,10 @@
 use super::node::{self, pick, targets, NodeTarget, TIMED};
 use super::spec::{Entry, Kind, Refusal, Setting, Spec};
 use super::{Fault, Scene, Target};
-use crate::cluster::Runtime;
-use crate::history::fault_ops;
 use anyhow::{bail, Result};
 use async_trait::async_trait;
+use lockcheck_history::fault_ops;
+use lockcheck_servers::cluster::Runtime;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;

@@ -13,11 +13,11 @@ use super::node::{self, pick, stop, targets, NodeTarget, PauseMethod, Stopped, T
 use super::spec::{Entry, Kind, Refusal, Requirement, Setting, Spec};
 use super::sync_stall::SyncStall;
 use super::{Fault, Scene, Target};
-use crate::cluster::Runtime;
-use crate::history::fault_ops;
-use crate::journal::Journal;
 use anyhow::{bail, Result};
 use async_trait::async_trait;
+use lockcheck_history::fault_ops;
+use lockcheck_journal::Journal;
+use lockcheck_servers::cluster::Runtime;
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub const KIND: Kind = Kind {
 /// nodes (containers are paused by Docker), refused at load where this says
 /// why; `method = "fsync"`, strace delaying a node's syncs.
 fn requires() -> Vec<Requirement> {
-    let freezer = crate::cluster::freezer::unavailable();
+    let freezer = lockcheck_servers::cluster::freezer::unavailable();
     let strace = super::sync_stall::unavailable();
     vec![
         Requirement {
@@ -119,14 +119,16 @@ impl Spec for PauseNodeSpec {
             });
         }
         if self.method == PauseMethod::Fsync {
-            return crate::fault::sync_stall::unavailable().map(|why| Refusal {
+            return crate::sync_stall::unavailable().map(|why| Refusal {
                 key: "method",
                 why: format!("method = \"fsync\" attaches strace to the server: {why}"),
             });
         }
         // Docker pauses containers with the freezer whatever this machine allows.
         let why = match (self.method, runtime) {
-            (PauseMethod::Freezer, Runtime::Local) => crate::cluster::freezer::unavailable(),
+            (PauseMethod::Freezer, Runtime::Local) => {
+                lockcheck_servers::cluster::freezer::unavailable()
+            }
             (PauseMethod::Freezer, Runtime::Ssh) => {
                 return Some(Refusal {
                     key: "method",

@@ -7,8 +7,8 @@ use super::link_fault::{LinkFault, Links};
 use super::proxy::Mode;
 use super::spec::{Entry, Kind, Needs, Refusal, Setting, Spec};
 use super::Fault;
-use crate::history::fault_ops;
 use anyhow::Result;
+use lockcheck_history::fault_ops;
 use std::sync::Arc;
 use std::time::Duration;
 
