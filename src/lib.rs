@@ -21,11 +21,13 @@
 //!   no fault;
 //! - `backends`: one folder per lock service (Redis, etcd, ...), its lock client and
 //!   its server recipe: no layer of its own, each file is in `backend`'s layer or,
-//!   the server recipe, in `cluster`'s;
-//! - `fault`: what lockcheck breaks (pause, kill, clock, partition, latency);
-//! - `resource`: the protected resource, fenced or not;
+//!   the server recipe, in `cluster`'s (these three: the crate `lockcheck-servers`);
+//! - `fault`: what lockcheck breaks (pause, kill, clock, partition, latency; the
+//!   crate `lockcheck-fault`);
+//! - `resource`: the protected resource, fenced or not (the crate
+//!   `lockcheck-resource`);
 //! - `recover`: undoing what the journal says is still in effect (above `cluster`
-//!   and `fault`, whose code the undos take);
+//!   and `fault`, whose code the undos take; the crate `lockcheck-recover`);
 //! - `report`: what people and CI read, rebuilt from a run directory alone
 //!   (depends on `history`, `check` and `rundir`; the crate `lockcheck-report`);
 //! - `run`: where they meet: workloads, workers, the controller;
@@ -35,20 +37,24 @@
 //!   and replaying a stored run's faults as they happened (child runs, as `audit`);
 //! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
-// The history and the checker are crates of their own (crates/), which a
-// user's test can take without the runner; under these names, the rest of
-// lockcheck reaches them as it did when they were modules here. The run
-// directory's records are one too, so that the report, below the runner, reads
-// verdict.json through the types the runner writes it with; and so is the
-// report, which needs nothing of the runner; and the journal, at the runner's
-// bottom, which knows none of the changes it records but by name; and the lock
-// services (`backend`, `cluster`, `backends`), which know no fault, resource or
-// run; and the faults, which know the servers they hit but not when (the run's).
+// Every layer under the runner is a crate of its own (crates/), each depending
+// only on the crates of the layers under it, so Cargo keeps it there; under
+// these names, the rest of lockcheck reaches them as it did when they were
+// modules here. The history and the checker, which a user's test can take
+// without the runner; the run directory's records, so that the report, below
+// the runner, reads verdict.json through the types the runner writes it with;
+// the report, which needs nothing of the runner; the journal, which knows none
+// of the changes it records but by name; the lock services (`backend`,
+// `cluster`, `backends`), which know no fault, resource or run; the faults,
+// which know the servers they hit but not when (the run's); the protected
+// resource; and `recover`'s undo of what a journal says is still in effect.
 pub use lockcheck_check as check;
 pub use lockcheck_fault as fault;
 pub use lockcheck_history as history;
 pub use lockcheck_journal as journal;
+pub use lockcheck_recover as recover;
 pub use lockcheck_report as report;
+pub use lockcheck_resource as resource;
 pub use lockcheck_rundir as rundir;
 // The lock services, their clients and their servers: the crate
 // `lockcheck-servers`, whose modules keep their names here.
@@ -57,7 +63,5 @@ pub use lockcheck_servers::{backend, backends, cluster};
 pub mod audit;
 pub mod cli;
 pub mod exit;
-pub mod recover;
-pub mod resource;
 pub mod run;
 pub mod shrink;

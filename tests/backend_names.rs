@@ -75,7 +75,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
          registry",
     ),
     (
-        "src/resource/",
+        "crates/lockcheck-resource/",
         "the PostgreSQL resource (resource = { kind = \"postgres\" }) is a protected resource, \
          not a lock service; it starts its server with the postgres backends' recipe",
     ),

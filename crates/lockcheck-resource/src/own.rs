@@ -12,9 +12,9 @@
 //! `{"error":"stale-token"}`; `{"op":"read"}` → `{"seq":5,"data":"3:12"}`.
 
 use super::fence::{Fence, Stats, StatsHandle, WriteOutcome};
-use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
-use crate::history::AppliedWrite;
 use anyhow::{anyhow, bail, Context, Result};
+use lockcheck_history::error::{MISSING_TOKEN, STALE_TOKEN};
+use lockcheck_history::AppliedWrite;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::Write;

@@ -38,11 +38,11 @@
 //! the same when the resource is dropped.
 
 use super::fence::{Fence, Stats, StatsHandle, WriteOutcome};
-use crate::backend::BackendKind;
-use crate::cluster::{ClusterSpec, LocalCluster};
-use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
-use crate::history::AppliedWrite;
 use anyhow::{anyhow, Context, Result};
+use lockcheck_history::error::{MISSING_TOKEN, STALE_TOKEN};
+use lockcheck_history::AppliedWrite;
+use lockcheck_servers::backend::BackendKind;
+use lockcheck_servers::cluster::{ClusterSpec, LocalCluster};
 use std::fs::File;
 use std::io::Write;
 use std::net::SocketAddr;
@@ -110,7 +110,10 @@ const END_SESSIONS_SQL: &str = "SELECT pg_terminate_backend(pid, 1000) FROM pg_s
 async fn connect(
     addr: SocketAddr,
 ) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>)> {
-    let info = crate::backends::postgres::client::conninfo(&addr.to_string(), CONNECT_TIMEOUT)?;
+    let info = lockcheck_servers::backends::postgres::client::conninfo(
+        &addr.to_string(),
+        CONNECT_TIMEOUT,
+    )?;
     let (client, conn) =
         tokio::time::timeout(CONNECT_TIMEOUT, tokio_postgres::connect(&info, NoTls))
             .await
@@ -318,8 +321,8 @@ struct Watcher {
 
 /// The server program the resource runs: PostgreSQL's, as the postgres
 /// backends' recipe starts it.
-pub fn server() -> crate::cluster::ServerBinary {
-    crate::cluster::server_binary(SERVER)
+pub fn server() -> lockcheck_servers::cluster::ServerBinary {
+    lockcheck_servers::cluster::server_binary(SERVER)
 }
 
 /// The backend whose server recipe starts the resource's PostgreSQL.

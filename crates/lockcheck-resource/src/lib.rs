@@ -32,7 +32,7 @@ use std::path::Path;
 
 /// Which resource the workers write to (recorded in verdict.json, hence the run
 /// directory's type).
-pub use crate::rundir::resource::Kind;
+pub use lockcheck_rundir::resource::Kind;
 
 /// A workload's resource: its kind and its fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,7 +43,7 @@ pub struct Spec {
 
 /// The server program this machine must have for resource `kind`, where it runs
 /// one (always here, whatever runs the lock service).
-pub fn server(kind: Kind) -> Option<crate::cluster::ServerBinary> {
+pub fn server(kind: Kind) -> Option<lockcheck_servers::cluster::ServerBinary> {
     match kind {
         Kind::Lockcheck => None,
         #[cfg(feature = "postgres")]
@@ -72,7 +72,7 @@ impl Spec {
     }
 }
 
-pub use crate::history::error::{MISSING_TOKEN, STALE_TOKEN};
+pub use lockcheck_history::error::{MISSING_TOKEN, STALE_TOKEN};
 
 /// Where a worker finds the resource (in its config).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

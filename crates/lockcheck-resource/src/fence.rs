@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 // The fence and its mode are what verdict.json records of the resource: their
 // type is the run directory's, below the runner.
-pub use crate::rundir::resource::{Fence, Mode};
+pub use lockcheck_rundir::resource::{Fence, Mode};
 
 /// What the resource has applied so far, for the live status line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Undoing what a run left behind, from its journal: the other half of
-//! [`crate::journal`]. The journal, at the bottom, only writes down what was
+//! [`lockcheck_journal`]. The journal, at the bottom, only writes down what was
 //! applied; undoing an effect takes the code that applied it (docker cleanup and
 //! the network namespaces in `cluster`, the freezer and the node link rules in
 //! `fault`), so this lives above both, and `lockcheck recover` (`cli::recover`)
@@ -12,13 +12,13 @@
 //! pid and start time, so one that ended (and whose pid the kernel reused) is
 //! "already gone", never signalled.
 
-#[cfg(feature = "docker")]
-use crate::cluster::docker;
-use crate::cluster::ssh::host::{Host, Unreachable};
-use crate::cluster::{detached_pid, freezer, home, netns};
-use crate::fault::catalogue;
-use crate::journal::{pending, Effect, Journal, Pending};
 use anyhow::{bail, Context, Result};
+use lockcheck_fault::catalogue;
+use lockcheck_journal::{pending, Effect, Journal, Pending};
+#[cfg(feature = "docker")]
+use lockcheck_servers::cluster::docker;
+use lockcheck_servers::cluster::ssh::host::{Host, Unreachable};
+use lockcheck_servers::cluster::{detached_pid, freezer, home, netns};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -144,7 +144,7 @@ pub fn undo(effect: &Effect) -> Result<String> {
                 r.volumes.len()
             )
         }
-        Effect::NodeCut { namespace, rules } => crate::fault::netns::undo(namespace, rules)?,
+        Effect::NodeCut { namespace, rules } => lockcheck_fault::netns::undo(namespace, rules)?,
         Effect::StandIn { dir, link } => match home::remove(dir, link)? {
             true => "removed".into(),
             false => ALREADY_GONE.into(),
@@ -205,7 +205,7 @@ pub fn undo(effect: &Effect) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Proc;
+    use lockcheck_journal::Proc;
 
     #[test]
     fn a_process_whose_pid_was_reused_is_already_gone_and_never_signalled() {
