@@ -5,7 +5,8 @@
 //! One folder per concern; imports flow one way, down this list's layers (the
 //! allowed edges are the table in `tests/layers.rs`, which fails on any other;
 //! docs/architecture.md walks through them):
-//! - `exit`: the process's exit codes (depends on nothing of ours);
+//! - `exit`: the process's exit codes (depends on nothing of ours; the crate
+//!   `lockcheck-exit`);
 //! - `history`: the operations of a run, the one currency (depends on nothing of
 //!   ours; the crate `lockcheck-history`);
 //! - `journal`: what a run changed outside itself, for `recover` (nothing of ours;
@@ -30,14 +31,15 @@
 //!   and `fault`, whose code the undos take; the crate `lockcheck-recover`);
 //! - `report`: what people and CI read, rebuilt from a run directory alone
 //!   (depends on `history`, `check` and `rundir`; the crate `lockcheck-report`);
-//! - `run`: where they meet: workloads, workers, the controller;
+//! - `run`: where they meet: workloads, workers, the controller (the crate
+//!   `lockcheck-run`);
 //! - `audit`: the battery of scenarios for one backend, run as `lockcheck run`
 //!   children and added up into a scorecard with a verdict;
 //! - `shrink`: the smallest workload that still breaks the lock as a stored run did,
 //!   and replaying a stored run's faults as they happened (child runs, as `audit`);
 //! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
-// Every layer under the runner is a crate of its own (crates/), each depending
+// Every layer up to the runner is a crate of its own (crates/), each depending
 // only on the crates of the layers under it, so Cargo keeps it there; under
 // these names, the rest of lockcheck reaches them as it did when they were
 // modules here. The history and the checker, which a user's test can take
@@ -47,14 +49,17 @@
 // of the changes it records but by name; the lock services (`backend`,
 // `cluster`, `backends`), which know no fault, resource or run; the faults,
 // which know the servers they hit but not when (the run's); the protected
-// resource; and `recover`'s undo of what a journal says is still in effect.
+// resource; `recover`'s undo of what a journal says is still in effect; the
+// exit codes; and the runner, where they meet.
 pub use lockcheck_check as check;
+pub use lockcheck_exit as exit;
 pub use lockcheck_fault as fault;
 pub use lockcheck_history as history;
 pub use lockcheck_journal as journal;
 pub use lockcheck_recover as recover;
 pub use lockcheck_report as report;
 pub use lockcheck_resource as resource;
+pub use lockcheck_run as run;
 pub use lockcheck_rundir as rundir;
 // The lock services, their clients and their servers: the crate
 // `lockcheck-servers`, whose modules keep their names here.
@@ -62,6 +67,4 @@ pub use lockcheck_servers::{backend, backends, cluster};
 
 pub mod audit;
 pub mod cli;
-pub mod exit;
-pub mod run;
 pub mod shrink;

@@ -69,7 +69,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
          Python and Go, by the paths that say they are installed",
     ),
     (
-        "src/run/workload/keys.rs",
+        "crates/lockcheck-run/src/workload/keys.rs",
         "the workload-key reference (docs/workload-keys.md): its examples and words quote \
          backend names as a user writes them in a workload; the allowed values come from the \
          registry",

@@ -41,7 +41,7 @@ const REGISTRY: &[(&str, &str)] = &[
 /// Files that name a kind for a reason of their own.
 const ELSEWHERE: &[(&str, &str)] = &[
     (
-        "src/run/workload/keys.rs",
+        "crates/lockcheck-run/src/workload/keys.rs",
         "the workload-key reference (docs/workload-keys.md): its words quote fault kinds as a \
          user writes them (`network = \"namespaces\"` is what `partition-nodes` needs); each \
          kind's own keys come from the catalogue",

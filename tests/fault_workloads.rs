@@ -220,7 +220,7 @@ fn a_schedule_lays_the_faults_out_from_the_seed() {
 /// The fault catalogue's example in the workload docs reads, every kind of it.
 #[test]
 fn the_documented_fault_catalogue_reads() {
-    let source = include_str!("../src/run/workload/mod.rs");
+    let source = include_str!("../crates/lockcheck-run/src/workload/mod.rs");
     let example: String = source
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))

@@ -12,10 +12,12 @@
 //! worker refuses to write. That view is only as good as the worker's clock, and a
 //! pause between the check and the write still lets a stale write through.
 
-use crate::backend::{self, adapter, BackendKind, Grant, LockClient, LockConfig, LockError};
-use crate::history::OpType;
-use crate::resource::{self, WriteOutcome};
 use anyhow::{Context, Result};
+use lockcheck_history::OpType;
+use lockcheck_resource::{self as resource, WriteOutcome};
+use lockcheck_servers::backend::{
+    self, adapter, BackendKind, Grant, LockClient, LockConfig, LockError,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -49,7 +51,7 @@ pub struct Config {
 
 /// The error of a write a self-fencing worker refused: the controller ends the
 /// critical section on it, as on a refused renew.
-pub use crate::history::error::SELF_FENCED;
+pub use lockcheck_history::error::SELF_FENCED;
 
 /// A holder's own view of its lease, on its own clock.
 struct Lease {
@@ -209,7 +211,7 @@ pub enum Command {
 impl Command {
     /// The history's `f`.
     pub fn f(&self) -> &'static str {
-        use crate::history::f;
+        use lockcheck_history::f;
         match self {
             Command::Acquire => f::ACQUIRE,
             Command::Renew { .. } => f::RENEW,

@@ -12,8 +12,8 @@
 //!   available against what is needed.
 
 use super::workload::Workload;
-use crate::exit::Exit;
 use anyhow::Result;
+use lockcheck_exit::Exit;
 use std::path::{Path, PathBuf};
 
 /// More clients than any machine sensibly runs against one lock: one holds it at a

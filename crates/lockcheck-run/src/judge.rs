@@ -7,11 +7,11 @@ use super::nemesis::FaultAccount;
 use super::prepare::Prepared;
 use super::stop::Stopped;
 use super::workload::{self, Workload};
-use crate::check;
-use crate::cluster::Runtime;
-use crate::history;
-use crate::rundir::{ClientInfo, RunReport};
 use anyhow::{Context, Result};
+use lockcheck_check as check;
+use lockcheck_history as history;
+use lockcheck_rundir::{ClientInfo, RunReport};
+use lockcheck_servers::cluster::Runtime;
 use std::path::Path;
 
 /// Judges the stopped run on a blocking thread: a signal still interrupts the
@@ -34,9 +34,9 @@ pub(super) async fn judge(run: &Prepared, stopped: Stopped) -> Result<RunReport>
 /// unless `--keep-data`; logs the phases' timings.
 pub(super) fn write(run: &Prepared, report: &RunReport) -> Result<()> {
     let (dir, phases) = (&run.dir, &run.phases);
-    crate::rundir::VerdictFile::of_run(report.clone()).write(dir)?;
+    lockcheck_rundir::VerdictFile::of_run(report.clone()).write(dir)?;
     // The report is rebuilt from the run directory alone, as `lockcheck report` does.
-    crate::report::write_html(dir, &dir.join(crate::report::REPORT_FILE))
+    lockcheck_report::write_html(dir, &dir.join(lockcheck_report::REPORT_FILE))
         .context("writing report.html")?;
     phases.done("report");
     if !run.opts.keep_data {
@@ -54,7 +54,7 @@ pub(super) fn write(run: &Prepared, report: &RunReport) -> Result<()> {
 /// history, the resource log, the journal and the nodes' logs, which stay). A run
 /// that failed never gets here: its data stays for whoever looks into why.
 pub fn drop_server_data(run_dir: &Path) {
-    let data = run_dir.join(crate::cluster::DATA_DIR);
+    let data = run_dir.join(lockcheck_servers::cluster::DATA_DIR);
     if let Err(e) = std::fs::remove_dir_all(&data) {
         if e.kind() != std::io::ErrorKind::NotFound {
             eprintln!("lockcheck: could not remove {}: {e}", data.display());

@@ -5,8 +5,8 @@
 //! name and with why, never applied to nothing under a green verdict.
 
 use super::Workload;
-use crate::cluster::Runtime;
 use anyhow::{bail, Result};
+use lockcheck_servers::cluster::Runtime;
 
 impl Workload {
     /// Checks the faults and clients against where its servers and clients are.

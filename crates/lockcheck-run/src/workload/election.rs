@@ -25,8 +25,8 @@ use super::located::line_of;
 use super::preset::Lease;
 use super::raw::{self, LeaderTable, ModeKind, OnLeaseLoss};
 use super::section::CriticalSection;
-use crate::backend::{BackendKind, ELECTION_BACKENDS};
 use anyhow::{anyhow, Result};
+use lockcheck_servers::backend::{BackendKind, ELECTION_BACKENDS};
 use std::time::Duration;
 
 /// How the clients of a workload use the lock.
@@ -41,7 +41,7 @@ impl ClientMode {
     pub fn name(&self) -> &'static str {
         match self {
             ClientMode::Lock(_) => "lock",
-            ClientMode::Election(_) => crate::rundir::ELECTION,
+            ClientMode::Election(_) => lockcheck_rundir::ELECTION,
         }
     }
 

@@ -7,8 +7,8 @@
 //! anomaly kinds, the presets, the fault catalogue), never typed in again.
 
 use super::raw;
-use crate::backend::BackendKind;
-use crate::check::AnomalyKind;
+use lockcheck_check::AnomalyKind;
+use lockcheck_servers::backend::BackendKind;
 use serde::de::DeserializeOwned;
 
 /// One key of one table of the workload file.
@@ -78,14 +78,14 @@ fn leases() -> Vec<String> {
 }
 
 fn fault_kinds() -> Vec<String> {
-    crate::fault::catalogue::CATALOGUE
+    lockcheck_fault::catalogue::CATALOGUE
         .iter()
         .map(|k| k.name.to_string())
         .collect()
 }
 
 fn modes() -> Vec<String> {
-    variants::<crate::resource::Mode>()
+    variants::<lockcheck_resource::Mode>()
 }
 
 const fn key(
@@ -133,7 +133,7 @@ pub const KEYS: &[Key] = &[
     key("", "resource", "string or table", "\"unfenced\"", Names(modes),
         "The resource the holders write to: lockcheck's own, `fenced` (rejects a token lower than one applied) or `unfenced`; or a `[resource]` table (below) to choose the resource and its fence.",
         "\"fenced\""),
-    key("", "runtime", "string", "\"local\"", Names(variants::<crate::cluster::Runtime>),
+    key("", "runtime", "string", "\"local\"", Names(variants::<lockcheck_servers::cluster::Runtime>),
         "Where the servers run (docs/runtimes.md); `--runtime` wins.", "\"local\""),
 
     key("backend", "kind", "string", "required", Names(backends),
@@ -157,7 +157,7 @@ pub const KEYS: &[Key] = &[
         "`runtime = \"external\"`: the addresses of servers someone else runs.", "[\"127.0.0.1:6379\"]"),
     key("backend", "image", "string", "the backend's", Any,
         "`runtime = \"docker\"`: the image the nodes run (`--image` wins).", "\"redis:7\""),
-    key("backend", "network", "string", "\"loopback\"", Names(variants::<crate::cluster::NetworkKind>),
+    key("backend", "network", "string", "\"loopback\"", Names(variants::<lockcheck_servers::cluster::NetworkKind>),
         "Local runtime: `namespaces` puts each node in a network namespace of its own, so `partition-nodes` can cut links between nodes and `latency-nodes` slow them.",
         "\"namespaces\""),
     key("backend", "monotonic_offset", "signed duration, or a table of them by node", "none", Any,
@@ -208,10 +208,10 @@ pub const KEYS: &[Key] = &[
     key("leader", "act_every", DURATION, "\"200ms\"", Any,
         "Election only: between two acts (writes with its token) of the leader.", "\"200ms\""),
 
-    key("resource", "kind", "string", "\"lockcheck\"", Names(variants::<crate::resource::Kind>),
+    key("resource", "kind", "string", "\"lockcheck\"", Names(variants::<lockcheck_resource::Kind>),
         "Which resource: `lockcheck`, its own server; `postgres`, a private PostgreSQL server the workers UPDATE themselves.",
         "\"postgres\""),
-    key("resource", "fence", "string", "required", Names(variants::<crate::resource::Fence>),
+    key("resource", "fence", "string", "required", Names(variants::<lockcheck_resource::Fence>),
         "`<=`: a write's token must be at least the highest applied (a holder writes as often as it likes with its token); `<`: above it (each token writes once); `none`: no token condition.",
         "\"<=\""),
 
@@ -272,7 +272,7 @@ pub fn backend_options() -> Vec<(&'static str, Vec<String>)> {
 
 /// Each fault kind with its own keys (besides `kind` and the timing keys).
 pub fn fault_keys() -> Vec<(&'static str, &'static [&'static str])> {
-    crate::fault::catalogue::CATALOGUE
+    lockcheck_fault::catalogue::CATALOGUE
         .iter()
         .map(|k| (k.name, k.keys))
         .collect()
@@ -300,7 +300,7 @@ fn code_list(names: &[String]) -> String {
 pub fn markdown() -> String {
     let mut out = String::from(
         "# Workload keys\n\n\
-         <!-- Generated from src/run/workload/keys.rs: edit there, then \
+         <!-- Generated from crates/lockcheck-run/src/workload/keys.rs: edit there, then \
          `LOCKCHECK_BLESS=1 cargo test --test workload_keys_doc` rewrites this page \
          (the test fails while it is stale). -->\n\n\
          Every key a workload file takes. An unknown key, or a value of another type, \
@@ -350,7 +350,7 @@ pub fn markdown() -> String {
                 out += &format!("| `{kind}` | {} |\n", code_list(&keys));
             }
             out += "\nThe server nodes a node fault hits (`nodes`):\n\n| `nodes` | picks |\n|---|---|\n";
-            for (word, picks) in crate::fault::node::TARGET_WORDS {
+            for (word, picks) in lockcheck_fault::node::TARGET_WORDS {
                 out += &format!("| `{word}` | {} |\n", cell(picks));
             }
         }

@@ -2,8 +2,8 @@
 //! watch (updated by the clients and the nemesis), and the stop flag. The base of
 //! `run`'s controller and nemesis.
 
-use crate::fault::client_name;
-use crate::resource;
+use lockcheck_fault::client_name;
+use lockcheck_resource as resource;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -221,21 +221,21 @@ mod section;
 #[cfg(test)]
 mod tests;
 
-pub use crate::fault::duration::{Dur, SignedDur};
 pub use backend::Backend;
 pub use election::{ClientMode, Election};
 pub use faults::FaultEntry;
 pub use faults::PlannedFault;
+pub use lockcheck_fault::duration::{Dur, SignedDur};
 pub use preset::{lease_presets, Lease, LeasePreset};
 pub use raw::{End, OnLeaseLoss, Renew};
 pub use section::CriticalSection;
 
-use crate::backend::BackendKind;
-use crate::check::AnomalyKind;
-use crate::cluster::{NetworkKind, Runtime};
-use crate::fault::schedule::Mix;
-use crate::resource::{self, Fence, Mode};
 use anyhow::{anyhow, bail, Result};
+use lockcheck_check::AnomalyKind;
+use lockcheck_fault::schedule::Mix;
+use lockcheck_resource::{self as resource, Fence, Mode};
+use lockcheck_servers::backend::BackendKind;
+use lockcheck_servers::cluster::{NetworkKind, Runtime};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -268,11 +268,11 @@ pub struct Workload {
     pub schedule: Option<Schedule>,
     /// `[client] command`: the adapter program each worker runs instead of the
     /// built-in recipe of `backend.kind`.
-    pub client: Option<crate::backend::adapter::Program>,
+    pub client: Option<lockcheck_servers::backend::adapter::Program>,
     /// `[incident]`: the published failure this workload replays and the design
     /// rule that prevents it (recorded in verdict.json; the report's guidance
     /// names both).
-    pub incident: Option<crate::rundir::Incident>,
+    pub incident: Option<lockcheck_rundir::Incident>,
 }
 
 /// How the faults follow one another when a `[schedule]` table is given.
@@ -287,8 +287,8 @@ pub struct Schedule {
 
 impl Schedule {
     /// The schedule for a run of `run` (the workload's duration, or `--time-limit`).
-    pub fn plan(&self, run: Duration) -> crate::fault::schedule::Plan {
-        crate::fault::schedule::Plan {
+    pub fn plan(&self, run: Duration) -> lockcheck_fault::schedule::Plan {
+        lockcheck_fault::schedule::Plan {
             run,
             quiet: self.quiet,
             heal: self.heal,
@@ -354,7 +354,7 @@ fn leadership_fits(
             ));
         }
     }
-    crate::cluster::recipe(kind)
+    lockcheck_servers::cluster::recipe(kind)
         .lease(ttl)
         .map_err(|e| bad("backend.lease", e))
 }
@@ -409,7 +409,7 @@ fn incident(
     i: toml::Spanned<raw::Incident>,
     file: &std::path::Display<'_>,
     text: &str,
-) -> Result<crate::rundir::Incident> {
+) -> Result<lockcheck_rundir::Incident> {
     let i = i.into_inner();
     for (key, value) in [("source", &i.source), ("rule", &i.rule)] {
         if value.get_ref().trim().is_empty() {
@@ -417,7 +417,7 @@ fn incident(
             bail!("{file}:{line}: incident.{key}: expected some words, found an empty string");
         }
     }
-    Ok(crate::rundir::Incident {
+    Ok(lockcheck_rundir::Incident {
         source: i.source.into_inner(),
         rule: i.rule.into_inner(),
     })
@@ -429,8 +429,8 @@ fn adapter_program(
     c: raw::Client,
     path: &Path,
     bad: &dyn Fn(&str, String) -> anyhow::Error,
-) -> Result<crate::backend::adapter::Program> {
-    use crate::backend::adapter::Program;
+) -> Result<lockcheck_servers::backend::adapter::Program> {
+    use lockcheck_servers::backend::adapter::Program;
     let dir = match c.dir {
         Some(d) => {
             let dir = Program::folder_of(path).join(&d);
@@ -544,7 +544,7 @@ impl Workload {
                 "a leader renews its own lease (every backend.renew_every): \"background\" is for mode = \"lock\"".into()
             ));
         }
-        let setting = crate::fault::spec::Setting {
+        let setting = lockcheck_fault::spec::Setting {
             clients: count,
             nodes,
             network: backend.network,
@@ -576,7 +576,7 @@ impl Workload {
                 };
                 let durations: Vec<Duration> = faults.iter().map(|f| f.duration).collect();
                 let plan = schedule.plan(raw.duration.0);
-                crate::fault::schedule::timeline(&durations, &plan, 0)
+                lockcheck_fault::schedule::timeline(&durations, &plan, 0)
                     .map_err(|e| bad("schedule", format!("{e:#}")))?;
                 Some(schedule)
             }
@@ -620,7 +620,7 @@ impl Workload {
         let endpoints = self.backend.endpoints.len();
         #[cfg(not(feature = "docker"))]
         if self.runtime == Runtime::Docker {
-            bail!("{file}: {}", crate::cluster::WITHOUT_DOCKER);
+            bail!("{file}: {}", lockcheck_servers::cluster::WITHOUT_DOCKER);
         }
         match self.runtime {
             Runtime::External if endpoints == 0 => bail!(
@@ -628,7 +628,7 @@ impl Workload {
             ),
             Runtime::External
                 if endpoints != 1
-                    && crate::cluster::recipe(self.backend.kind)
+                    && lockcheck_servers::cluster::recipe(self.backend.kind)
                         .single_instance()
                         .is_some() =>
             {
@@ -639,8 +639,8 @@ impl Workload {
             }
             Runtime::External => {
                 let kind = self.backend.kind;
-                let fixed = crate::cluster::default_nodes(kind);
-                if let Some(what) = crate::cluster::recipe(kind).fixed_nodes() {
+                let fixed = lockcheck_servers::cluster::default_nodes(kind);
+                if let Some(what) = lockcheck_servers::cluster::recipe(kind).fixed_nodes() {
                     if endpoints != fixed {
                         bail!("{file}: backend.endpoints: {kind} is {what}: expected {fixed} addresses (the servers, then the Sentinels), found {endpoints}");
                     }
@@ -657,10 +657,10 @@ impl Workload {
             (None, Runtime::Ssh) => bail!(
                 "{file}: backend.hosts: the ssh runtime needs the hosts to run the servers on, one per node, like [\"db1\", \"db2\", \"db3\"]"
             ),
-            (Some(_), Runtime::Ssh) if !crate::cluster::recipe(self.backend.kind).ssh() => bail!(
+            (Some(_), Runtime::Ssh) if !lockcheck_servers::cluster::recipe(self.backend.kind).ssh() => bail!(
                 "{file}: backend.kind: {} is not available under the ssh runtime yet (it runs {})",
                 self.backend.kind,
-                crate::cluster::ssh::backends().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+                lockcheck_servers::cluster::ssh::backends().iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
             ),
             (Some(ssh), Runtime::Ssh) => {
                 if let Some(h) = ssh.hosts.iter().enumerate().find_map(|(i, h)| ssh.hosts[..i].contains(h).then_some(h)) {

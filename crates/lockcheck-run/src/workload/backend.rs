@@ -4,10 +4,10 @@
 use super::located::{key_line, line_of};
 use super::preset::{lease_presets, Lease};
 use super::raw;
-use crate::backend::{BackendKind, Options, Why};
-use crate::cluster::NetworkKind;
-use crate::fault::duration::Dur;
 use anyhow::{anyhow, bail, Result};
+use lockcheck_fault::duration::Dur;
+use lockcheck_servers::backend::{BackendKind, Options, Why};
+use lockcheck_servers::cluster::NetworkKind;
 use std::path::Path;
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ pub struct Backend {
     pub image: Option<String>,
     /// The hosts under the ssh runtime (`hosts`, `ssh_config`, `program`,
     /// `remote_dir`); none without `hosts`.
-    pub ssh: Option<crate::cluster::SshSpec>,
+    pub ssh: Option<lockcheck_servers::cluster::SshSpec>,
     /// Where the local runtime's nodes listen: loopback, or network namespaces.
     pub network: NetworkKind,
     /// `monotonic_offset`: (node, offset in ns) for each node started in a time
@@ -73,7 +73,7 @@ pub(super) fn read(
         acquire_timeout: b.acquire_timeout.map_or(Duration::from_secs(1), |d| d.0),
         endpoints: b.endpoints.unwrap_or_default(),
         image: b.image,
-        ssh: (!hosts.is_empty()).then(|| crate::cluster::SshSpec {
+        ssh: (!hosts.is_empty()).then(|| lockcheck_servers::cluster::SshSpec {
             hosts,
             // Relative to the workload's own directory.
             ssh_config: b
@@ -155,19 +155,19 @@ fn nodes(
     let nodes = b
         .nodes
         .or((!hosts.is_empty()).then_some(hosts.len()))
-        .unwrap_or(crate::cluster::default_nodes(kind));
+        .unwrap_or(lockcheck_servers::cluster::default_nodes(kind));
     if nodes == 0 {
         bail!(bad("backend.nodes", "expected at least 1 node".into()));
     }
-    let single = crate::cluster::recipe(kind).single_instance();
+    let single = lockcheck_servers::cluster::recipe(kind).single_instance();
     if let (Some(instead), true) = (single, nodes != 1) {
         bail!(bad(
             "backend.nodes",
             format!("{kind} is a single instance: expected 1, found {nodes} ({instead})")
         ));
     }
-    if let Some(what) = crate::cluster::recipe(kind).fixed_nodes() {
-        let fixed = crate::cluster::default_nodes(kind);
+    if let Some(what) = lockcheck_servers::cluster::recipe(kind).fixed_nodes() {
+        let fixed = lockcheck_servers::cluster::default_nodes(kind);
         if nodes != fixed {
             bail!(bad(
                 "backend.nodes",
@@ -198,7 +198,7 @@ fn lease(
                 "{file}:{lease_line}: backend.lease: the preset {} is what {} users run ({}), \
                  not {}: give the lease as a duration, or a preset for {}: {}",
                 p.name,
-                crate::backend::preset_backends(p),
+                lockcheck_servers::backend::preset_backends(p),
                 p.source,
                 kind.name(),
                 kind.name(),
@@ -293,10 +293,11 @@ fn network(
 ) -> Result<NetworkKind> {
     let network = network.unwrap_or_default();
     // Their servers, as lockcheck sets them up, let in loopback clients only.
-    if network == NetworkKind::Namespaces && !crate::cluster::recipe(kind).namespaces() {
+    if network == NetworkKind::Namespaces && !lockcheck_servers::cluster::recipe(kind).namespaces()
+    {
         let able: Vec<&str> = BackendKind::ALL
             .into_iter()
-            .filter(|&k| crate::cluster::recipe(k).namespaces())
+            .filter(|&k| lockcheck_servers::cluster::recipe(k).namespaces())
             .map(BackendKind::name)
             .collect();
         bail!(bad(

@@ -37,8 +37,8 @@ pub use judge::drop_server_data;
 pub use live::{Live, LOCK_NAME};
 pub use prepare::{new_run_dir, Options};
 
-use crate::check;
 use anyhow::{anyhow, Context, Result};
+use lockcheck_check as check;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::path::Path;
@@ -47,7 +47,7 @@ use workload::Workload;
 /// What `verdict.json` holds: the checker's verdict and the run's figures (the run
 /// directory's type, which the report reads it back with), and the adapter a run
 /// tested as its `init` reply named it.
-pub use crate::rundir::{ClientInfo, RunReport};
+pub use lockcheck_rundir::{ClientInfo, RunReport};
 
 /// The run was stopped by a signal: everything was cleaned up, nothing was checked.
 #[derive(Debug, thiserror::Error)]
@@ -168,11 +168,11 @@ impl Summary {
     /// else 0.
     pub fn exit_code(&self) -> u8 {
         if self.runs_with_anomalies > 0 {
-            crate::exit::ANOMALIES
+            lockcheck_exit::ANOMALIES
         } else if self.runs_unknown > 0 || self.runs_with_missed_faults > 0 {
-            crate::exit::UNKNOWN
+            lockcheck_exit::UNKNOWN
         } else {
-            crate::exit::VALID
+            lockcheck_exit::VALID
         }
     }
 }

@@ -1,12 +1,12 @@
 //! The faults' setup, the stage before the servers start: the cluster about to
 //! start, with what the workload's faults need in place first (each fault's own
-//! [`Spec::prepare_run`](crate::fault::spec::Spec::prepare_run) and `prepare_nodes`
+//! [`Spec::prepare_run`](lockcheck_fault::spec::Spec::prepare_run) and `prepare_nodes`
 //! hooks) and the nodes' time namespaces, and what the workers start with. Nothing
 //! starts here: the hooks run as the servers and the workers do.
 
 use super::prepare::Prepared;
-use crate::cluster::{self, ClusterSpec};
-use crate::fault::spec::{Needs, Setup, WorkerEnv};
+use lockcheck_fault::spec::{Needs, Setup, WorkerEnv};
+use lockcheck_servers::cluster::{self, ClusterSpec};
 
 /// What the faults put in place, for the servers and the workers to start with.
 pub(super) struct FaultSetup {

@@ -1,15 +1,15 @@
 use super::*;
-use crate::fault::clock::{ClockSpec, Clocks};
-use crate::fault::latency::Slowness;
-use crate::fault::latency_nodes::NodeLatencySpec;
-use crate::fault::netns::NodeShape;
-use crate::fault::node::{NodeTarget, PauseMethod};
-use crate::fault::partition_nodes::NodePartitionSpec;
-use crate::fault::pause::PauseSpec;
-use crate::fault::pause_node::PauseNodeSpec;
-use crate::fault::shape::Cut;
-use crate::fault::spec::Spec;
-use crate::fault::Target;
+use lockcheck_fault::clock::{ClockSpec, Clocks};
+use lockcheck_fault::latency::Slowness;
+use lockcheck_fault::latency_nodes::NodeLatencySpec;
+use lockcheck_fault::netns::NodeShape;
+use lockcheck_fault::node::{NodeTarget, PauseMethod};
+use lockcheck_fault::partition_nodes::NodePartitionSpec;
+use lockcheck_fault::pause::PauseSpec;
+use lockcheck_fault::pause_node::PauseNodeSpec;
+use lockcheck_fault::shape::Cut;
+use lockcheck_fault::spec::Spec;
+use lockcheck_fault::Target;
 
 /// The spec of the workload's first fault, as a `T`.
 fn first<T: Spec>(w: &Workload) -> &T {
@@ -317,8 +317,8 @@ fn a_node_pause_says_its_method_and_only_a_node_pause_has_one() {
 /// backend refuses and a key of another backend's in the owner's words.
 #[test]
 fn a_backends_own_keys_are_read_and_refused_by_the_backend() {
-    use crate::backend::OwnOptions;
-    use crate::backends::redis::client::{Options, Persistence};
+    use lockcheck_servers::backend::OwnOptions;
+    use lockcheck_servers::backends::redis::client::{Options, Persistence};
     let with = |kind: &str, line: &str| {
         parse(&GOOD.replace(
             "kind = \"redis\"\nlease = \"1500ms\"",
@@ -374,16 +374,16 @@ fn only_etcd_and_zookeeper_clients_are_pinned_to_a_follower() {
             &format!("kind = \"{kind}\"\nclient_endpoint = \"follower\""),
         ))
     };
-    use crate::backend::OwnOptions;
+    use lockcheck_servers::backend::OwnOptions;
     let options = with("etcd").unwrap().backend.options;
     assert_eq!(
-        crate::backends::etcd::client::Options::of(&options).client_endpoint,
-        Some(crate::backend::options::ClientEndpoint::Follower)
+        lockcheck_servers::backends::etcd::client::Options::of(&options).client_endpoint,
+        Some(lockcheck_servers::backend::options::ClientEndpoint::Follower)
     );
     let options = with("zookeeper").unwrap().backend.options;
     assert_eq!(
-        crate::backends::zookeeper::client::Options::of(&options).client_endpoint,
-        Some(crate::backend::options::ClientEndpoint::Follower)
+        lockcheck_servers::backends::zookeeper::client::Options::of(&options).client_endpoint,
+        Some(lockcheck_servers::backend::options::ClientEndpoint::Follower)
     );
     let e = format!("{:#}", with("redis").unwrap_err());
     assert!(
@@ -537,9 +537,9 @@ fn a_preset_fits_only_the_backends_its_users_run_it_on() {
         {
             // Only the lease is under test: one node (or the backend's fixed
             // number), the backend's own token setting, a resource that needs none.
-            let nodes = crate::cluster::recipe(kind)
+            let nodes = lockcheck_servers::cluster::recipe(kind)
                 .fixed_nodes()
-                .map_or(1, |_| crate::cluster::default_nodes(kind));
+                .map_or(1, |_| lockcheck_servers::cluster::default_nodes(kind));
             let backend = format!(
                 "[backend]\nnodes = {nodes}\nfencing_token = {}\nkind = \"{}\"",
                 kind.token().is_some(),
@@ -769,7 +769,7 @@ fn an_incident_names_its_source_and_rule_and_nothing_else() {
     .unwrap();
     assert_eq!(
         w.incident,
-        Some(crate::rundir::Incident {
+        Some(lockcheck_rundir::Incident {
             source: "a vendor page".into(),
             rule: "fence by token".into(),
         })
@@ -812,14 +812,14 @@ fn an_incident_names_its_source_and_rule_and_nothing_else() {
 fn a_patroni_workload_is_an_election_one_client_per_node_on_an_unfenced_record() {
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("workloads/incidents/patroni-split-brain-api-check.toml"),
+            .join("../../workloads/incidents/patroni-split-brain-api-check.toml"),
     )
     .unwrap();
     let w = parse(&text).unwrap();
-    use crate::backend::OwnOptions;
+    use lockcheck_servers::backend::OwnOptions;
     assert_eq!(
-        crate::backends::patroni::client::Options::of(&w.backend.options).primary_check,
-        crate::backends::patroni::client::PrimaryCheck::PatroniApi
+        lockcheck_servers::backends::patroni::client::Options::of(&w.backend.options).primary_check,
+        lockcheck_servers::backends::patroni::client::PrimaryCheck::PatroniApi
     );
     let refused =
         |from: &str, to: &str| format!("{:#}", parse(&text.replace(from, to)).unwrap_err());
@@ -857,7 +857,7 @@ fn a_patroni_workload_is_an_election_one_client_per_node_on_an_unfenced_record()
 
 /// An election's keys and their refusals (election.rs).
 mod election {
-    use crate::run::workload::{ClientMode, OnLeaseLoss, Workload};
+    use crate::workload::{ClientMode, OnLeaseLoss, Workload};
     use std::path::Path;
     use std::time::Duration;
 

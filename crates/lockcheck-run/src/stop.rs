@@ -7,9 +7,9 @@ use super::drive::Ran;
 use super::nemesis::FaultAccount;
 use super::prepare::Prepared;
 use super::servers::Servers;
-use crate::history;
-use crate::rundir::ClientInfo;
 use anyhow::{Context, Result};
+use lockcheck_history as history;
+use lockcheck_rundir::ClientInfo;
 use std::time::Duration;
 
 /// A run with everything it started stopped: what the judge needs besides the
@@ -54,7 +54,7 @@ pub(super) async fn stop(
     // The shifted clocks end with the servers.
     for value in shifted {
         let value = serde_json::json!({ "targets": value["targets"], "method": value["method"] });
-        let f = crate::history::f::CLOCK_RESET;
+        let f = lockcheck_history::f::CLOCK_RESET;
         recorder.record(
             history::Process::Nemesis,
             history::OpType::Info,

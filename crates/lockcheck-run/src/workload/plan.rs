@@ -33,8 +33,9 @@ impl Workload {
         match self.schedule {
             Some(schedule) => {
                 let durations: Vec<Duration> = self.faults.iter().map(|f| f.duration).collect();
-                let slots = crate::fault::schedule::timeline(&durations, &schedule.plan(run), seed)
-                    .map_err(|e| self.bad_schedule(format!("{e:#}")))?;
+                let slots =
+                    lockcheck_fault::schedule::timeline(&durations, &schedule.plan(run), seed)
+                        .map_err(|e| self.bad_schedule(format!("{e:#}")))?;
                 if let Some(i) =
                     (0..self.faults.len()).find(|&i| !slots.iter().any(|s| s.fault == i))
                 {

@@ -4,9 +4,9 @@
 
 use super::located::line_of;
 use super::raw;
-use crate::fault::duration::Dur;
-use crate::fault::spec::{Setting, Spec};
 use anyhow::{anyhow, Result};
+use lockcheck_fault::duration::Dur;
+use lockcheck_fault::spec::{Setting, Spec};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -58,7 +58,7 @@ pub(super) fn read(
             let line = lines.get(key).copied().unwrap_or(header);
             anyhow!("{file}:{line}: faults[{i}].{key}: {what}")
         };
-        let mut entry = crate::fault::catalogue::entry(values, TIMING, &bad)?;
+        let mut entry = lockcheck_fault::catalogue::entry(values, TIMING, &bad)?;
         let Some(Dur(duration)) = entry.take("duration")? else {
             return Err(entry.bad(
                 "duration",

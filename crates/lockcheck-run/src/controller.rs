@@ -9,10 +9,10 @@
 use super::live::{stopped, Live, LOCK_NAME};
 use super::worker::{self, Command, Reply};
 use super::workload::{ClientMode, CriticalSection, Election, End, OnLeaseLoss, Renew, Workload};
-use crate::fault::{client_name, ClientProc, Place};
-use crate::history::error::withheld;
-use crate::history::{HistoryWriter, Op, OpType, Process};
 use anyhow::{anyhow, Context, Result};
+use lockcheck_fault::{client_name, ClientProc, Place};
+use lockcheck_history::error::withheld;
+use lockcheck_history::{HistoryWriter, Op, OpType, Process};
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 use serde_json::{json, Value};
@@ -119,7 +119,7 @@ impl Workers {
     pub async fn start(
         exe: &Path,
         configs: &[worker::Config],
-        env: &[crate::fault::spec::WorkerEnv],
+        env: &[lockcheck_fault::spec::WorkerEnv],
         on_hosts: Option<super::on_hosts::OnHosts>,
         dir: &Path,
         ready_timeout: Duration,
@@ -154,7 +154,7 @@ impl Workers {
             for env in env {
                 cmd.envs(env(&name)?);
             }
-            crate::backend::adapter::die_with_parent(&mut cmd);
+            lockcheck_servers::backend::adapter::die_with_parent(&mut cmd);
             let mut child = cmd
                 .spawn()
                 .with_context(|| format!("starting worker {name} ({})", exe.display()))?;
@@ -251,7 +251,7 @@ impl Workers {
 
     /// What the first worker's adapter said about itself in its `init` reply; None
     /// for built-in clients.
-    pub fn hello(&self) -> Option<crate::backend::adapter::Hello> {
+    pub fn hello(&self) -> Option<lockcheck_servers::backend::adapter::Hello> {
         let first = self.hellos.first().filter(|v| !v.is_null())?;
         serde_json::from_value(first.clone()).ok()
     }
@@ -306,7 +306,7 @@ impl Drop for Workers {
             let group = child.id().map(|pid| pid as i32);
             while Instant::now() < deadline {
                 let reaped = !matches!(child.try_wait(), Ok(None));
-                if reaped && group.is_none_or(|g| crate::journal::group_members(g).is_empty()) {
+                if reaped && group.is_none_or(|g| lockcheck_journal::group_members(g).is_empty()) {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(5));
@@ -678,7 +678,7 @@ impl Slot {
             Err(why) => (OpType::Info, invoke_value, None, Some(why)),
         };
         rec.record(process, kind, f, value.clone(), node, error.clone())?;
-        if kind == OpType::Fail && error.as_deref() == Some(crate::resource::STALE_TOKEN) {
+        if kind == OpType::Fail && error.as_deref() == Some(lockcheck_resource::STALE_TOKEN) {
             self.shared
                 .live
                 .stale_rejected

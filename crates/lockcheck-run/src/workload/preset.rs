@@ -1,7 +1,7 @@
 //! The lease a workload's holders get: a duration, or a preset its backend's users
 //! run (the presets are the backends', `backend::preset`).
 
-pub use crate::backend::{lease_presets, LeasePreset};
+pub use lockcheck_servers::backend::{lease_presets, LeasePreset};
 use std::time::Duration;
 
 /// The lease a holder gets, and how often a holder renews it during a long hold.

@@ -7,11 +7,11 @@
 use super::controller::{Acquired, Recorder};
 use super::live::{stopped, Live};
 use super::workload::FaultEntry;
-use crate::cluster::Cluster;
-use crate::fault::schedule;
-use crate::fault::{ClientProc, Fault, Scene, Target};
-use crate::history::{OpType, Process};
 use anyhow::Result;
+use lockcheck_fault::schedule;
+use lockcheck_fault::{ClientProc, Fault, Scene, Target};
+use lockcheck_history::{OpType, Process};
+use lockcheck_servers::cluster::Cluster;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::VecDeque;
@@ -185,7 +185,7 @@ pub fn planned(
 
 /// verdict.json's `faults`: the workload's faults, planned against started (the
 /// run directory's types; [`Tally::account`] makes them).
-pub use crate::rundir::{FaultAccount, MissedFault};
+pub use lockcheck_rundir::{FaultAccount, MissedFault};
 
 /// How long a timed fault that found nothing to hit waits before it tries again.
 const RETRY: Duration = Duration::from_millis(100);

@@ -10,9 +10,9 @@ use super::phases::{self, Phases};
 use super::prepare::Prepared;
 use super::servers::Servers;
 use super::workload;
-use crate::history::{self, HistoryWriter};
-use crate::resource;
 use anyhow::{anyhow, Result};
+use lockcheck_history::{self as history, HistoryWriter};
+use lockcheck_resource as resource;
 use std::io::Write;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -45,7 +45,7 @@ pub(super) async fn drive(
     )?));
     let shifted = time_namespaces(&w.backend.monotonic_offsets);
     for value in &shifted {
-        let f = crate::history::f::CLOCK_SKEW;
+        let f = lockcheck_history::f::CLOCK_SKEW;
         recorder.record(
             history::Process::Nemesis,
             history::OpType::Info,

@@ -7,10 +7,10 @@
 use super::capacity;
 use super::phases::Phases;
 use super::workload::Workload;
-use crate::cluster::{self, Runtime};
-use crate::exit::Exit;
-use crate::resource;
 use anyhow::{Context, Result};
+use lockcheck_exit::Exit;
+use lockcheck_resource as resource;
+use lockcheck_servers::cluster::{self, Runtime};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;

@@ -2,11 +2,11 @@
 //! acquire latency, critical sections completed, and when the first anomaly happened.
 //! A pure function of the history and the verdict.
 
-use crate::check::Verdict;
-use crate::history::{f, fault_ops, History, Op, OpType, Process};
+use lockcheck_check::Verdict;
+use lockcheck_history::{f, fault_ops, History, Op, OpType, Process};
 use std::collections::BTreeMap;
 
-pub use crate::rundir::{Figures, Percentiles};
+pub use lockcheck_rundir::{Figures, Percentiles};
 
 fn outcome_name(kind: OpType) -> &'static str {
     match kind {
@@ -35,8 +35,8 @@ pub fn of(history: &History, verdict: &Verdict) -> Figures {
         if inv.f == f::ACQUIRE && outcome == OpType::Ok {
             latencies.push(took);
         }
-        let answered =
-            outcome == OpType::Ok || ops[d].error.as_deref() == Some(crate::resource::STALE_TOKEN);
+        let answered = outcome == OpType::Ok
+            || ops[d].error.as_deref() == Some(lockcheck_resource::STALE_TOKEN);
         if inv.f == f::WRITE && answered {
             write_latencies.push(took);
         }
@@ -84,7 +84,7 @@ pub fn of(history: &History, verdict: &Verdict) -> Figures {
                 sections += u64::from(holding.remove(&p));
             }
             (Process::Client(_), f::WRITE, OpType::Fail) => {
-                rejected += u64::from(op.error.as_deref() == Some(crate::resource::STALE_TOKEN))
+                rejected += u64::from(op.error.as_deref() == Some(lockcheck_resource::STALE_TOKEN))
             }
             _ => {}
         }
@@ -168,7 +168,7 @@ pub fn library_out_of_reach(ops: &[Op]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check::{Anomaly, AnomalyKind, Validity};
+    use lockcheck_check::{Anomaly, AnomalyKind, Validity};
 
     #[test]
     fn figures_count_outcomes_sections_faults_and_the_first_anomaly() {
@@ -187,7 +187,7 @@ mod tests {
         ]
         .join("\n")
             + "\n";
-        let history = crate::history::parse_jsonl(&text, "t").unwrap();
+        let history = lockcheck_history::parse_jsonl(&text, "t").unwrap();
         let anomaly = |kind, time, allowed| Anomaly {
             kind,
             indexes: vec![],

@@ -14,12 +14,12 @@
 //! a panic) and by `lockcheck recover`.
 
 use super::worker;
-use crate::cluster::ssh::host::Host;
-use crate::cluster::ssh::run_name;
-use crate::fault::Place;
-use crate::journal::{Effect, Journal, Proc};
 use anyhow::{Context, Result};
 use futures_util::future::join_all;
+use lockcheck_fault::Place;
+use lockcheck_journal::{Effect, Journal, Proc};
+use lockcheck_servers::cluster::ssh::host::Host;
+use lockcheck_servers::cluster::ssh::run_name;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,11 +3,11 @@
 //! protected resource.
 
 use super::prepare::Prepared;
-use crate::cluster::{self, Cluster, ClusterSpec, Runtime};
-use crate::exit::Exit;
-use crate::journal::{Effect, Journal};
-use crate::resource;
 use anyhow::{Context, Result};
+use lockcheck_exit::Exit;
+use lockcheck_journal::{Effect, Journal};
+use lockcheck_resource as resource;
+use lockcheck_servers::cluster::{self, Cluster, ClusterSpec, Runtime};
 use std::sync::Arc;
 
 /// What a run has up once its servers are: each part a guard that stops what it

@@ -1,12 +1,12 @@
 //! The file's shape, as serde reads it: every table denies unknown keys.
 
 use super::preset::{lease_presets, LeasePreset};
-use crate::backend::BackendKind;
-use crate::check::AnomalyKind;
-use crate::cluster::{NetworkKind, Runtime};
-use crate::fault::duration::DURATION_EXPECTED;
-use crate::fault::duration::{Dur, SignedDur};
-use crate::resource::{self, Fence, Mode};
+use lockcheck_check::AnomalyKind;
+use lockcheck_fault::duration::DURATION_EXPECTED;
+use lockcheck_fault::duration::{Dur, SignedDur};
+use lockcheck_resource::{self as resource, Fence, Mode};
+use lockcheck_servers::backend::BackendKind;
+use lockcheck_servers::cluster::{NetworkKind, Runtime};
 use serde::{Deserialize, Deserializer};
 use std::fmt;
 
@@ -138,7 +138,7 @@ pub struct Backend {
     pub remote_dir: Option<std::path::PathBuf>,
     pub manage: Option<bool>,
     #[serde(flatten)]
-    pub options: crate::backend::Options,
+    pub options: lockcheck_servers::backend::Options,
 }
 
 /// The keys of [`Backend`] every backend has, as an unknown key's error lists them.
@@ -238,7 +238,7 @@ pub struct LeaderTable {
 
 /// What a leader does once it learns that its lease is gone (recorded in
 /// verdict.json, hence the run directory's type).
-pub use crate::rundir::OnLeaseLoss;
+pub use lockcheck_rundir::OnLeaseLoss;
 
 /// `end`: when a run ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
