@@ -34,12 +34,14 @@
 //! - `run`: where they meet: workloads, workers, the controller (the crate
 //!   `lockcheck-run`);
 //! - `audit`: the battery of scenarios for one backend, run as `lockcheck run`
-//!   children and added up into a scorecard with a verdict;
+//!   children and added up into a scorecard with a verdict (the crate
+//!   `lockcheck-audit`);
 //! - `shrink`: the smallest workload that still breaks the lock as a stored run did,
-//!   and replaying a stored run's faults as they happened (child runs, as `audit`);
+//!   and replaying a stored run's faults as they happened (child runs, as `audit`;
+//!   the crate `lockcheck-shrink`);
 //! - `cli`: one file per subcommand, under a thin `main.rs`; nothing else names it.
 
-// Every layer up to the runner is a crate of its own (crates/), each depending
+// Every layer under the CLI is a crate of its own (crates/), each depending
 // only on the crates of the layers under it, so Cargo keeps it there; under
 // these names, the rest of lockcheck reaches them as it did when they were
 // modules here. The history and the checker, which a user's test can take
@@ -50,7 +52,8 @@
 // `cluster`, `backends`), which know no fault, resource or run; the faults,
 // which know the servers they hit but not when (the run's); the protected
 // resource; `recover`'s undo of what a journal says is still in effect; the
-// exit codes; and the runner, where they meet.
+// exit codes; the runner, where they meet; the audit; and shrink.
+pub use lockcheck_audit as audit;
 pub use lockcheck_check as check;
 pub use lockcheck_exit as exit;
 pub use lockcheck_fault as fault;
@@ -64,7 +67,6 @@ pub use lockcheck_rundir as rundir;
 // The lock services, their clients and their servers: the crate
 // `lockcheck-servers`, whose modules keep their names here.
 pub use lockcheck_servers::{backend, backends, cluster};
+pub use lockcheck_shrink as shrink;
 
-pub mod audit;
 pub mod cli;
-pub mod shrink;

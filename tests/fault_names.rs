@@ -53,7 +53,7 @@ const ELSEWHERE: &[(&str, &str)] = &[
          that records a pair of its own (`disk-full` / `disk-free`) adds one line there",
     ),
     (
-        "src/audit/battery.rs",
+        "crates/lockcheck-audit/src/battery.rs",
         "the audit's scenarios are workloads: each names the faults it runs",
     ),
     (

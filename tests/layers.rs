@@ -119,7 +119,7 @@ struct Edge {
 }
 
 /// Where a file sits: its top-level module, and how many modules deep it is
-/// below the crate root (src/audit/mod.rs is 1, src/audit/plan.rs 2).
+/// below the crate root (src/cli/mod.rs is 1, src/cli/audit.rs 2).
 fn place(src: &Path, file: &Path) -> (String, usize, bool) {
     let rel = file.strip_prefix(src).unwrap();
     let parts: Vec<String> = rel
@@ -751,7 +751,7 @@ fn after() {
     let _ = lockcheck_servers::{cluster::Runtime, backend};
 }
 "##;
-    // As src/audit/plan.rs: two modules below the crate root.
+    // As src/cli/audit.rs: two modules below the crate root.
     let got: Vec<(usize, String)> = edges(text, 2, false)
         .into_iter()
         .map(|e| (e.line, e.to))

@@ -9,8 +9,8 @@ use super::battery::ScenarioWorkload;
 use super::execute::RunRecord;
 use super::provenance::Provenance;
 use super::scorecard::{self, Scorecard};
-use crate::exit::Exit;
 use anyhow::Result;
+use lockcheck_exit::Exit;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -48,8 +48,8 @@ use super::battery::{Fencing, Question, Recipe};
 use super::card::{ScenarioCard, Stopped};
 use super::execute::{Outcome, RunRecord};
 use super::plan::DEFAULT_FLOOR;
-use crate::check::provoked::Provocation;
-use crate::check::AnomalyKind;
+use lockcheck_check::provoked::Provocation;
+use lockcheck_check::AnomalyKind;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -553,7 +553,7 @@ fn fence_floors(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::card::Classes;
+    use crate::card::Classes;
     use std::path::PathBuf;
     use Fencing::{Fenced, LibraryFencing, SelfFencing, Unfenced};
     use Recipe::{
@@ -1014,7 +1014,7 @@ mod tests {
     fn a_twin_at_its_floor_past_an_unchecked_run_is_missing() {
         let mut twin = card(HolderPause, Fenced, 0, 20, 20);
         twin.ran = 21;
-        twin.gaps = vec![crate::audit::card::Gap {
+        twin.gaps = vec![crate::card::Gap {
             run: 7,
             seed: 7,
             why: "the checker gave up within its limits".into(),

@@ -5,8 +5,8 @@ use super::battery::{Fencing, Question, Recipe, ScenarioWorkload};
 use super::execute::{Ending, Outcome, RunRecord};
 use super::plan::Why;
 use super::stats::{median, upper_95, wilson, Interval};
-use crate::check::provoked::Provocation;
-use crate::run::figures::Percentiles;
+use lockcheck_check::provoked::Provocation;
+use lockcheck_run::figures::Percentiles;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -433,8 +433,8 @@ impl ScenarioCard {
     /// figures count refusals, not whose they were).
     pub fn refused_line(&self) -> String {
         let reissued = self.anomalies.iter().any(|a| {
-            a.parse::<crate::check::AnomalyKind>()
-                .is_ok_and(crate::check::AnomalyKind::breaks_the_token)
+            a.parse::<lockcheck_check::AnomalyKind>()
+                .is_ok_and(lockcheck_check::AnomalyKind::breaks_the_token)
         });
         match reissued {
             true => format!(
@@ -514,9 +514,9 @@ fn not_counted(r: &RunRecord) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::battery::{workload_text, Facts, Scenario};
-    use crate::backend::BackendKind;
-    use crate::run::workload::Workload;
+    use crate::battery::{workload_text, Facts, Scenario};
+    use lockcheck_run::workload::Workload;
+    use lockcheck_servers::backend::BackendKind;
 
     fn run(provoked: Provocation) -> RunRecord {
         RunRecord {

@@ -288,3 +288,29 @@ fn os() -> Option<String> {
         None => kernel,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The build script runs in this crate's folder and reads the commit of the
+    /// workspace's root, two folders up: built in a checkout, the scorecard names
+    /// that checkout's HEAD, not "unknown".
+    #[test]
+    fn the_commit_is_the_checkouts_head_when_built_in_one() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let head = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["rev-parse", "HEAD"])
+            .output();
+        match head {
+            Ok(out) if out.status.success() => {
+                assert_eq!(COMMIT, String::from_utf8_lossy(&out.stdout).trim());
+                assert!(matches!(TREE, "clean" | "dirty"), "{TREE}");
+            }
+            // Not a checkout (a crate unpacked elsewhere): nothing to compare.
+            _ => assert_eq!(COMMIT, "unknown"),
+        }
+    }
+}

@@ -5,11 +5,11 @@
 //! not deterministic, so one run proves a break happened, not that it comes back.
 
 use super::candidate::Candidate;
-use crate::audit::execute::{spawn, wait};
-use crate::check::AnomalyKind;
-use crate::exit::{self, Exit};
-use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
+use lockcheck_audit::execute::{spawn, wait};
+use lockcheck_check::AnomalyKind;
+use lockcheck_exit::{self as exit, Exit};
+use lockcheck_run::RunReport;
 use std::path::{Path, PathBuf};
 
 /// How many of how many reruns must give the anomaly.

@@ -10,9 +10,9 @@ use super::execute::Executed;
 use super::pace::Level;
 use super::provenance::{present, Provenance, FORMAT};
 use super::shard::{PartPhase, Shards};
-use crate::exit::{self, Exit};
-use crate::rundir::field_to_blame;
 use anyhow::Result;
+use lockcheck_exit::{self as exit, Exit};
+use lockcheck_rundir::field_to_blame;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -416,7 +416,7 @@ mod tests {
 
     /// A published scorecard: format 2, its provenance recorded after the run.
     fn etcd() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits/etcd.json")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/audits/etcd.json")
     }
 
     fn value() -> serde_json::Value {

@@ -18,11 +18,11 @@ pub mod realise;
 pub mod search;
 pub mod trial;
 
-use crate::audit::stats::wilson;
-use crate::check::AnomalyKind;
-use crate::run::workload::Workload;
 use anyhow::{Context, Result};
 use candidate::Candidate;
+use lockcheck_audit::stats::wilson;
+use lockcheck_check::AnomalyKind;
+use lockcheck_run::workload::Workload;
 use realise::{realise, Realised};
 use search::{Oracle, Progress, Search, Shrunk};
 use std::path::{Path, PathBuf};
@@ -162,7 +162,7 @@ pub fn shrink(dir: &Path, opts: &Options, progress: &mut dyn FnMut(&str)) -> Res
     out.ops_after = confirm
         .flagged_dirs
         .first()
-        .and_then(|d| crate::rundir::read_run(d).ok())
+        .and_then(|d| lockcheck_rundir::read_run(d).ok())
         .map(|rep| ops_of(&rep));
     if confirm.flagged > 0 {
         let header = header(&r, &shrunk, &confirm, started.elapsed());
@@ -488,7 +488,7 @@ pub fn rate_text(t: &Trial) -> String {
     }
 }
 
-fn ops_of(r: &crate::run::RunReport) -> u64 {
+fn ops_of(r: &lockcheck_run::RunReport) -> u64 {
     r.figures.ops.values().flat_map(|o| o.values()).sum()
 }
 

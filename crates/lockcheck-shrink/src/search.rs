@@ -10,8 +10,8 @@
 use super::candidate::{Candidate, Size};
 use super::ddmin::ddmin;
 use super::trial::Trial;
-use crate::check::AnomalyKind;
 use anyhow::Result;
+use lockcheck_check::AnomalyKind;
 use std::time::{Duration, Instant};
 
 /// Says whether a candidate still breaks the lock: real reruns, or a fake in tests.

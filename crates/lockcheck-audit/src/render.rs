@@ -6,7 +6,7 @@ use super::card::{ScenarioCard, Stopped};
 use super::scorecard::Scorecard;
 use super::shard::PartPhase;
 pub use super::stats::minutes;
-use crate::report::escape;
+use lockcheck_report::escape;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -325,7 +325,7 @@ fn shards(card: &Scorecard) -> Vec<String> {
 /// with its figures, one with no run that counts is an error, and what did not
 /// apply is skipped with why.
 pub fn junit(card: &Scorecard) -> String {
-    use crate::report::junit::{Case, Outcome, Suite};
+    use lockcheck_report::junit::{Case, Outcome, Suite};
     let class = format!("lockcheck.audit.{}", card.backend);
     let case = |name: &str, time_s: Option<f64>, outcome: Outcome| Case {
         class: class.clone(),
@@ -495,7 +495,7 @@ pub fn html(card: &Scorecard) -> String {
                 match &r.run_dir {
                     Some(d) => format!(
                         "<a href=\"{}\" title=\"seed {}: {} {}\">{}{mark}</a>",
-                        escape(&relative(&card.dir, &d.join(crate::report::REPORT_FILE))),
+                        escape(&relative(&card.dir, &d.join(lockcheck_report::REPORT_FILE))),
                         r.seed,
                         r.provoked.map_or("", |p| p.name()),
                         escape(&r.anomalies.join(", ")),
@@ -592,7 +592,7 @@ mod tests {
     /// out, a failure per flagged scenario, the suite's counts those of its cases.
     #[test]
     fn a_published_audit_gives_a_case_per_scenario_and_a_failure_per_flagged_one() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/audits");
         let mut read = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

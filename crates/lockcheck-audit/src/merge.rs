@@ -17,9 +17,9 @@ use super::plan::{Phase, Plan, Tally, Want, Why};
 use super::provenance::{self, Provenance};
 use super::scorecard::{self, Scorecard, Setting};
 use super::shard::{digest, first_phase_digest, Flags, Part, PartPhase, Shards};
-use crate::backend::BackendKind;
-use crate::exit::Exit;
 use anyhow::{Context, Result};
+use lockcheck_exit::Exit;
+use lockcheck_servers::backend::BackendKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

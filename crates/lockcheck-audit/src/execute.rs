@@ -15,12 +15,12 @@
 use super::battery::ScenarioWorkload;
 use super::pace::{Jobs, Level, Pace};
 use super::plan::{Plan, Tally, Want, Why};
-use crate::check::provoked::Provocation;
-use crate::check::{AnomalyKind, Validity};
-use crate::report::RunDir;
-use crate::resource::Fence;
-use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
+use lockcheck_check::provoked::Provocation;
+use lockcheck_check::{AnomalyKind, Validity};
+use lockcheck_report::RunDir;
+use lockcheck_resource::Fence;
+use lockcheck_run::RunReport;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -582,7 +582,7 @@ fn stop(out: &mut Executed, pids: &HashMap<tokio::task::Id, u32>, signal: &'stat
     }
 }
 
-pub(crate) fn spawn(
+pub fn spawn(
     exe: &Path,
     workload: &Path,
     seed: u64,
@@ -600,15 +600,15 @@ pub(crate) fn spawn(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    crate::backend::adapter::signal_on_parent_death(&mut cmd, libc::SIGTERM);
+    lockcheck_servers::backend::adapter::signal_on_parent_death(&mut cmd, libc::SIGTERM);
     cmd.spawn()
         .with_context(|| format!("starting {} run {}", exe.display(), workload.display()))
 }
 
 /// What a child left: its exit code, stdout and stderr.
-pub(crate) type Output = std::io::Result<std::process::Output>;
+pub type Output = std::io::Result<std::process::Output>;
 
-pub(crate) async fn wait(child: &mut tokio::process::Child) -> Output {
+pub async fn wait(child: &mut tokio::process::Child) -> Output {
     use tokio::io::AsyncReadExt;
     let (mut so, mut se) = (Vec::new(), Vec::new());
     let mut stdout = child.stdout.take();

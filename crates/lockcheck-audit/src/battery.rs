@@ -10,11 +10,11 @@
 //! server binary itself is read): a new backend gets its battery without an edit
 //! here. What does not apply is listed with why.
 
-use crate::backend::BackendKind;
-use crate::cluster;
-use crate::fault::clock::{reach, Reach};
-use crate::run::workload::Workload;
 use anyhow::{Context, Result};
+use lockcheck_fault::clock::{reach, Reach};
+use lockcheck_run::workload::Workload;
+use lockcheck_servers::backend::BackendKind;
+use lockcheck_servers::cluster;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -239,7 +239,7 @@ impl Recipe {
     }
 
     /// [`Recipe::option_lines`] as the server recipe reads them.
-    fn options(self, facts: &Facts) -> crate::backend::Options {
+    fn options(self, facts: &Facts) -> lockcheck_servers::backend::Options {
         self.option_lines(facts)
             .and_then(|l| toml::from_str(l).ok())
             .unwrap_or_default()
@@ -494,7 +494,7 @@ impl Facts {
     pub fn of(kind: BackendKind, client: Option<Vec<String>>) -> Result<Facts> {
         let binary = cluster::server_binary(kind)
             .resolve(None)
-            .map_err(|e| crate::exit::Exit::environment(format!("{e:#}")))?;
+            .map_err(|e| lockcheck_exit::Exit::environment(format!("{e:#}")))?;
         let clock_unreachable = match reach(&binary)? {
             Reach::Live => None,
             Reach::Unreachable(u) => Some(format!(
@@ -779,7 +779,7 @@ mod tests {
                         .unwrap_or_else(|e| panic!("{kind} {}: {e:#}\n{text}", s.name()));
                     assert_eq!(w.name, format!("{kind}-{}", s.name()));
                     assert_eq!(
-                        w.resource.fence != crate::resource::Fence::Off,
+                        w.resource.fence != lockcheck_resource::Fence::Off,
                         s.fencing == Fencing::Fenced,
                         "{kind} {}",
                         s.name()
@@ -795,7 +795,8 @@ mod tests {
                     assert_eq!(w.client.is_some(), client.is_some());
                     // Only an unfenced run that trusts its holders fails on the overlap.
                     assert_eq!(
-                        w.allow.contains(&crate::check::AnomalyKind::DoubleHolder),
+                        w.allow
+                            .contains(&lockcheck_check::AnomalyKind::DoubleHolder),
                         s.fencing != Fencing::Unfenced,
                         "{kind} {}",
                         s.name()
@@ -827,7 +828,7 @@ mod tests {
     /// renewal, before its lease ran out: no successor would see it write again.
     #[test]
     fn the_cut_off_holder_has_its_lock_client_renew_in_the_background() {
-        use crate::run::workload::Renew;
+        use lockcheck_run::workload::Renew;
         for kind in [BackendKind::Redis, BackendKind::Zookeeper] {
             let facts = Facts::registered(kind, None, None);
             let s = Scenario {
@@ -1055,7 +1056,7 @@ mod tests {
             let lease = w.backend.lease.ttl;
             assert!(cut >= lease * 2, "{kind}: cut {cut:?}, lease {lease:?}");
             // The holder still writes after the heal, when a successor is granted.
-            let crate::run::workload::ClientMode::Lock(section) = &w.mode else {
+            let lockcheck_run::workload::ClientMode::Lock(section) = &w.mode else {
                 panic!("{kind}: a lock workload");
             };
             assert!(section.hold > cut, "{kind}");

@@ -3,8 +3,8 @@
 //! `after`. Every candidate is an ordinary workload, written as TOML and run by
 //! `lockcheck run`: what the search keeps is exactly what the user gets.
 
-use crate::fault::duration::Dur;
 use anyhow::{anyhow, Result};
+use lockcheck_fault::duration::Dur;
 use std::time::Duration;
 use toml::{Table, Value};
 

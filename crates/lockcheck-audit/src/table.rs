@@ -201,7 +201,7 @@ mod tests {
     use super::*;
 
     fn etcd() -> Published {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/audits");
         let card = scorecard::read(&dir.join("etcd.json")).unwrap();
         Published {
             file: "etcd.json".into(),
@@ -239,9 +239,9 @@ mod tests {
     /// phase, read off the parts it added up.
     #[test]
     fn a_merge_says_the_slowest_part_of_each_phase_not_one_wall() {
-        use crate::audit::shard::PartPhase;
-        use crate::audit::stats::minutes;
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/audits");
+        use crate::shard::PartPhase;
+        use crate::stats::minutes;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/audits");
         let card = scorecard::read(&dir.join("etcd-bound-1.json")).unwrap();
         let shards = card.shards.as_ref().unwrap();
         let slowest = |phase| {

@@ -1,20 +1,14 @@
-//! Records the commit the binary is built from and whether the sources differed
+//! Records the commit lockcheck is built from and whether the sources differed
 //! from it, for the audit's scorecard to say where it came from
-//! (`audit::provenance`): LOCKCHECK_GIT_COMMIT and LOCKCHECK_GIT_TREE. (The clock
-//! interposer is built by the fault crate's build.rs, crates/lockcheck-fault.)
+//! (`provenance`): LOCKCHECK_GIT_COMMIT and LOCKCHECK_GIT_TREE. The sources are
+//! the whole workspace's, from its root, two folders up from this crate's.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// What the binary is made of: a change here makes a scorecard's tree "dirty".
-const SOURCES: [&str; 6] = [
-    "src",
-    "crates",
-    "clients",
-    "build.rs",
-    "Cargo.toml",
-    "Cargo.lock",
-];
+/// What the binary is made of, from the workspace's root: a change here makes a
+/// scorecard's tree "dirty".
+const SOURCES: [&str; 5] = ["src", "crates", "clients", "Cargo.toml", "Cargo.lock"];
 
 fn main() {
     git_provenance();
@@ -22,10 +16,12 @@ fn main() {
 
 /// `git rev-parse HEAD` and whether SOURCES differ from it (untracked files
 /// among them included), or "unknown" for both outside a git checkout of this
-/// crate. Re-run when HEAD, its branch, the index or any source changes, so
+/// workspace. Re-run when HEAD, its branch, the index or any source changes, so
 /// that the tree is never said to be clean after an edit.
 fn git_provenance() {
-    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let crate_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    // crates/lockcheck-audit: the workspace's root is two folders up.
+    let manifest = crate_dir.join("../..");
     let git = |args: &[&str]| -> Option<String> {
         let out = Command::new("git")
             .arg("-C")
@@ -59,7 +55,7 @@ fn git_provenance() {
         tree.unwrap_or("unknown")
     );
     for source in SOURCES {
-        println!("cargo:rerun-if-changed={source}");
+        println!("cargo:rerun-if-changed={}", manifest.join(source).display());
     }
     if ours {
         let branch = git(&["symbolic-ref", "-q", "HEAD"]);

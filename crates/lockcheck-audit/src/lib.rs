@@ -29,11 +29,11 @@ pub mod shard;
 pub mod stats;
 pub mod table;
 
-use crate::backend::BackendKind;
-use crate::exit::Exit;
 use anyhow::{Context, Result};
 use battery::{Facts, Fencing, Recipe};
 use execute::Event;
+use lockcheck_exit::Exit;
+use lockcheck_servers::backend::BackendKind;
 use plan::Plan;
 use scorecard::{Scorecard, Setting};
 use std::path::PathBuf;
@@ -107,7 +107,7 @@ pub fn audit(opts: &Options, progress: &mut dyn FnMut(Event<'_>, Duration)) -> R
     let dir = match &resumed {
         Some(r) => r.dir.clone(),
         None => {
-            crate::run::new_run_dir(&opts.results, &dir_name(opts)).map_err(Exit::environment)?
+            lockcheck_run::new_run_dir(&opts.results, &dir_name(opts)).map_err(Exit::environment)?
         }
     };
     let dir = dir

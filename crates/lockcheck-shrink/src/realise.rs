@@ -5,11 +5,11 @@
 //! not hold it in the next. A target the original chose at random is named.
 
 use super::candidate::{Candidate, Event};
-use crate::check::AnomalyKind;
-use crate::exit::Exit;
-use crate::history::{fault_ops, read_jsonl, Op, OpType, Process};
-use crate::run::RunReport;
 use anyhow::{anyhow, Context, Result};
+use lockcheck_check::AnomalyKind;
+use lockcheck_exit::Exit;
+use lockcheck_history::{fault_ops, read_jsonl, Op, OpType, Process};
+use lockcheck_run::RunReport;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use toml::{Table, Value};
@@ -46,9 +46,11 @@ pub fn realise(
     };
     let read =
         |name: &str| std::fs::read_to_string(dir.join(name)).map_err(|e| unreadable(name, &e));
-    let report = crate::rundir::read_run(dir).map_err(|e| match e {
-        crate::rundir::Error::Io { error, .. } => unreadable(crate::rundir::VERDICT_FILE, &error),
-        malformed @ crate::rundir::Error::Malformed { .. } => Exit::malformed(malformed),
+    let report = lockcheck_rundir::read_run(dir).map_err(|e| match e {
+        lockcheck_rundir::Error::Io { error, .. } => {
+            unreadable(lockcheck_rundir::VERDICT_FILE, &error)
+        }
+        malformed @ lockcheck_rundir::Error::Malformed { .. } => Exit::malformed(malformed),
     })?;
     let kind =
         pick_kind(&report, kind).map_err(|e| Exit::usage(format!("{}: {e}", dir.display())))?;
@@ -197,7 +199,7 @@ fn fit_to_run(events: &mut Vec<Event>, workload: &Table) {
     let run = workload
         .get("duration")
         .and_then(Value::as_str)
-        .and_then(|d| d.parse::<crate::fault::duration::Dur>().ok())
+        .and_then(|d| d.parse::<lockcheck_fault::duration::Dur>().ok())
         .map(|d| d.0);
     let Some(run) = run else {
         return;
@@ -228,7 +230,7 @@ fn entry_of(op: &Op, entries: &[Table], start_f: &str) -> Result<usize> {
             entries[i]
                 .get("kind")
                 .and_then(Value::as_str)
-                .and_then(crate::fault::catalogue::kind)
+                .and_then(lockcheck_fault::catalogue::kind)
                 .is_some_and(|k| k.ops.start == start_f)
         })
         .collect();
@@ -247,7 +249,7 @@ fn entry_duration(entry: &Table) -> Result<Duration> {
         .get("duration")
         .and_then(Value::as_str)
         .ok_or_else(|| anyhow!("expected a duration"))?;
-    let crate::fault::duration::Dur(d) = text.parse().map_err(|e: String| anyhow!(e))?;
+    let lockcheck_fault::duration::Dur(d) = text.parse().map_err(|e: String| anyhow!(e))?;
     Ok(d)
 }
 
