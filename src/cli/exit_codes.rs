@@ -76,7 +76,7 @@ pub const RUN: Subcommand = Subcommand {
         ),
         code(
             ENVIRONMENT,
-            "environment: this machine cannot run the workload (a server binary missing, too little memory, no root for a fault): the message says what to install or free",
+            "environment: this machine cannot run the workload (a server binary missing, too little memory, no root for a fault): the message says what to install or free; or a worker's lock client could not connect before the run began (a loaded machine, a service not yet serving), so nothing was tested",
         ),
         INTERNAL_ROW,
         code(

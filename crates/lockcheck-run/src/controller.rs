@@ -10,6 +10,7 @@ use super::live::{stopped, Live, LOCK_NAME};
 use super::worker::{self, Command, Reply};
 use super::workload::{ClientMode, CriticalSection, Election, End, OnLeaseLoss, Renew, Workload};
 use anyhow::{anyhow, Context, Result};
+use lockcheck_exit::Exit;
 use lockcheck_fault::{client_name, ClientProc, Place};
 use lockcheck_history::error::withheld;
 use lockcheck_history::{HistoryWriter, Op, OpType, Process};
@@ -209,12 +210,19 @@ impl Workers {
             let hello = tokio::time::timeout(ready_timeout, p.replies.recv()).await;
             match hello {
                 Ok(Some(r)) if r.id == 0 && r.kind == OpType::Ok => workers.hellos.push(r.value),
+                // The worker ran and said why its client could not start: its
+                // connection to the lock service (whose servers had answered their
+                // readiness checks) failed or timed out, or a team's own client
+                // could not init. Nothing was tested, and it is no bug of
+                // lockcheck's: a loaded machine or a service not yet serving does
+                // this, and the message says which.
                 Ok(Some(r)) => {
-                    return Err(anyhow!(
-                        "worker {} could not start: {}",
+                    return Err(Exit::environment(format!(
+                        "worker {} could not start, so nothing was tested (its lock service's \
+                         servers had answered their readiness checks): {}",
                         client_name(i),
                         r.error.unwrap_or_default()
-                    ))
+                    )))
                 }
                 Ok(None) => {
                     return Err(anyhow!(
