@@ -207,38 +207,8 @@ impl Workers {
             pipes.push(Pipes { stdin, replies });
         }
         for (i, p) in pipes.iter_mut().enumerate() {
-            let hello = tokio::time::timeout(ready_timeout, p.replies.recv()).await;
-            match hello {
-                Ok(Some(r)) if r.id == 0 && r.kind == OpType::Ok => workers.hellos.push(r.value),
-                // The worker ran and said why its client could not start: its
-                // connection to the lock service (whose servers had answered their
-                // readiness checks) failed or timed out, or a team's own client
-                // could not init. Nothing was tested, and it is no bug of
-                // lockcheck's: a loaded machine or a service not yet serving does
-                // this, and the message says which.
-                Ok(Some(r)) => {
-                    return Err(Exit::environment(format!(
-                        "worker {} could not start, so nothing was tested (its lock service's \
-                         servers had answered their readiness checks): {}",
-                        client_name(i),
-                        r.error.unwrap_or_default()
-                    )))
-                }
-                Ok(None) => {
-                    return Err(anyhow!(
-                        "worker {} exited while starting (see {})",
-                        client_name(i),
-                        logs.join(format!("{}.log", client_name(i))).display()
-                    ))
-                }
-                Err(_) => {
-                    return Err(anyhow!(
-                        "worker {} did not connect within {:?}",
-                        client_name(i),
-                        ready_timeout
-                    ))
-                }
-            }
+            let hello = hello(i, p, ready_timeout, &logs).await?;
+            workers.hellos.push(hello);
         }
         Ok((workers, pipes))
     }
@@ -725,6 +695,37 @@ impl Slot {
                 Err(_) => return Err(format!("no reply within {:.1} s", wait.as_secs_f64())),
             }
         }
+    }
+}
+
+/// Worker `i`'s first reply, its hello: what its client says of itself once it
+/// has connected, or why it could not.
+async fn hello(i: usize, p: &mut Pipes, ready_timeout: Duration, logs: &Path) -> Result<Value> {
+    let hello = tokio::time::timeout(ready_timeout, p.replies.recv()).await;
+    match hello {
+        Ok(Some(r)) if r.id == 0 && r.kind == OpType::Ok => Ok(r.value),
+        // The worker ran and said why its client could not start: its
+        // connection to the lock service (whose servers had answered their
+        // readiness checks) failed or timed out, or a team's own client
+        // could not init. Nothing was tested, and it is no bug of
+        // lockcheck's: a loaded machine or a service not yet serving does
+        // this, and the message says which.
+        Ok(Some(r)) => Err(Exit::environment(format!(
+            "worker {} could not start, so nothing was tested (its lock service's \
+             servers had answered their readiness checks): {}",
+            client_name(i),
+            r.error.unwrap_or_default()
+        ))),
+        Ok(None) => Err(anyhow!(
+            "worker {} exited while starting (see {})",
+            client_name(i),
+            logs.join(format!("{}.log", client_name(i))).display()
+        )),
+        Err(_) => Err(anyhow!(
+            "worker {} did not connect within {:?}",
+            client_name(i),
+            ready_timeout
+        )),
     }
 }
 
