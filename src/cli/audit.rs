@@ -86,7 +86,7 @@ pub struct Args {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
     /// Exit 1 unless the verdict is this one.
-    #[arg(long, value_enum, value_name = "VERDICT")]
+    #[arg(long, value_name = "VERDICT", value_parser = super::one_of(&AuditVerdict::ALL, AuditVerdict::name))]
     pub expect: Option<AuditVerdict>,
     /// Print the scorecard as one JSON object (its "verdict" one of `efficiency-lock-only`, `safe-with-fencing`, `unsafe-even-with-fencing`, `no-break-found`, `inconclusive`, `partial`).
     #[arg(long)]
@@ -94,11 +94,9 @@ pub struct Args {
     /// Where the audit's directory goes.
     #[arg(long, value_name = "DIR", default_value = "results")]
     pub results: PathBuf,
-    /// Only these recipes, comma-separated (holder-pause, clock-jump-majority,
-    /// clock-rate-majority, clock-jump-holder, clock-rate-holder, kill-restart,
-    /// kill-restart-durable, kill-restart-wiped, holder-cut-off, leader-isolated,
-    /// holder-node-isolated, slow-links, disk-full).
-    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = recipe)]
+    /// Only these recipes, comma-separated.
+    #[arg(long, value_name = "LIST", value_delimiter = ',',
+          value_parser = super::one_of(&Recipe::ALL, Recipe::name))]
     pub scenarios: Vec<Recipe>,
     /// The first run's seed.
     #[arg(long, default_value_t = 1)]
@@ -135,7 +133,7 @@ pub struct MergeArgs {
     #[arg(long)]
     pub json: bool,
     /// Exit 1 unless the verdict is this one.
-    #[arg(long, value_enum, value_name = "VERDICT")]
+    #[arg(long, value_name = "VERDICT", value_parser = super::one_of(&AuditVerdict::ALL, AuditVerdict::name))]
     pub expect: Option<AuditVerdict>,
 }
 
@@ -164,13 +162,6 @@ fn backend(s: &str) -> Result<BackendKind, String> {
             Err(format!("expected one of {}", names.join(", ")))
         }
     }
-}
-
-fn recipe(s: &str) -> Result<Recipe, String> {
-    Recipe::named(s).ok_or_else(|| {
-        let names: Vec<&str> = Recipe::ALL.iter().map(|r| r.name()).collect();
-        format!("expected one of {}", names.join(", "))
-    })
 }
 
 /// A fenced twin's cap: `--twin-runs`, else 6 × the floor; never below the floor.

@@ -20,6 +20,27 @@ pub mod worker;
 pub use crate::exit::Exit;
 pub use crate::exit::{ENVIRONMENT as EXIT_ENVIRONMENT, MALFORMED as EXIT_MALFORMED};
 
+/// A flag's value parser for a closed set of names (a runtime, a verdict): the
+/// library's types know their names (`ALL`, `name`), not the command line, so
+/// clap lists and matches them here.
+pub fn one_of<T>(
+    all: &'static [T],
+    name: fn(T) -> &'static str,
+) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: Copy + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(all.iter().map(|&v| name(v))).try_map(
+        move |s: String| {
+            all.iter()
+                .copied()
+                .find(|&v| name(v) == s)
+                .ok_or("not one of the listed values")
+        },
+    )
+}
+
 /// The exit code for an error: its own where it carries one, 4 for a malformed
 /// history (or one the model does not fit), 2 for a resource log given to a
 /// model that reads none, else 6: an error nobody classified is not the user's

@@ -4,6 +4,7 @@
 //! faults missed, 5 environment problem, 130 interrupted (`crate::exit`).
 
 use crate::check::{secs, Validity};
+use crate::cluster::Runtime;
 use crate::exit::{self, Exit};
 use crate::run::{self, workload::Workload, Interrupted, RunReport, Summary};
 use anyhow::{Context, Result};
@@ -34,8 +35,8 @@ pub struct Args {
     pub test_count: u64,
     /// Where the servers run, instead of the workload's `runtime`: local processes,
     /// Docker containers, or the servers named by the workload's `backend.endpoints`.
-    #[arg(long, value_enum)]
-    pub runtime: Option<crate::cluster::Runtime>,
+    #[arg(long, value_parser = super::one_of(&Runtime::ALL, Runtime::name))]
+    pub runtime: Option<Runtime>,
     /// The image for the docker runtime (default: the workload's `backend.image`,
     /// else the backend's official image).
     #[arg(long, value_name = "IMAGE")]

@@ -52,7 +52,7 @@ use lockcheck_check::provoked::Provocation;
 use lockcheck_check::AnomalyKind;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AuditVerdict {
     EfficiencyLockOnly,
@@ -64,6 +64,21 @@ pub enum AuditVerdict {
 }
 
 impl AuditVerdict {
+    /// Every verdict, in the order `--expect`'s help lists them.
+    pub const ALL: [AuditVerdict; 6] = [
+        AuditVerdict::EfficiencyLockOnly,
+        AuditVerdict::SafeWithFencing,
+        AuditVerdict::UnsafeEvenWithFencing,
+        AuditVerdict::NoBreakFound,
+        AuditVerdict::Inconclusive,
+        AuditVerdict::Partial,
+    ];
+
+    /// The verdict of this name, as the scorecard and `--expect` spell it.
+    pub fn named(name: &str) -> Option<AuditVerdict> {
+        AuditVerdict::ALL.into_iter().find(|v| v.name() == name)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             AuditVerdict::EfficiencyLockOnly => "efficiency-lock-only",
@@ -559,6 +574,17 @@ mod tests {
     use Recipe::{
         ClockJumpHolder, HolderCutOff, HolderPause, KillRestart, KillRestartWiped, SlowLinks,
     };
+
+    /// `--expect` and the published table read a verdict by the name the
+    /// scorecard's JSON gives it: one spelling, every verdict.
+    #[test]
+    fn a_verdict_is_named_as_the_scorecard_writes_it() {
+        for v in AuditVerdict::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.name(), "{v:?}");
+            assert_eq!(AuditVerdict::named(v.name()), Some(v));
+        }
+        assert_eq!(AuditVerdict::named("safe"), None);
+    }
 
     /// A card as the scorecard adds it up: `flagged` of `counted`, `provoked` of them.
     fn card(

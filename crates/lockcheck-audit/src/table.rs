@@ -8,7 +8,6 @@ use super::decide::AuditVerdict;
 use super::render::wall;
 use super::scorecard::{self, Scorecard};
 use anyhow::{Context, Result};
-use clap::ValueEnum;
 use std::path::Path;
 
 /// The marker comments the generated table sits between on a page.
@@ -63,7 +62,7 @@ fn expected(argv: &[String]) -> Option<AuditVerdict> {
             "--expect" => argv.get(i + 1).map(String::as_str),
             _ => a.strip_prefix("--expect="),
         })?;
-    AuditVerdict::from_str(value, false).ok()
+    AuditVerdict::named(value)
 }
 
 /// What the scorecard found, in one line: the token's failure, the recipes

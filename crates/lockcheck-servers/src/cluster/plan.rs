@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a backend's servers run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Runtime {
     /// Local processes on loopback, started and stopped by lockcheck.
@@ -33,6 +33,14 @@ pub enum Runtime {
 }
 
 impl Runtime {
+    /// Every runtime, in the order `--runtime`'s help lists them.
+    pub const ALL: [Runtime; 4] = [
+        Runtime::Local,
+        Runtime::Docker,
+        Runtime::External,
+        Runtime::Ssh,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Local => "local",
