@@ -48,6 +48,23 @@ fn etcd_holder_cut_off_past_its_lease_gives_two_holders_and_a_stale_write() {
     );
 }
 
+/// The member the holder's client is pinned to, killed past the lease: etcd lets
+/// the lease expire and hands the lock on once the member is back, while the
+/// holder writes on; the member killed is the one the holder was connected to.
+#[test]
+fn etcd_holders_member_killed_past_its_lease_gives_two_holders_and_a_stale_write() {
+    let r = shows_the_break(
+        "etcd-holder-node-killed.toml",
+        &["double-holder", "stale-write-accepted"],
+    );
+    let kill = r.first_op("kill");
+    let killed = kill.value["targets"]
+        .as_array()
+        .expect("the kill names its node");
+    assert_eq!(killed.len(), 1, "one member, the holder's: {kill:?}");
+    assert_eq!(r.json["provoked"]["class"], "provoked", "{}", r.json);
+}
+
 /// A clock fault on etcd (Go, reading the vDSO) skews nothing, and the verdict says
 /// so for each member instead of pretending.
 #[test]

@@ -168,6 +168,7 @@ fn the_shipped_fault_workloads_load() {
         "redlock-clock-jump",
         "redis-kill-restart",
         "etcd-partition-leader",
+        "etcd-holder-node-killed",
     ] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("workloads/{name}.toml"));
         Workload::load(&path).unwrap_or_else(|e| panic!("{name}: {e:#}"));

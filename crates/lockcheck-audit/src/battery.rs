@@ -38,12 +38,13 @@ pub enum Recipe {
     HolderCutOff,
     LeaderIsolated,
     HolderNodeIsolated,
+    HolderNodeKilled,
     SlowLinks,
     DiskFull,
 }
 
 impl Recipe {
-    pub const ALL: [Recipe; 13] = [
+    pub const ALL: [Recipe; 14] = [
         Recipe::HolderPause,
         Recipe::ClockJumpMajority,
         Recipe::ClockRateMajority,
@@ -55,6 +56,7 @@ impl Recipe {
         Recipe::HolderCutOff,
         Recipe::LeaderIsolated,
         Recipe::HolderNodeIsolated,
+        Recipe::HolderNodeKilled,
         Recipe::SlowLinks,
         Recipe::DiskFull,
     ];
@@ -72,6 +74,7 @@ impl Recipe {
             Recipe::HolderCutOff => "holder-cut-off",
             Recipe::LeaderIsolated => "leader-isolated",
             Recipe::HolderNodeIsolated => "holder-node-isolated",
+            Recipe::HolderNodeKilled => "holder-node-killed",
             Recipe::SlowLinks => "slow-links",
             Recipe::DiskFull => "disk-full",
         }
@@ -118,6 +121,11 @@ impl Recipe {
                  twice the 2 s lease: the client, which talks to that node alone, cannot renew \
                  through it, and the holder writes on to the resource, which is not behind the cut"
             }
+            Recipe::HolderNodeKilled => {
+                "the node the holder's client is connected to killed (-9) for 4 s, twice the 2 s \
+                 lease, and restarted on its data: the client, which talks to that node alone, \
+                 cannot renew through it, and the holder writes on to the resource"
+            }
             Recipe::SlowLinks => "every client-to-node link delayed 100 ms ± 30 ms each way",
             Recipe::DiskFull => {
                 "a server node's data disk full for 8 s, the servers set to keep every \
@@ -153,19 +161,27 @@ impl Recipe {
             }
             Recipe::HolderCutOff => format!("one client, the holder, from all {n} nodes"),
             Recipe::LeaderIsolated => format!("the leader, from the other {}", n - 1),
-            Recipe::HolderNodeIsolated => match facts.pinned {
-                Some(pin) => format!(
-                    "the holder's node, from the other {}; each client pinned to one node ({pin})",
-                    n - 1
-                ),
-                None => format!("the holder's node, from the other {}", n - 1),
-            },
+            Recipe::HolderNodeIsolated | Recipe::HolderNodeKilled => {
+                let node = match self {
+                    Recipe::HolderNodeIsolated => {
+                        format!("the holder's node, from the other {}", n - 1)
+                    }
+                    _ => format!("the holder's node, one of {n}"),
+                };
+                match facts.pinned {
+                    Some(pin) => format!("{node}; each client pinned to one node ({pin})"),
+                    None => node,
+                }
+            }
             Recipe::SlowLinks if n == 1 => "the link to the only server".to_string(),
             Recipe::SlowLinks => format!("the links to all {n} nodes"),
             _ => return self.describe().to_string(),
         };
         let kept = match self {
-            Recipe::KillRestart | Recipe::KillRestartDurable | Recipe::DiskFull => {
+            Recipe::KillRestart
+            | Recipe::KillRestartDurable
+            | Recipe::DiskFull
+            | Recipe::HolderNodeKilled => {
                 cluster::recipe(facts.kind).persistence(&self.options(facts))
             }
             _ => None,
@@ -228,7 +244,7 @@ impl Recipe {
     fn option_lines(self, facts: &Facts) -> Option<&'static str> {
         match self {
             Recipe::KillRestartDurable | Recipe::DiskFull => facts.durable,
-            Recipe::HolderNodeIsolated => facts.pinned,
+            Recipe::HolderNodeIsolated | Recipe::HolderNodeKilled => facts.pinned,
             _ => None,
         }
     }
@@ -315,6 +331,10 @@ impl Recipe {
             // follower healed had no leader for up to 3 s more (its clients,
             // pinned to it, were granted nothing until then): 6 s between cuts.
             Recipe::HolderNodeIsolated => ("20s", entry("kind = \"partition-nodes\"\nshape = \"isolate\"\nnodes = \"holders\"\ncut = \"blackhole\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"6s\"")),
+            // The same aim by a kill: the holder's node gone rather than cut
+            // off, so its client sees the connection refused at once instead
+            // of silence; restarted on its data, as kill-restart's node is.
+            Recipe::HolderNodeKilled => ("20s", entry("kind = \"kill\"\nnodes = \"holders\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"6s\"")),
             Recipe::SlowLinks => ("10s", entry("kind = \"latency\"\nnodes = \"all\"\ndelay = \"100ms\"\njitter = \"30ms\"\nduration = \"4s\"\nafter = \"1s\"\ninterval = \"1s\"")),
             // Redis with its AOF fsynced always wrote on for 4.4 s into the page
             // its file held before exiting (docs/faults.md): 8 s of a full disk.
@@ -353,7 +373,7 @@ impl Recipe {
             // pinned to the same node, nobody was granted before the heal and
             // the node's return to a leader, 3 s after it; with 6 s sections,
             // no holder of 6 etcd runs was still writing then.
-            Recipe::HolderNodeIsolated => (3, "1s", "10s", 20, None),
+            Recipe::HolderNodeIsolated | Recipe::HolderNodeKilled => (3, "1s", "10s", 20, None),
             _ => (3, "1s", "300ms", 3, None),
         }
     }
@@ -569,6 +589,21 @@ impl Facts {
                     .into(),
             );
         }
+        if recipe == Recipe::HolderNodeKilled {
+            if self.nodes < 2 {
+                return Some(format!(
+                    "{kind} is one server: the holder's node is the only one, which \
+                     kill-restart kills"
+                ));
+            }
+            if !self.elects_leader {
+                return Some(format!(
+                    "{kind}'s {} nodes are independent instances: a holder is connected to \
+                     all of them, none of its own",
+                    self.nodes
+                ));
+            }
+        }
         if recipe.cuts_node_links() {
             if self.nodes < 2 {
                 return Some(format!("{kind} is one server: no peers to cut it off from"));
@@ -748,416 +783,4 @@ pub fn write_workloads(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn names(b: &Battery) -> Vec<String> {
-        b.scenarios.iter().map(Scenario::name).collect()
-    }
-
-    fn refused(b: &Battery) -> Vec<&str> {
-        b.not_applicable
-            .iter()
-            .map(|n| n.scenario.as_str())
-            .collect()
-    }
-
-    const GO: &str = "a Go binary";
-
-    /// Every backend's whole battery is a workload `lockcheck run` accepts.
-    #[test]
-    fn every_scenario_of_every_backend_is_a_valid_workload() {
-        for kind in BackendKind::ALL.into_iter().filter(|k| k.has_lock()) {
-            for client in [None, Some(vec!["/bin/true".to_string()])] {
-                let facts = Facts::registered(kind, None, client.clone());
-                let b = battery(&facts, None);
-                assert!(!b.scenarios.is_empty(), "{kind}");
-                for s in &b.scenarios {
-                    let text = workload_text(*s, &facts);
-                    let path = std::path::PathBuf::from(format!("/audit/{}.toml", s.name()));
-                    let w = Workload::parse(&text, &path)
-                        .unwrap_or_else(|e| panic!("{kind} {}: {e:#}\n{text}", s.name()));
-                    assert_eq!(w.name, format!("{kind}-{}", s.name()));
-                    assert_eq!(
-                        w.resource.fence != lockcheck_resource::Fence::Off,
-                        s.fencing == Fencing::Fenced,
-                        "{kind} {}",
-                        s.name()
-                    );
-                    assert_eq!(
-                        w.clients.self_fencing_margin.is_some(),
-                        s.fencing == Fencing::SelfFencing
-                    );
-                    assert_eq!(
-                        w.clients.self_fencing_library,
-                        s.fencing == Fencing::LibraryFencing
-                    );
-                    assert_eq!(w.client.is_some(), client.is_some());
-                    // Only an unfenced run that trusts its holders fails on the overlap.
-                    assert_eq!(
-                        w.allow
-                            .contains(&lockcheck_check::AnomalyKind::DoubleHolder),
-                        s.fencing != Fencing::Unfenced,
-                        "{kind} {}",
-                        s.name()
-                    );
-                }
-            }
-        }
-    }
-
-    /// One jump can fall between a release and the next acquire: three land in the run.
-    #[test]
-    fn a_server_clock_jump_lands_three_times_within_the_run() {
-        let facts = Facts::registered(BackendKind::Redlock, None, None);
-        let s = Scenario {
-            recipe: Recipe::ClockJumpMajority,
-            fencing: Fencing::Unfenced,
-        };
-        let w = Workload::parse(&workload_text(s, &facts), Path::new("/audit/j.toml")).unwrap();
-        let at: Vec<u64> = w
-            .planned_faults(None, 1)
-            .unwrap()
-            .iter()
-            .map(|p| p.at.as_millis() as u64)
-            .collect();
-        assert_eq!(at, [1000, 3500, 6000]);
-    }
-
-    /// A holder that renewed between its writes would stop at its first unanswered
-    /// renewal, before its lease ran out: no successor would see it write again.
-    #[test]
-    fn the_cut_off_holder_has_its_lock_client_renew_in_the_background() {
-        use lockcheck_run::workload::Renew;
-        for kind in [BackendKind::Redis, BackendKind::Zookeeper] {
-            let facts = Facts::registered(kind, None, None);
-            let s = Scenario {
-                recipe: Recipe::HolderCutOff,
-                fencing: Fencing::Fenced,
-            };
-            let text = workload_text(s, &facts);
-            let w = Workload::parse(&text, Path::new("/audit/c.toml")).unwrap();
-            assert_eq!(w.backend.renew, Renew::Background, "{kind}");
-            assert_eq!(w.backend.lease.renew_every, Some(Duration::from_secs(1)));
-            let whom = if facts.nodes == 1 {
-                "one client, the holder, from the only server".to_string()
-            } else {
-                format!("one client, the holder, from all {} nodes", facts.nodes)
-            };
-            assert!(text.contains(&whom), "{kind}: {text}");
-            assert!(text.contains("writes on to the resource"), "{text}");
-        }
-    }
-
-    #[test]
-    fn redis_runs_every_recipe_but_the_leader_one_fenced_and_unfenced() {
-        let facts = Facts {
-            mounts: true,
-            ..Facts::registered(BackendKind::Redis, None, None)
-        };
-        let b = battery(&facts, None);
-        assert_eq!(b.scenarios.len(), 29, "{:?}", names(&b));
-        for n in [
-            "holder-pause-unfenced",
-            "holder-pause-fenced",
-            "holder-pause-self-fencing",
-            "clock-jump-majority-fenced",
-            "clock-rate-holder-self-fencing",
-            "kill-restart-wiped-unfenced",
-            "kill-restart-durable-fenced",
-            "holder-cut-off-fenced",
-            "slow-links-self-fencing",
-            "disk-full-fenced",
-        ] {
-            assert!(names(&b).iter().any(|s| s == n), "{n}: {:?}", names(&b));
-        }
-        assert_eq!(
-            refused(&b),
-            [
-                "clock-jump-holder-unfenced",
-                "clock-jump-holder-fenced",
-                "clock-rate-holder-unfenced",
-                "clock-rate-holder-fenced",
-                "leader-isolated",
-                "holder-node-isolated"
-            ]
-        );
-        assert!(
-            b.not_applicable[4].why.contains("one server"),
-            "{:?}",
-            b.not_applicable[4]
-        );
-    }
-
-    /// Redis's durable option is the one line kill-restart-durable adds, and the
-    /// scenario says what a killed server keeps with it and without it.
-    #[test]
-    fn kill_restart_durable_runs_redis_with_aof_always_and_says_what_it_keeps() {
-        let facts = Facts::registered(BackendKind::Redis, None, None);
-        let durable = Scenario {
-            recipe: Recipe::KillRestartDurable,
-            fencing: Fencing::Fenced,
-        };
-        let text = workload_text(durable, &facts);
-        assert!(text.contains("\npersistence = \"aof-always\"\n"), "{text}");
-        assert!(text.contains("--appendfsync always"), "{text}");
-        let w = Workload::parse(&text, Path::new("/audit/d.toml")).unwrap();
-        assert_eq!(
-            w.backend
-                .options
-                .get("persistence")
-                .and_then(|v| v.as_str()),
-            Some("aof-always")
-        );
-        let plain = workload_text(
-            Scenario {
-                recipe: Recipe::KillRestart,
-                ..durable
-            },
-            &facts,
-        );
-        assert!(!plain.contains("persistence ="), "{plain}");
-        assert!(plain.contains("--appendonly no"), "{plain}");
-        // A backend with no such option lists the recipe as not applicable.
-        let b = battery(&Facts::registered(BackendKind::Etcd, None, None), None);
-        assert!(
-            refused(&b).contains(&"kill-restart-durable"),
-            "{:?}",
-            refused(&b)
-        );
-    }
-
-    /// A kill recurs through a run, each time on the node its target picks
-    /// then: a wiped restart on a cluster says a second node's data can go.
-    #[test]
-    fn a_kill_says_it_recurs_and_on_whom() {
-        let wiped = |kind| {
-            let facts = Facts::registered(kind, None, None);
-            Recipe::KillRestartWiped.describe_for(&facts)
-        };
-        let nats = wiped(BackendKind::Nats);
-        assert!(nats.contains("the leader, one node of 3"), "{nats}");
-        assert!(
-            nats.contains("on the node leading then: a second node's data"),
-            "{nats}"
-        );
-        let redlock = wiped(BackendKind::Redlock);
-        assert!(
-            redlock.contains("on a node picked afresh: a second node's data"),
-            "{redlock}"
-        );
-        let redis = wiped(BackendKind::Redis);
-        assert!(redis.contains("the only server"), "{redis}");
-        assert!(redis.contains(", again after each restart"), "{redis}");
-        assert!(!redis.contains("second node"), "{redis}");
-        let etcd = Facts::registered(BackendKind::Etcd, None, None);
-        let kept = Recipe::KillRestart.describe_for(&etcd);
-        assert!(
-            kept.contains("again after each restart on the node leading then"),
-            "{kept}"
-        );
-        assert!(!Recipe::SlowLinks.describe_for(&etcd).contains("again"));
-    }
-
-    /// A server clock fault deposes a holder only inside its section: the holder
-    /// holds twice the lease, kept alive as its client keeps it.
-    #[test]
-    fn under_the_servers_clocks_a_holder_holds_long_and_renews_only_where_its_client_does_not() {
-        for recipe in [Recipe::ClockJumpMajority, Recipe::ClockRateMajority] {
-            let s = Scenario {
-                recipe,
-                fencing: Fencing::Fenced,
-            };
-            let zookeeper = Facts::registered(BackendKind::Zookeeper, None, None);
-            let text = workload_text(s, &zookeeper);
-            assert!(text.contains("\nhold = \"4s\"\nwrites = 8\n"), "{text}");
-            assert!(!text.contains("renew"), "{text}");
-            Workload::parse(&text, Path::new("/audit/z.toml")).unwrap();
-            let redis = Facts::registered(BackendKind::Redis, None, None);
-            let text = workload_text(s, &redis);
-            assert!(text.contains("\nhold = \"4s\"\n"), "{text}");
-            assert!(
-                text.contains("renew = \"background\"\nrenew_every = \"1s\"\n"),
-                "{text}"
-            );
-            let w = Workload::parse(&text, Path::new("/audit/r.toml")).unwrap();
-            assert!(w.duration >= Duration::from_secs(8), "{text}");
-        }
-    }
-
-    /// The disk is a tmpfs: root mounts it, and redis keeps its AOF on it.
-    #[test]
-    fn disk_full_fills_the_leaders_disk_of_a_durable_server_and_needs_root() {
-        let facts = Facts {
-            mounts: true,
-            ..Facts::registered(BackendKind::Redis, None, None)
-        };
-        let s = Scenario {
-            recipe: Recipe::DiskFull,
-            fencing: Fencing::Fenced,
-        };
-        let text = workload_text(s, &facts);
-        assert!(text.contains("\npersistence = \"aof-always\"\n"), "{text}");
-        assert!(text.contains("the only server"), "{text}");
-        Workload::parse(&text, Path::new("/audit/f.toml")).unwrap();
-        let etcd = Facts {
-            mounts: true,
-            ..Facts::registered(BackendKind::Etcd, None, None)
-        };
-        let text = workload_text(s, &etcd);
-        assert!(text.contains("nodes = \"primary\""), "{text}");
-        assert!(text.contains("the leader, one node of 3"), "{text}");
-        assert!(!text.contains("again after each restart"), "{text}");
-        let unprivileged = Facts {
-            mounts: false,
-            ..etcd
-        };
-        let b = battery(&unprivileged, Some(&[Recipe::DiskFull]));
-        assert!(b.scenarios.is_empty());
-        assert!(b.not_applicable[0].why.contains("root"), "{:?}", b);
-        // This machine stood in the way, not the backend: the audit is not complete.
-        assert!(b.not_applicable[0].environment, "{:?}", b);
-        let mariadb = battery(
-            &Facts::registered(BackendKind::Mariadb, None, None),
-            Some(&[Recipe::LeaderIsolated]),
-        );
-        assert!(
-            !mariadb.not_applicable.is_empty()
-                && mariadb.not_applicable.iter().all(|n| !n.environment),
-            "{mariadb:?}"
-        );
-    }
-
-    /// An etcd client balances over every member: only pinned to one does the
-    /// holder have a node of its own to cut off, for longer than its lease.
-    #[test]
-    fn the_holders_node_is_cut_off_past_its_lease_with_every_client_pinned_to_it() {
-        // An etcd client balances over every member; a ZooKeeper client moves its
-        // session to another server: either way the cut would miss the lease.
-        for kind in [BackendKind::Etcd, BackendKind::Zookeeper] {
-            let pin = Some("client_endpoint = \"follower\"");
-            let facts = Facts::registered(kind, None, None);
-            let b = battery(&facts, Some(&[Recipe::HolderNodeIsolated]));
-            assert_eq!(names(&b).len(), 3, "{kind}: {:?}", names(&b));
-            let s = Scenario {
-                recipe: Recipe::HolderNodeIsolated,
-                fencing: Fencing::Fenced,
-            };
-            let text = workload_text(s, &facts);
-            let w = Workload::parse(&text, Path::new("/audit/h.toml")).unwrap();
-            assert!(text.contains("nodes = \"holders\""), "{text}");
-            assert!(text.contains("network = \"namespaces\""), "{text}");
-            assert_eq!(
-                pin.is_some_and(|p| text.contains(p)),
-                pin.is_some(),
-                "{text}"
-            );
-            let cut = w.faults[0].duration;
-            let lease = w.backend.lease.ttl;
-            assert!(cut >= lease * 2, "{kind}: cut {cut:?}, lease {lease:?}");
-            // The holder still writes after the heal, when a successor is granted.
-            let lockcheck_run::workload::ClientMode::Lock(section) = &w.mode else {
-                panic!("{kind}: a lock workload");
-            };
-            assert!(section.hold > cut, "{kind}");
-        }
-        let redis = battery(
-            &Facts::registered(BackendKind::Redis, None, None),
-            Some(&[Recipe::HolderNodeIsolated]),
-        );
-        assert!(redis.scenarios.is_empty() && redis.not_applicable[0].why.contains("one server"));
-    }
-
-    #[test]
-    fn redlock_has_no_fenced_scenario_and_no_leader() {
-        let b = battery(&Facts::registered(BackendKind::Redlock, None, None), None);
-        assert!(b.scenarios.iter().all(|s| s.fencing != Fencing::Fenced));
-        assert!(names(&b).contains(&"clock-jump-majority-unfenced".to_string()));
-        assert_eq!(b.not_applicable[0].scenario, "*-fenced");
-        assert!(b.not_applicable[0]
-            .why
-            .contains("redlock hands out no fencing token"));
-        let leader = b
-            .not_applicable
-            .iter()
-            .find(|n| n.scenario == "leader-isolated")
-            .unwrap();
-        assert!(
-            leader.why.contains("independent instances"),
-            "{}",
-            leader.why
-        );
-    }
-
-    #[test]
-    fn a_go_server_loses_the_server_clock_recipes_and_a_cluster_gains_the_leader_one() {
-        for kind in [BackendKind::Etcd, BackendKind::Nats] {
-            let facts = Facts::registered(kind, Some(GO.into()), None);
-            let b = battery(&facts, None);
-            let na = refused(&b);
-            assert!(
-                na.contains(&"clock-jump-majority") && na.contains(&"clock-rate-majority"),
-                "{kind}: {na:?}"
-            );
-            assert!(b.not_applicable.iter().any(|n| n.why == GO));
-            assert!(
-                names(&b).contains(&"leader-isolated-fenced".to_string()),
-                "{kind}"
-            );
-            // The holder's clock is the worker's own: it still applies.
-            assert!(names(&b).contains(&"clock-rate-holder-self-fencing".to_string()));
-        }
-    }
-
-    #[test]
-    fn loopback_only_servers_lose_the_leader_recipe() {
-        for kind in [BackendKind::PostgresLease, BackendKind::Mariadb] {
-            let b = battery(&Facts::registered(kind, None, None), None);
-            assert!(refused(&b).contains(&"leader-isolated"), "{kind}");
-        }
-        let b = battery(&Facts::registered(BackendKind::Zookeeper, None, None), None);
-        assert!(!refused(&b).contains(&"leader-isolated"));
-    }
-
-    #[test]
-    fn fencing_modes_of_a_recipe_that_runs_unfenced_ask_whether_they_hold() {
-        let b = battery(&Facts::registered(BackendKind::Redis, None, None), None);
-        let q = questions(&b.scenarios);
-        for (s, q) in b.scenarios.iter().zip(&q) {
-            match q {
-                Question::CanItBreak => assert!(
-                    s.fencing == Fencing::Unfenced || s.recipe.skews_holder(),
-                    "{}",
-                    s.name()
-                ),
-                Question::DoesItHold { unfenced } => {
-                    assert_ne!(s.fencing, Fencing::Unfenced);
-                    assert_eq!(b.scenarios[*unfenced].recipe, s.recipe);
-                    assert_eq!(b.scenarios[*unfenced].fencing, Fencing::Unfenced);
-                }
-            }
-        }
-        let clock = b
-            .scenarios
-            .iter()
-            .position(|s| s.name() == "clock-jump-holder-self-fencing")
-            .unwrap();
-        assert_eq!(q[clock], Question::CanItBreak);
-    }
-
-    #[test]
-    fn an_adapter_adds_library_fencing_and_only_narrows() {
-        let facts = Facts::registered(BackendKind::Redis, None, Some(vec!["lock.py".into()]));
-        let b = battery(&facts, Some(&[Recipe::HolderPause]));
-        assert_eq!(
-            names(&b),
-            [
-                "holder-pause-unfenced",
-                "holder-pause-fenced",
-                "holder-pause-self-fencing",
-                "holder-pause-library-fencing"
-            ]
-        );
-        assert!(b.not_applicable.is_empty());
-    }
-}
+mod tests;
