@@ -25,7 +25,7 @@
 //! label), for machines that cannot pull.
 
 use super::node::log_tail;
-use super::plan::{ClusterPlan, ClusterSpec, Prepare, Runtime, DATA_DIR};
+use super::plan::{ClusterPlan, ClusterSpec, Prepare, Runtime};
 use super::recipe::{ClusterError, Init};
 use super::recipes::recipe;
 pub use super::recipes::{default_image, HOST_IMAGE};
@@ -199,13 +199,7 @@ impl DockerCluster {
             match Self::start_once(spec.clone(), image).await {
                 Err(e) if attempt < ATTEMPTS && port_taken(&e) => {
                     tracing::warn!("port taken while starting {}, retrying: {e:#}", spec.kind);
-                    // The next plan starts from nothing: a data directory of this
-                    // one (an etcd member of its cluster) must not be found.
-                    let data = spec.dir.join(DATA_DIR);
-                    if data.exists() {
-                        std::fs::remove_dir_all(&data)
-                            .with_context(|| format!("emptying {}", data.display()))?;
-                    }
+                    spec.forget_data()?;
                     attempt += 1;
                 }
                 other => return other,

@@ -241,6 +241,7 @@ impl LocalCluster {
             match ClusterPlan::new(spec.clone())?.start().await {
                 Err(e) if attempt < ATTEMPTS && is_port_taken(&e) => {
                     tracing::warn!("port taken while starting {}, retrying: {e:#}", spec.kind);
+                    spec.forget_data()?;
                     attempt += 1;
                 }
                 other => return other,

@@ -11,7 +11,7 @@ use super::ssh::node::HostPrepare;
 use crate::backend::BackendKind;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +72,37 @@ pub enum NetworkKind {
 /// Where a run directory keeps its nodes' data (`data/<node>/` locally, the
 /// containers' volumes under docker); their logs are in `nodes/`.
 pub const DATA_DIR: &str = "data";
+
+impl ClusterSpec {
+    /// Empties every node's data directory after a start given up on (a port
+    /// taken): the nodes that did start founded a cluster on the ports given
+    /// up, and started again on that data they refuse the node that did not
+    /// (etcd: "request cluster ID mismatch"; an audit's run ended so in exit 5,
+    /// docs/audits/etcd.md). The directories stay, emptied: one may be a
+    /// mount point (disk-full's tmpfs), which the next start finds in place.
+    pub fn forget_data(&self) -> Result<()> {
+        let data = self.dir.join(DATA_DIR);
+        let entries = |dir: &Path| -> Result<Vec<PathBuf>> {
+            match std::fs::read_dir(dir) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                listing => Ok(listing
+                    .and_then(|l| l.map(|e| e.map(|e| e.path())).collect())
+                    .with_context(|| format!("listing {}", dir.display()))?),
+            }
+        };
+        for node in entries(&data)? {
+            for file in entries(&node)? {
+                let gone = if file.is_dir() && !file.is_symlink() {
+                    std::fs::remove_dir_all(&file)
+                } else {
+                    std::fs::remove_file(&file)
+                };
+                gone.with_context(|| format!("removing {} to start again", file.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// What to start: the backend, how many nodes, and where their files go.
 #[derive(Debug, Clone)]
@@ -181,5 +212,28 @@ impl ClusterPlan {
             .iter()
             .map(|n| n.client_advertise.to_string())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A start given up on leaves each node's directory in place and empty.
+    #[test]
+    fn a_start_given_up_on_forgets_every_nodes_data() {
+        let run = tempfile::tempdir().unwrap();
+        let spec = ClusterSpec::new(BackendKind::Redis, run.path());
+        spec.forget_data().unwrap(); // no data yet: nothing to do
+        let data = run.path().join(DATA_DIR);
+        std::fs::create_dir_all(data.join("n1/member/wal")).unwrap();
+        std::fs::write(data.join("n1/member/wal/0.wal"), "founded").unwrap();
+        std::fs::create_dir_all(data.join("n2")).unwrap();
+        std::fs::write(data.join("n2/myid"), "2").unwrap();
+        spec.forget_data().unwrap();
+        for node in ["n1", "n2"] {
+            let left: Vec<_> = std::fs::read_dir(data.join(node)).unwrap().collect();
+            assert!(left.is_empty(), "{node}: {left:?}");
+        }
     }
 }
